@@ -1,0 +1,128 @@
+"""Running a backend's external program: argument lists only, bounded output, and the whole
+process group killed on timeout or cancellation.
+
+Used by the qmd and command adapters. A backend program is started in its own session
+(``start_new_session=True``) so that it and everything it spawns share one process group, which
+is the unit we kill: the ``qmd`` launcher, for example, leaves its ``node`` child running if only
+the launcher is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+DEFAULT_MAX_STDOUT = 8 * 1024 * 1024
+DEFAULT_MAX_STDERR = 64 * 1024
+_CHUNK = 64 * 1024
+
+
+class ExecutableNotFound(Exception):
+    """The program (argv[0]) does not exist or is not executable."""
+
+
+class OutputTooLarge(Exception):
+    """The program wrote more than ``max_stdout`` bytes; it has been killed."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"backend output exceeded {limit} bytes; the process was killed")
+        self.limit = limit
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    duration_ms: int
+
+    def stderr_tail(self, limit: int = 400) -> str:
+        """The last bit of stderr, decoded leniently, for error messages."""
+        text = self.stderr.decode("utf-8", "replace").strip()
+        return text[-limit:]
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by ``pid``; a group already gone is fine."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _read_capped(stream: asyncio.StreamReader, limit: int, *, strict: bool) -> bytes:
+    """Read a stream to EOF keeping at most ``limit`` bytes.
+
+    ``strict``: raise :class:`OutputTooLarge` past the limit (stdout, which must be parsed
+    whole). Otherwise keep the last ``limit`` bytes and drain the rest (stderr, diagnostic only),
+    so the child never blocks on a full pipe.
+    """
+    buf = bytearray()
+    while chunk := await stream.read(_CHUNK):
+        buf += chunk
+        if len(buf) > limit:
+            if strict:
+                raise OutputTooLarge(limit)
+            del buf[: len(buf) - limit]
+    return bytes(buf)
+
+
+async def run(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    max_stdout: int = DEFAULT_MAX_STDOUT,
+    max_stderr: int = DEFAULT_MAX_STDERR,
+) -> ProcessResult:
+    """Run ``argv`` (no shell) and return its exit code and output.
+
+    No timeout parameter on purpose: the caller (ultimately the router) bounds the call by
+    cancelling the task, and cancellation kills the process group here. Raises
+    :class:`ExecutableNotFound` and :class:`OutputTooLarge`; never leaves a process behind.
+    """
+    started = time.perf_counter()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        raise ExecutableNotFound(f"{argv[0]}: {exc.strerror or exc}") from exc
+    try:
+        if stdin is not None:
+            assert proc.stdin is not None
+            proc.stdin.write(stdin)
+            await proc.stdin.drain()
+            proc.stdin.close()
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = await asyncio.gather(
+            _read_capped(proc.stdout, max_stdout, strict=True),
+            _read_capped(proc.stderr, max_stderr, strict=False),
+        )
+        returncode = await proc.wait()
+    except BaseException:
+        # Timeout (cancellation), oversized output, or anything else: end the whole group.
+        kill_group(proc.pid)
+        await asyncio.shield(_reap(proc))
+        raise
+    # The leader is gone; anything it left in its group (a backgrounded grandchild) goes too.
+    kill_group(proc.pid)
+    return ProcessResult(returncode, out, err, int((time.perf_counter() - started) * 1000))
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=2.0)
+    except (asyncio.TimeoutError, ProcessLookupError):
+        pass

@@ -1,0 +1,173 @@
+"""The backend seam: the one interface between the router and a memory backend.
+
+Everything above this module (rules, plan, attempts, envelope, CLI, daemon) knows a backend only
+as an object with a ``name``, an async :meth:`Backend.search` that returns the stack's nine-field
+backend contract, and a cheap synchronous :meth:`Backend.probe`. Subprocesses, SQLite, HTTP and
+markdown parsing all live below this line, in one adapter module each.
+
+Rules every adapter follows:
+
+* ``search`` never raises for a backend-side problem (missing binary, bad output, HTTP 500):
+  it returns ``BackendResponse.failure(...)`` with a precise ``error_code`` and message.
+  It may raise only for programming errors; the router turns those into ``BACKEND_ERROR`` too.
+* ``search`` must be cancellable: the router enforces ``timeout_ms`` by cancelling the task, and
+  the adapter's cleanup (killing a process group, closing a connection) runs in ``finally``.
+  Blocking work (SQLite, file scans) goes through ``asyncio.to_thread`` so cancellation is prompt.
+* Relevance is 0..1 and means the same everywhere: >= 0.4 is a usable match, below is weak.
+  Each adapter documents how it maps its native score onto that scale.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ContractStatus = Literal["success", "empty", "error"]
+
+# Error codes shared by the adapters and the router (the stack uses the first three).
+BACKEND_ERROR = "BACKEND_ERROR"
+BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
+QUERY_TIMEOUT = "QUERY_TIMEOUT"
+
+
+class Result(BaseModel):
+    """One hit. Adapters may add extra keys (``path``, ``line``, ``summary_id``...)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    content: str
+    relevance: float = Field(ge=0.0, le=1.0)
+    source: str
+    timestamp: str | None = None
+
+
+class BackendResponse(BaseModel):
+    """The stack's backend contract: exactly what one backend call returns.
+
+    The first nine fields are the wire format of the OpenClaw stack's ``wrapper.sh --adapter``
+    skills. ``query_sent`` is a router-side extension: the query text the adapter actually sent
+    when it rewrote the user's query (qmd keyword extraction, FTS sanitising); it is reported in
+    the envelope's ``attempts`` and is not part of the wire contract.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    query_echo: str
+    results: tuple[Result, ...] = ()
+    result_count: int = 0
+    status: ContractStatus
+    error_message: str | None = None
+    error_code: str | None = None
+    backend_duration_ms: int = 0
+    normalized_relevance: float = Field(default=0.0, ge=0.0, le=1.0)
+    backend: str
+    query_sent: str | None = None
+
+    @classmethod
+    def from_results(
+        cls,
+        backend: str,
+        query: str,
+        results: list[Result] | tuple[Result, ...],
+        *,
+        duration_ms: int = 0,
+        query_sent: str | None = None,
+    ) -> BackendResponse:
+        """A ``success`` response, or ``empty`` when there are no results.
+
+        ``normalized_relevance`` is the best result's relevance, as in the stack.
+        """
+        ordered = tuple(sorted(results, key=lambda r: r.relevance, reverse=True))
+        return cls.model_construct(
+            query_echo=query,
+            results=ordered,
+            result_count=len(ordered),
+            status="success" if ordered else "empty",
+            error_message=None,
+            error_code=None,
+            backend_duration_ms=duration_ms,
+            normalized_relevance=ordered[0].relevance if ordered else 0.0,
+            backend=backend,
+            query_sent=query_sent,
+        )
+
+    @classmethod
+    def failure(
+        cls,
+        backend: str,
+        query: str,
+        code: str,
+        message: str,
+        *,
+        duration_ms: int = 0,
+        query_sent: str | None = None,
+    ) -> BackendResponse:
+        """An ``error`` response with a code such as ``BACKEND_UNAVAILABLE`` and a message that
+        says what went wrong and what to do about it."""
+        return cls.model_construct(
+            query_echo=query,
+            results=(),
+            result_count=0,
+            status="error",
+            error_message=message,
+            error_code=code,
+            backend_duration_ms=duration_ms,
+            normalized_relevance=0.0,
+            backend=backend,
+            query_sent=query_sent,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BackendRequest:
+    """What the router asks of a backend.
+
+    ``mode`` is the rule's mode for this step (``search``/``vsearch``/``query`` for qmd, ``None``
+    for backends with a single mode). ``timeout_s`` is the budget the router will enforce by
+    cancellation; adapters may pass it down (an HTTP client timeout) but need not.
+    """
+
+    query: str
+    mode: str | None = None
+    limit: int = 10
+    timeout_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Whether an adapter can run on this machine, for ``memory-router backends``."""
+
+    ok: bool
+    detail: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A memory backend as the router sees it."""
+
+    name: str
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        """Answer one query. Never raises for backend-side failures; see the module docstring."""
+        ...
+
+    def probe(self) -> Probe:
+        """Cheap, synchronous check that the backend can run here (no query is sent)."""
+        ...
+
+
+class Stopwatch:
+    """Milliseconds since construction, for adapters filling ``backend_duration_ms``."""
+
+    __slots__ = ("_start",)
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+
+    @property
+    def ms(self) -> int:
+        return int((time.perf_counter() - self._start) * 1000)

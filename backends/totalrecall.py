@@ -1,0 +1,477 @@
+"""Total Recall: markdown memory tiers in the project, searched in-process.
+
+Layout under the memory root (Total Recall's own format)::
+
+    CLAUDE.local.md            working memory            tier weight 1.00
+    memory/registers/*.md      decisions, people, ...    tier weight 0.95
+    memory/daily/YYYY-MM-DD.md timestamped daily log     tier weight 0.90
+    memory/archive/**/*.md     history                   tier weight 0.75
+
+The root is ``settings.root``, else ``$OPENCLAW_REPO_ROOT``, else the git top level of the
+working directory (found by walking up to ``.git``, no subprocess).
+
+**Entries.** Each file is split into entries: a top-level list item with its indented children,
+a ``[HH:MM] ...`` daily line, a paragraph, or a run of ``- **key**: value`` claim lines (one
+register claim). Entries remember their heading path; an entry under a heading that starts
+``[superseded: ...]`` is marked superseded.
+
+**Relevance** (0..1; the router accepts >= 0.4)::
+
+    coverage  = sum(idf(t) for query terms t found in the entry) / sum(idf(t) for all query terms)
+    base      = min(1, coverage + phrase_bonus)     # +0.1 per adjacent query-term pair, max +0.2
+    relevance = base * tier_weight * recency * (0.6 if superseded else 1)
+    recency   = 0.85 + 0.15 * 0.5 ** (age_days / 14)
+
+Query terms are the query's words minus stopwords and meta words ("recently", "session"...),
+lower-cased and lightly stemmed; identifiers match their camel/snake parts too. So an entry that
+holds all of a query's content today in working memory scores ~1.0, and one that holds about
+half of it (by idf weight) in the daily log scores ~0.4: "a weak match". A query with no content
+terms at all ("what was the last thing") returns the most recent entries at 0.35 x recency,
+which the router treats as weak.
+
+Parsed entries are cached per file by (mtime, size), so a long-lived process re-reads only
+files that changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from pydantic import BaseModel, ConfigDict
+
+from . import BackendContext
+from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Result, Stopwatch
+
+TIER_WEIGHTS = {"working": 1.0, "registers": 0.95, "daily": 0.9, "archive": 0.75}
+SUPERSEDED_FACTOR = 0.6
+RECENCY_HALF_LIFE_DAYS = 14.0
+NO_TERMS_RELEVANCE = 0.35
+MAX_CONTENT_CHARS = 2000
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    root: str | None = None
+    """Memory root (the project directory holding CLAUDE.local.md and memory/)."""
+
+
+def create(name: str, settings: Settings, context: BackendContext) -> TotalRecallBackend:
+    return TotalRecallBackend(name, resolve_root(settings, context))
+
+
+def resolve_root(settings: Settings, context: BackendContext) -> Path | None:
+    if settings.root:
+        return Path(os.path.expanduser(settings.root))
+    if env_root := context.environ.get("OPENCLAW_REPO_ROOT"):
+        return Path(env_root)
+    for directory in (context.cwd, *context.cwd.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+# --------------------------------------------------------------------------- text handling
+
+_WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*|_+[^\W_]+", re.UNICODE)
+_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing done down during each few for
+    from further had has have having he her here hers him his how i if in into is it its itself
+    just me more most my no nor not of off on once only or other our ours out over own same she
+    should so some such than that the their theirs them then there these they this those through
+    to too under until up very was we were what when where which while who whom why will with
+    would you your yours s t don let lets us get got go going make made way ve ll re
+    thing things stuff something anything everything one ones please show tell find give know
+    look see want need""".split()
+)
+# Words that say *when* or *how* to look rather than *what*: matching them would only add noise.
+META_WORDS = frozenset(
+    """recently recent last latest earlier ago minute minutes hour hours today yesterday
+    morning afternoon evening conversation discussed talked mentioned remember recall
+    again""".split()
+)
+_IRREGULAR = {"decision": "decid", "decisions": "decid", "chose": "choos", "chosen": "choos", "choice": "choos"}
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ied", "ies", "ed", "es", "er", "ly", "s", "e")
+
+
+def stem(word: str) -> str:
+    """A deliberately light stemmer: enough to join decide/decided, token/tokens."""
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _identifier_parts(word: str) -> list[str]:
+    parts: list[str] = []
+    for piece in word.split("_"):
+        parts.extend(p.lower() for p in _CAMEL_PART.findall(piece))
+    return parts
+
+
+def index_terms(text: str) -> list[str]:
+    """Stemmed terms of a text in order, with identifiers also split into their parts."""
+    terms: list[str] = []
+    for word in _WORD.findall(text):
+        lower = word.lower()
+        terms.append(stem(lower))
+        parts = _identifier_parts(word)
+        if len(parts) > 1:
+            terms.extend(stem(p) for p in parts)
+    return terms
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's content terms, stemmed, de-duplicated, in order."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(query):
+        lower = word.lower()
+        if lower in STOPWORDS or lower in META_WORDS or len(lower) < 2:
+            continue
+        seen.setdefault(stem(lower), None)
+    return list(seen)
+
+
+# --------------------------------------------------------------------------- parsing
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    tier: str
+    path: str  # relative to the memory root
+    line: int
+    heading: str
+    text: str
+    timestamp: datetime | None
+    superseded: bool
+    terms: tuple[str, ...]
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
+_DAILY_TIME = re.compile(r"^\s*(?:[-*+]\s+)?\[(\d{1,2}):(\d{2})\]\s*(.*)$")
+_CLAIM = re.compile(r"^\s*[-*+]\s+\*\*([\w ]+)\*\*\s*:\s*(.*)$")
+_SUPERSEDED = re.compile(r"^\[superseded\b", re.IGNORECASE)
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?)?")
+_DAILY_NAME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\.md$")
+
+
+def _parse_date(text: str) -> datetime | None:
+    m = _DATE.search(text)
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups())
+    try:
+        return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def _split_frontmatter(lines: list[str]) -> tuple[dict[str, str], int]:
+    if not lines or lines[0].strip() != "---":
+        return {}, 0
+    meta: dict[str, str] = {}
+    for i in range(1, len(lines)):
+        if lines[i].strip() == "---":
+            return meta, i + 1
+        key, sep, value = lines[i].partition(":")
+        if sep:
+            meta[key.strip().lower()] = value.strip().strip("\"'")
+    return {}, 0  # an unterminated block is content, not frontmatter
+
+
+def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]:
+    """Split one memory file into entries."""
+    lines = text.splitlines()
+    meta, body_start = _split_frontmatter(lines)
+    file_time = _parse_date(meta.get("event_time", "") or meta.get("record_time", ""))
+    if file_time is None and tier == "daily":
+        m = _DAILY_NAME.match(Path(rel_path).name)
+        if m:
+            file_time = _parse_date("-".join(m.groups()))
+    if file_time is None:
+        file_time = datetime.fromtimestamp(mtime, tz=timezone.utc)
+    file_label = Path(rel_path).stem.replace("-", " ").replace("_", " ")
+
+    entries: list[Entry] = []
+    headings: list[tuple[int, str]] = []
+    superseded_level: int | None = None
+    block: list[str] = []
+    block_line = 0
+    block_kind = ""  # "item" | "para" | "claim" | "daily"
+    block_time: datetime | None = None
+
+    def flush() -> None:
+        nonlocal block, block_kind, block_time
+        body = "\n".join(s.strip() for s in block).strip()
+        if body:
+            heading = " > ".join(h for _, h in headings)
+            when = block_time or file_time
+            if block_kind == "claim":
+                verified = re.search(r"\*\*last_verified\*\*\s*:\s*(\S+)", body)
+                if verified:
+                    when = _parse_date(verified.group(1)) or when
+            entries.append(
+                Entry(
+                    tier=tier,
+                    path=rel_path,
+                    line=block_line,
+                    heading=heading,
+                    text=body[:MAX_CONTENT_CHARS],
+                    timestamp=when,
+                    superseded=superseded_level is not None,
+                    terms=tuple(index_terms(f"{heading} {file_label} {body}")),
+                )
+            )
+        block, block_kind, block_time = [], "", None
+
+    def start(kind: str, line_no: int, first: str, when: datetime | None = None) -> None:
+        nonlocal block, block_kind, block_line, block_time
+        flush()
+        block, block_kind, block_line, block_time = [first], kind, line_no, when
+
+    for offset, raw in enumerate(lines[body_start:]):
+        line_no = body_start + offset + 1
+        if not raw.strip():
+            if block_kind == "para":
+                flush()
+            continue
+        if m := _HEADING.match(raw):
+            flush()
+            level, title = len(m.group(1)), m.group(2)
+            while headings and headings[-1][0] >= level:
+                headings.pop()
+            if superseded_level is not None and level <= superseded_level:
+                superseded_level = None
+            if _SUPERSEDED.match(title):
+                superseded_level = level
+            headings.append((level, title))
+            continue
+        if m := _DAILY_TIME.match(raw):
+            when = None
+            if tier == "daily":
+                hour, minute = int(m.group(1)), int(m.group(2))
+                if hour < 24 and minute < 60:
+                    when = file_time.replace(hour=hour, minute=minute, second=0)
+            start("daily", line_no, raw, when)
+            continue
+        if m := _CLAIM.match(raw):
+            if block_kind != "claim" or m.group(1).strip().lower() == "claim":
+                start("claim", line_no, raw)
+            else:
+                block.append(raw)
+            continue
+        if m := _ITEM.match(raw):
+            if m.group(1) and block_kind in ("item", "daily", "claim"):
+                block.append(raw)  # an indented child belongs to the item above
+            else:
+                start("item", line_no, raw)
+            continue
+        if block_kind in ("item", "daily", "claim") and raw[:1].isspace():
+            block.append(raw)  # continuation of a list item
+        elif block_kind == "para":
+            block.append(raw)
+        else:
+            start("para", line_no, raw)
+    flush()
+    return entries
+
+
+# --------------------------------------------------------------------------- the index
+
+def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
+    """(tier, path) for every memory file under ``root``, in Total Recall's search order."""
+    working = root / "CLAUDE.local.md"
+    if working.is_file():
+        yield "working", working
+    for tier, folder, recursive in (
+        ("registers", root / "memory" / "registers", False),
+        ("daily", root / "memory" / "daily", False),
+        ("archive", root / "memory" / "archive", True),
+    ):
+        if not folder.is_dir():
+            continue
+        paths = folder.rglob("*.md") if recursive else folder.glob("*.md")
+        for path in sorted(paths):
+            if path.name != "_index.md" and path.is_file():
+                yield tier, path
+
+
+@dataclass
+class _Index:
+    """Entries of all files plus an inverted index and idf, rebuilt when a file changes."""
+
+    files: dict[str, tuple[tuple[int, int], list[Entry]]] = field(default_factory=dict)
+    entries: list[Entry] = field(default_factory=list)
+    postings: dict[str, list[int]] = field(default_factory=dict)
+    idf: dict[str, float] = field(default_factory=dict)
+
+    def refresh(self, root: Path) -> None:
+        changed = False
+        seen: set[str] = set()
+        for tier, path in memory_files(root):
+            key = str(path)
+            seen.add(key)
+            st = path.stat()
+            signature = (st.st_mtime_ns, st.st_size)
+            cached = self.files.get(key)
+            if cached is not None and cached[0] == signature:
+                continue
+            text = path.read_bytes().decode("utf-8", "replace")
+            rel = path.relative_to(root).as_posix()
+            self.files[key] = (signature, parse_file(tier, rel, text, st.st_mtime))
+            changed = True
+        for gone in set(self.files) - seen:
+            del self.files[gone]
+            changed = True
+        if changed or not self.entries and self.files:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self.entries = [e for _, entries in self.files.values() for e in entries]
+        postings: dict[str, list[int]] = defaultdict(list)
+        for i, entry in enumerate(self.entries):
+            for term in set(entry.terms):
+                postings[term].append(i)
+        n = len(self.entries)
+        self.postings = dict(postings)
+        self.idf = {t: math.log(1 + n / (1 + len(ids))) for t, ids in postings.items()}
+
+    def idf_of(self, term: str) -> float:
+        # A term the memory never mentions weighs the most: the memory cannot answer that part.
+        return self.idf.get(term, math.log(1 + len(self.entries) + 1))
+
+
+def _recency(ts: datetime | None, now: datetime) -> float:
+    if ts is None:
+        return 0.85
+    age_days = max(0.0, (now - ts).total_seconds() / 86400)
+    return 0.85 + 0.15 * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+
+
+def _phrase_bonus(terms: list[str], entry_terms: tuple[str, ...]) -> float:
+    if len(terms) < 2:
+        return 0.0
+    pairs = set(zip(entry_terms, entry_terms[1:]))
+    hits = sum(1 for pair in zip(terms, terms[1:]) if pair in pairs)
+    return min(0.2, 0.1 * hits)
+
+
+def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[float, Entry]]:
+    terms = query_terms(query)
+    if not terms:
+        recent = sorted(
+            index.entries,
+            key=lambda e: e.timestamp or datetime.min.replace(tzinfo=timezone.utc),
+            reverse=True,
+        )[:limit]
+        return [(round(NO_TERMS_RELEVANCE * _recency(e.timestamp, now), 4), e) for e in recent]
+    weights = {t: index.idf_of(t) for t in terms}
+    total = sum(weights.values())
+    candidates: set[int] = set()
+    for term in terms:
+        candidates.update(index.postings.get(term, ()))
+    quoted = [a or b for a, b in _QUOTED.findall(query)]
+    scored: list[tuple[float, Entry]] = []
+    for i in candidates:
+        entry = index.entries[i]
+        present = set(entry.terms)
+        coverage = sum(w for t, w in weights.items() if t in present) / total
+        bonus = _phrase_bonus(terms, entry.terms)
+        if quoted and any(q.lower() in entry.text.lower() for q in quoted):
+            bonus += 0.2
+        relevance = min(1.0, coverage + bonus)
+        relevance *= TIER_WEIGHTS[entry.tier] * _recency(entry.timestamp, now)
+        if entry.superseded:
+            relevance *= SUPERSEDED_FACTOR
+        scored.append((round(relevance, 4), entry))
+    stamp = datetime.min.replace(tzinfo=timezone.utc)
+    scored.sort(key=lambda se: (se[0], se[1].timestamp or stamp), reverse=True)
+    return scored[:limit]
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
+
+
+class TotalRecallBackend:
+    def __init__(self, name: str, root: Path | None) -> None:
+        self.name = name
+        self.root = root
+        self._index = _Index()
+        self._lock = threading.Lock()
+
+    def probe(self) -> Probe:
+        if self.root is None:
+            return Probe(False, "no memory root: set backends.totalrecall.root or OPENCLAW_REPO_ROOT")
+        if not self.root.is_dir():
+            return Probe(False, f"memory root {self.root} does not exist")
+        count = sum(1 for _ in memory_files(self.root))
+        return Probe(count > 0, f"{count} memory files under {self.root}", {"root": str(self.root), "files": count})
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        return await asyncio.to_thread(self.search_sync, request)
+
+    def search_sync(self, request: BackendRequest) -> BackendResponse:
+        watch = Stopwatch()
+        if self.root is None or not self.root.is_dir():
+            where = "no memory root found" if self.root is None else f"memory root {self.root} does not exist"
+            return BackendResponse.failure(
+                self.name, request.query, BACKEND_UNAVAILABLE,
+                f"{where}; set backends.{self.name}.root in router-config.json or OPENCLAW_REPO_ROOT",
+                duration_ms=watch.ms,
+            )
+        try:
+            with self._lock:
+                self._index.refresh(self.root)
+                hits = score(self._index, request.query, request.limit, datetime.now(timezone.utc))
+        except OSError as exc:
+            return BackendResponse.failure(
+                self.name, request.query, BACKEND_ERROR,
+                f"reading Total Recall memory under {self.root}: {exc}", duration_ms=watch.ms,
+            )
+        results = [_result(self.name, rel, entry) for rel, entry in hits]
+        return BackendResponse.from_results(
+            self.name, request.query, results, duration_ms=watch.ms,
+            query_sent=" ".join(query_terms(request.query)) or None,
+        )
+
+
+def _result(source: str, relevance: float, entry: Entry) -> Result:
+    return Result(
+        content=entry.text,
+        relevance=relevance,
+        source=source,
+        timestamp=_iso(entry.timestamp),
+        path=entry.path,
+        line=entry.line,
+        tier=entry.tier,
+        heading=entry.heading or None,
+        superseded=entry.superseded,
+    )
+
+
+def iter_entries(root: Path) -> Iterable[Entry]:
+    """All entries under a root (for tools and tests)."""
+    index = _Index()
+    index.refresh(root)
+    return list(index.entries)
+
+
+def demo_setup(workspace: Path, state_dir: Path) -> dict[str, str]:
+    """The demo workspace *is* a Total Recall project: point the adapter at it."""
+    return {"root": str(workspace)}

@@ -1,0 +1,246 @@
+"""The ``memory-router`` command line.
+
+JSON goes to stdout, human diagnostics to stderr. Exit codes:
+
+* 0 - the query was answered: status ``success``, ``partial`` or ``empty``
+* 1 - status ``error``: every backend failed, or none in the chain is usable
+* 2 - usage or configuration error (bad flag, empty/oversized query, invalid UTF-8,
+  missing or malformed backends.json / router-config.json); an error envelope is still printed
+  by ``query`` so a caller parsing stdout always gets JSON
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from . import __version__, paths
+from .errors import InvalidQuery, RouterError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Options:
+    state_dir: str | None
+    backends_json: str | None
+    config: str | None
+
+
+def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--config", "config", metavar="PATH", help="router-config.json to use (default: $MEMORY_ROUTER_CONFIG, else the packaged one).")(func)
+    func = click.option("--backends-json", metavar="PATH", help="backends.json to read (default: <state dir>/backends.json).")(func)
+    func = click.option("--state-dir", metavar="DIR", help="State directory (default: $OPENCLAW_STATE_DIR, else ~/.openclaw/state).")(func)
+    return func
+
+
+def _say(message: str) -> None:
+    click.echo(f"memory-router: {message}", err=True)
+
+
+def _write_json(data: bytes) -> None:
+    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.buffer.flush()
+
+
+class Session:
+    """Everything one CLI invocation loads: config, state dir, backends.json path, router."""
+
+    def __init__(self, opts: Options) -> None:
+        from .config import load_config
+        from .router import Router, default_context
+
+        self.state_dir = paths.state_dir(opts.state_dir)
+        self.backends_path = paths.backends_json(self.state_dir, opts.backends_json)
+        self.config = load_config(paths.config_file(opts.config))
+        self.router = Router(self.config, context=default_context(self.state_dir))
+
+    def installed(self):  # -> Installed
+        from .installed import load_installed
+
+        return load_installed(self.backends_path)
+
+
+def _read_query(query: str) -> str:
+    if query != "-":
+        return query
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidQuery("INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text") from None
+
+
+# Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
+# free of the daemon, MCP and watchfiles imports). name -> "module:attribute".
+LAZY_COMMANDS: dict[str, str] = {}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="memory-router")
+def main() -> None:
+    """Route memory queries to the right OpenClaw memory backend, with fallback.
+
+    Exit codes: 0 answered (success/partial/empty), 1 every backend failed, 2 usage or
+    configuration error.
+    """
+
+
+@main.command()
+@click.argument("query")
+@click.option("--pretty", is_flag=True, help="Indent the JSON.")
+@click.option("--timeout-ms", type=click.IntRange(1, 600_000), help="Per-backend timeout (default from router-config.json).")
+@click.option("--limit", type=click.IntRange(1, 1000), help="Results per backend (default from router-config.json).")
+@common_options
+def query(query: str, pretty: bool, timeout_ms: int | None, limit: int | None, **kw: Any) -> None:
+    """Route QUERY and print the router envelope (QUERY '-' reads standard input)."""
+    from .envelope import error_envelope
+
+    text = query
+    try:
+        text = _read_query(query)
+        session = Session(Options(**kw))
+        installed = session.installed()
+        envelope = asyncio.run(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
+    except RouterError as exc:
+        _say(str(exc))
+        _write_json(error_envelope(text if text != "-" else "", exc.error_code, str(exc)).to_json(pretty=pretty))
+        sys.exit(exc.exit_code)
+    _write_json(envelope.to_json(pretty=pretty))
+    if envelope.status == "error":
+        if envelope.error_code in ("EMPTY_QUERY", "QUERY_TOO_LONG"):
+            _say(envelope.error_message or "")
+            sys.exit(EXIT_USAGE)
+        _say(envelope.error_message or "all backends failed")
+        sys.exit(EXIT_ERROR)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@common_options
+def route(query: str, as_json: bool, **kw: Any) -> None:
+    """Dry run: show the rule QUERY matches and the chain it would try. Calls no backend."""
+    import orjson
+
+    try:
+        session = Session(Options(**kw))
+        plan = session.router.plan(_read_query(query), session.installed())
+    except RouterError as exc:
+        _say(str(exc))
+        sys.exit(exc.exit_code)
+    if as_json:
+        _write_json(orjson.dumps(plan.as_dict()))
+        return
+    m = plan.match
+    how = f"{m.strength} signal {m.signal!r} matched {m.matched!r} at {m.span}" if m.signal else "no signal matched: default rule"
+    click.echo(f"rule {m.rule.number} ({m.rule.id}): {how}")
+    click.echo("planned:  " + " -> ".join(_fmt_step(s) for s in m.rule.chain))
+    click.echo("chain:    " + (" -> ".join(_fmt_step(s) for s in plan.steps) or "(none usable)"))
+    for skipped in plan.skipped:
+        click.echo(f"skipped:  {_fmt_step(skipped.step)}: {skipped.reason}")
+    if m.timed_out:
+        click.echo(f"note: the signal regex of rule(s) {', '.join(map(str, m.timed_out))} hit the match timeout")
+
+
+def _fmt_step(step: Any) -> str:
+    return f"{step.backend}/{step.mode}" if step.mode else step.backend
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@common_options
+def backends(as_json: bool, **kw: Any) -> None:
+    """Each configured backend: its state in backends.json and whether it can run here."""
+    import orjson
+
+    from .errors import BackendsFileMissing
+
+    try:
+        session = Session(Options(**kw))
+    except RouterError as exc:
+        _say(str(exc))
+        sys.exit(exc.exit_code)
+    installed = None
+    try:
+        installed = session.installed()
+    except BackendsFileMissing as exc:
+        _say(str(exc))
+    except RouterError as exc:
+        _say(str(exc))
+        sys.exit(exc.exit_code)
+    rows = []
+    for name, spec in session.config.backends.items():
+        probe = session.router.backend(name).probe()
+        rows.append({
+            "backend": name,
+            "type": spec.type,
+            "status": installed.statuses.get(name) if installed else None,
+            "usable": installed is not None and installed.unusable_reason(name) is None,
+            "runs_here": probe.ok,
+            "detail": probe.detail,
+            **({"facts": probe.facts} if probe.facts else {}),
+        })
+    if as_json:
+        _write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
+        return
+    click.echo(f"backends.json: {session.backends_path}" + ("" if installed else " (missing)"))
+    for row in rows:
+        flag = "ok " if row["usable"] and row["runs_here"] else "-- "
+        click.echo(f"{flag}{row['backend']:<12} status={row['status'] or 'not listed':<12} runs_here={'yes' if row['runs_here'] else 'no ':<4} {row['detail']}")
+
+
+@main.group()
+def config() -> None:
+    """Configuration commands."""
+
+
+@config.command("check")
+@common_options
+def config_check(**kw: Any) -> None:
+    """Validate router-config.json and backends.json; exit 2 with the first problem."""
+    try:
+        session = Session(Options(**kw))
+        click.echo(f"ok: {session.config.path}: {len(session.config.rules.rules)} rules, "
+                   f"backends {', '.join(session.config.backends)}")
+        installed = session.installed()
+    except RouterError as exc:
+        _say(str(exc))
+        sys.exit(exc.exit_code)
+    usable = ", ".join(installed.usable) or "none"
+    click.echo(f"ok: {installed.path}: tier {installed.tier or 'unspecified'}, usable backends: {usable}")
+    for name in installed.statuses:
+        if name not in session.config.backends:
+            click.echo(f"note: {installed.path.name} lists {name!r}, which router-config.json does not configure", err=True)
+
+
+@main.command()
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), help="Where to create the demo workspace (default: a new temporary directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print one envelope per line instead of the table.")
+def demo(directory: Path | None, as_json: bool) -> None:
+    """Build a demo workspace and route the spec's 15 example queries through it."""
+    from .demo import run_demo
+
+    sys.exit(run_demo(directory, as_json=as_json))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

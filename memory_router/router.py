@@ -1,0 +1,100 @@
+"""The router: wires query -> rules -> plan -> attempts -> envelope.
+
+A :class:`Router` holds one validated :class:`RouterConfig` and the backend instances it has
+created (lazily, one per configured name, kept so that adapters with caches stay warm in the
+daemon). It is cheap to call many times; the CLI makes one per process.
+
+Tests and embedders can pass ``backends={"qmd": MockBackend(...)}`` to replace any adapter.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Mapping
+
+from memory_router.backends import BackendContext, adapter_module
+from memory_router.backends.base import Backend
+
+from .attempts import Policy, run_attempts
+from .config import RouterConfig
+from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope, from_attempts
+from .errors import InvalidQuery
+from .installed import Installed
+from .plan import Plan, make_plan
+from .query import check_query
+from .routerlog import RouterLog
+
+
+class Router:
+    def __init__(
+        self,
+        config: RouterConfig,
+        *,
+        context: BackendContext,
+        log: RouterLog | None = None,
+        backends: Mapping[str, Backend] | None = None,
+    ) -> None:
+        self.config = config
+        self.context = context
+        self.log = log if log is not None else RouterLog(context.state_dir / "router.log")
+        self._backends: dict[str, Backend] = dict(backends or {})
+
+    def backend(self, name: str) -> Backend:
+        """The backend instance for a configured name, created on first use."""
+        instance = self._backends.get(name)
+        if instance is None:
+            spec = self.config.backends[name]
+            instance = adapter_module(spec.type).create(name, spec.settings, self.context)
+            self._backends[name] = instance
+        return instance
+
+    def plan(self, query: str, installed: Installed) -> Plan:
+        """The dry run: which rule, which chain. Raises :class:`InvalidQuery`."""
+        clean = check_query(query, self.config.max_query_chars)
+        return make_plan(self.config.rules.match(clean), installed)
+
+    def policy(self, *, timeout_ms: int | None = None, limit: int | None = None) -> Policy:
+        return Policy(
+            threshold=self.config.threshold,
+            timeout_s=(timeout_ms or self.config.timeout_ms) / 1000,
+            limit=limit or self.config.result_limit,
+        )
+
+    async def route(
+        self,
+        query: str,
+        installed: Installed,
+        *,
+        timeout_ms: int | None = None,
+        limit: int | None = None,
+    ) -> Envelope:
+        """Route one query and return its envelope. Never raises for bad input or backends."""
+        started = time.perf_counter()
+        try:
+            clean = check_query(query, self.config.max_query_chars)
+        except InvalidQuery as exc:
+            return error_envelope(query, exc.error_code, str(exc))
+        plan = make_plan(self.config.rules.match(clean), installed)
+        if not plan.steps:
+            reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
+            return error_envelope(
+                query, NO_BACKEND_AVAILABLE,
+                f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
+                f"Install one of them or mark it ready in {installed.path}.",
+                plan=plan, router_ms=_ms(started),
+            )
+        attempts = await run_attempts(
+            clean, plan, self.backend, self.policy(timeout_ms=timeout_ms, limit=limit), self.log,
+            log_query=query,
+        )
+        log_hint = str(self.log.path) if self.log.path else None
+        return from_attempts(query, plan, attempts, _ms(started), log_hint)
+
+
+def _ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
+
+
+def default_context(state_dir: Path) -> BackendContext:
+    return BackendContext(state_dir=state_dir)

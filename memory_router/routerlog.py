@@ -1,0 +1,75 @@
+"""router.log: one line per backend error or timeout, in the spec's format::
+
+    [2026-03-17T14:30:00Z] FALLBACK query="auth middleware" backend=cognee error_code=BACKEND_ERROR error_message="..." next=qmd
+    [2026-03-17T14:30:01Z] TIMEOUT query="auth middleware" backend=qmd duration_ms=5230 next=totalrecall
+
+Quoted values escape backslash, quote, and every control character, so a query can never add
+or forge a line. Each line is written with a single ``write`` on an ``O_APPEND`` descriptor, so
+concurrent router processes never interleave inside a line. The file is created 0600 in a 0700
+state directory. A log that cannot be written is a warning on stderr, never a failed query.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def quote(value: str) -> str:
+    out = []
+    for ch in value:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class RouterLog:
+    def __init__(self, path: Path | None) -> None:
+        """``path=None`` disables logging (dry runs)."""
+        self.path = path
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def fallback(self, query: str, backend: str, error_code: str, error_message: str, next_backend: str | None) -> None:
+        self.write(
+            f"FALLBACK query={quote(query)} backend={backend} error_code={error_code} "
+            f"error_message={quote(error_message)} next={next_backend or 'none'}"
+        )
+
+    def timeout(self, query: str, backend: str, duration_ms: int, next_backend: str | None) -> None:
+        self.write(f"TIMEOUT query={quote(query)} backend={backend} duration_ms={duration_ms} next={next_backend or 'none'}")
+
+    def event(self, kind: str, message: str) -> None:
+        """Other events (the daemon's config reloads): ``[time] KIND message="..."``."""
+        self.write(f"{kind} message={quote(message)}")
+
+    def write(self, body: str) -> None:
+        if self.path is None:
+            return
+        line = f"[{_now()}] {body}\n".encode("utf-8", "replace")
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            with self._lock:
+                if not self._warned:
+                    self._warned = True
+                    print(f"memory-router: warning: cannot write {self.path}: {exc.strerror or exc}; "
+                          "queries still work, but errors are not logged", file=sys.stderr)

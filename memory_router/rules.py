@@ -1,0 +1,144 @@
+"""The rule table: signal regexes compiled once, matched in two passes.
+
+Pass 1 tries every rule's **strong** signals top to bottom; the first rule that matches wins.
+Only when no strong signal matched anywhere does pass 2 try the **weak** signals in the same
+order; only when nothing matched does the last rule (the default) apply. The two passes are what
+let "relationship between OrderController and PaymentService" go to rule 2 although rule 1's weak
+identifier signal also fires, and "that thing with the tokens" reach rule 5 through a weak
+back-reference while "find the function parseAuthToken" still goes to rule 1.
+
+Each rule's signals become one case-insensitive alternation of named groups (``s0``, ``s1``...)
+compiled with the ``regex`` module, so one search per rule both decides the match and says which
+signal fired. Every search runs under ``regex``'s match timeout, so no query can stall the
+router on a backtracking pattern; a timed-out rule counts as not matching and is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Sequence
+
+import regex
+
+Strength = Literal["strong", "weak", "default"]
+
+_FLAGS = regex.IGNORECASE | regex.UNICODE
+_EXT_PLACEHOLDER = "{{file_extensions}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a fallback chain: a backend and, for qmd, its search mode."""
+
+    backend: str
+    mode: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    number: int
+    id: str
+    description: str
+    strong_sources: tuple[str, ...]
+    weak_sources: tuple[str, ...]
+    chain: tuple[Step, ...]
+    strong: regex.Pattern[str] | None
+    weak: regex.Pattern[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMatch:
+    """Which rule a query matched, through which signal, and where in the query."""
+
+    rule: Rule
+    strength: Strength
+    signal: str | None = None  # the signal's regex source
+    matched: str | None = None  # the text it matched
+    span: tuple[int, int] | None = None
+    timed_out: tuple[int, ...] = ()  # rule numbers whose regex hit the match timeout
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "number": self.rule.number,
+            "id": self.rule.id,
+            "strength": self.strength,
+            "signal": self.signal,
+            "matched": self.matched,
+            "span": list(self.span) if self.span else None,
+        }
+
+
+def _combine(sources: Sequence[str]) -> str:
+    return "|".join(f"(?P<s{i}>{source})" for i, source in enumerate(sources))
+
+
+def compile_rule(
+    *,
+    number: int,
+    id: str,
+    description: str,
+    strong: Sequence[str],
+    weak: Sequence[str],
+    chain: tuple[Step, ...],
+    file_extensions: Sequence[str] = (),
+    path: Path | str = "router-config.json",
+    label: str = "",
+) -> Rule:
+    """Compile one rule's signals, raising ``InvalidConfig`` that quotes a bad pattern."""
+    from .errors import InvalidConfig
+
+    ext_alternation = "|".join(regex.escape(e.lstrip(".")) for e in file_extensions) or "(?!)"
+
+    def compile_list(kind: str, sources: Sequence[str]) -> tuple[tuple[str, ...], regex.Pattern[str] | None]:
+        expanded = tuple(s.replace(_EXT_PLACEHOLDER, ext_alternation) for s in sources)
+        for i, source in enumerate(expanded):
+            try:
+                pattern = regex.compile(source, _FLAGS)
+            except regex.error as exc:
+                raise InvalidConfig(path, f"{label}.{kind}[{i}]", f"invalid regex {sources[i]!r}: {exc}") from None
+            if pattern.search("", timeout=0.05) is not None:
+                raise InvalidConfig(
+                    path, f"{label}.{kind}[{i}]", f"regex {sources[i]!r} matches the empty string, so it matches every query",
+                    "Make it require at least one character.",
+                )
+        return tuple(sources), (regex.compile(_combine(expanded), _FLAGS) if expanded else None)
+
+    strong_sources, strong_re = compile_list("strong", strong)
+    weak_sources, weak_re = compile_list("weak", weak)
+    return Rule(number, id, description, strong_sources, weak_sources, chain, strong_re, weak_re)
+
+
+class RuleTable:
+    """The ordered rules; :meth:`match` is the router's whole routing decision."""
+
+    __slots__ = ("rules", "regex_timeout_s")
+
+    def __init__(self, rules: tuple[Rule, ...], regex_timeout_s: float = 0.05) -> None:
+        self.rules = rules
+        self.regex_timeout_s = regex_timeout_s
+
+    @property
+    def default(self) -> Rule:
+        return self.rules[-1]
+
+    def by_number(self, number: int) -> Rule:
+        return next(r for r in self.rules if r.number == number)
+
+    def match(self, query: str) -> RuleMatch:
+        timed_out: list[int] = []
+        for strength in ("strong", "weak"):
+            for rule in self.rules:
+                pattern = rule.strong if strength == "strong" else rule.weak
+                if pattern is None:
+                    continue
+                try:
+                    m = pattern.search(query, timeout=self.regex_timeout_s)
+                except TimeoutError:
+                    timed_out.append(rule.number)
+                    continue
+                if m is not None:
+                    sources = rule.strong_sources if strength == "strong" else rule.weak_sources
+                    index = next(int(k[1:]) for k, v in m.groupdict().items() if v is not None and k[1:].isdigit())
+                    return RuleMatch(rule, strength, sources[index], m.group(), m.span(), tuple(timed_out))
+        return RuleMatch(self.default, "default", timed_out=tuple(timed_out))
