@@ -1,0 +1,48 @@
+"""Shared fixtures: the packaged config, backends.json files, routers over mock backends."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Mapping
+
+import orjson
+import pytest
+
+from memory_router.backends import BackendContext
+from memory_router.backends.base import Backend
+from memory_router.config import RouterConfig, load_config
+from memory_router.installed import Installed, parse_installed
+from memory_router.router import Router
+from memory_router.routerlog import RouterLog
+
+ALL_BACKENDS = ("qmd", "totalrecall", "cognee", "lossless")
+STARTER = ("qmd", "totalrecall")
+
+
+@pytest.fixture(scope="session")
+def config() -> RouterConfig:
+    return load_config()
+
+
+def installed(*names: str, statuses: Mapping[str, str] | None = None) -> Installed:
+    data: dict = {"backends": {n: {"status": "ready"} for n in names}}
+    for name, status in (statuses or {}).items():
+        data["backends"][name] = {"status": status}
+    return parse_installed(data, Path("/virtual/backends.json"))
+
+
+def make_router(config: RouterConfig, tmp_path: Path, backends: Mapping[str, Backend]) -> Router:
+    state = tmp_path / "state"
+    return Router(config, context=BackendContext(state_dir=state), log=RouterLog(state / "router.log"), backends=backends)
+
+
+def write_json(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(data))
+    return path
+
+
+def cli(*args: str) -> list[str]:
+    """argv that runs this checkout's memory-router CLI."""
+    return [sys.executable, "-m", "memory_router", *args]

@@ -1,0 +1,157 @@
+"""Total Recall over its real on-disk layout: entries, scoring, superseded claims, caching."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_router.backends import BackendContext
+from memory_router.backends.base import BackendRequest
+from memory_router.backends.totalrecall import (
+    Settings,
+    TotalRecallBackend,
+    create,
+    iter_entries,
+    parse_file,
+    query_terms,
+    resolve_root,
+)
+
+TODAY = date.today()
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    write(tmp_path, "CLAUDE.local.md", "# Focus\n- Shipping the billing export this week.\n")
+    write(tmp_path, "memory/registers/decisions.md", (
+        "# Decisions\n\n"
+        "## [superseded: 2026-01-10] Queue\n- **claim**: We use RabbitMQ for the job queue.\n- **confidence**: medium\n\n"
+        "## [current] Queue\n- **claim**: We use Redis streams for the job queue.\n- **confidence**: high\n"
+        "- **last_verified**: 2026-02-01\n"
+    ))
+    write(tmp_path, f"memory/daily/{TODAY.isoformat()}.md", "[09:15] Fixed the flaky login test.\n[17:30] Paired on the job queue retry logic.\n")
+    write(tmp_path, f"memory/daily/{(TODAY - timedelta(days=60)).isoformat()}.md", "[10:00] Fixed the flaky login test in CI.\n")
+    write(tmp_path, "memory/archive/old.md", "- The billing export used CSV in 2024.\n")
+    write(tmp_path, "memory/registers/_index.md", "- job queue index entry that must be ignored\n")
+    return tmp_path
+
+
+def search(backend: TotalRecallBackend, query: str, limit: int = 10):
+    return asyncio.run(backend.search(BackendRequest(query=query, limit=limit)))
+
+
+def test_entries_follow_the_layout(memory):
+    entries = iter_entries(memory)
+    tiers = {e.tier for e in entries}
+    assert tiers == {"working", "registers", "daily", "archive"}
+    assert not any(e.path.endswith("_index.md") for e in entries)
+    claims = [e for e in entries if "claim" in e.text]
+    assert len(claims) == 2  # one entry per claim block, not per line
+    assert [c.superseded for c in claims] == [True, False]
+    daily = [e for e in entries if e.tier == "daily" and "retry" in e.text]
+    assert daily[0].timestamp.hour == 17 and daily[0].timestamp.minute == 30
+
+
+def test_current_claim_outranks_superseded_one(memory):
+    response = search(TotalRecallBackend("totalrecall", memory), "job queue")
+    texts = [r.content for r in response.results]
+    current = next(i for i, t in enumerate(texts) if "Redis streams" in t)
+    old = next(i for i, t in enumerate(texts) if "RabbitMQ" in t)
+    assert current < old
+    assert response.results[old].model_extra["superseded"] is True
+
+
+def test_recent_daily_entry_outranks_old_identical_one(memory):
+    response = search(TotalRecallBackend("totalrecall", memory), "flaky login test")
+    assert response.status == "success"
+    first, second = response.results[:2]
+    assert first.timestamp.startswith(TODAY.isoformat()) and first.relevance > second.relevance
+
+
+def test_full_match_is_strong_and_half_match_is_about_the_threshold(memory):
+    backend = TotalRecallBackend("totalrecall", memory)
+    assert search(backend, "billing export").normalized_relevance >= 0.8
+    partial = search(backend, "billing pipeline kubernetes")  # 1 of 3 terms, the others unknown
+    assert 0 < partial.normalized_relevance < 0.4
+
+
+def test_no_match_is_empty(memory):
+    response = search(TotalRecallBackend("totalrecall", memory), "kubernetes helm chart")
+    assert (response.status, response.result_count, response.normalized_relevance) == ("empty", 0, 0.0)
+
+
+def test_query_of_only_stopwords_returns_recent_entries_as_weak(memory):
+    response = search(TotalRecallBackend("totalrecall", memory), "what was the last thing", limit=2)
+    assert response.status == "success" and response.normalized_relevance < 0.4
+    assert all(r.timestamp.startswith(TODAY.isoformat()) for r in response.results)
+
+
+def test_results_carry_path_line_and_timestamp(memory):
+    (hit, *_) = search(TotalRecallBackend("totalrecall", memory), "Redis streams").results
+    assert hit.source == "totalrecall" and hit.model_extra["path"] == "memory/registers/decisions.md"
+    assert hit.model_extra["line"] == 8 and hit.timestamp == "2026-02-01T00:00:00Z"
+
+
+def test_identifier_parts_match(tmp_path):
+    write(tmp_path, "CLAUDE.local.md", "- `parseAuthToken` verifies the JWT.\n")
+    backend = TotalRecallBackend("totalrecall", tmp_path)
+    assert search(backend, "parseAuthToken").normalized_relevance > 0.9
+    assert search(backend, "auth token").normalized_relevance > 0.9
+
+
+def test_cache_rereads_only_changed_files(memory):
+    backend = TotalRecallBackend("totalrecall", memory)
+    assert search(backend, "kubernetes").status == "empty"
+    path = write(memory, "memory/archive/new.md", "- Moved the cluster to kubernetes.\n")
+    assert search(backend, "kubernetes").status == "success"
+    path.unlink()
+    assert search(backend, "kubernetes").status == "empty"
+
+
+def test_missing_root_is_unavailable_with_the_fix(tmp_path):
+    response = search(TotalRecallBackend("totalrecall", tmp_path / "nope"), "x")
+    assert response.error_code == "BACKEND_UNAVAILABLE" and "OPENCLAW_REPO_ROOT" in response.error_message
+
+
+def test_root_resolution_order(tmp_path):
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    sub = tmp_path / "repo" / "src"
+    sub.mkdir()
+    ctx = BackendContext(state_dir=tmp_path, environ={}, cwd=sub)
+    assert resolve_root(Settings(), ctx) == tmp_path / "repo"
+    ctx_env = BackendContext(state_dir=tmp_path, environ={"OPENCLAW_REPO_ROOT": "/env/root"}, cwd=sub)
+    assert resolve_root(Settings(), ctx_env) == Path("/env/root")
+    assert resolve_root(Settings(root="/cfg/root"), ctx_env) == Path("/cfg/root")
+    assert create("tr", Settings(), BackendContext(state_dir=tmp_path, environ={}, cwd=Path("/"))).root is None
+
+
+def test_query_terms_drop_stopwords_and_meta_words():
+    assert query_terms("what did we decide about the database schema in the morning session") == ["decid", "databas", "schema", "session"]
+    assert query_terms("recently") == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=400))
+def test_any_markdown_parses_and_any_query_scores_in_range(text):
+    entries = parse_file("daily", "memory/daily/2026-01-01.md", text, 0.0)
+    assert all(e.text.strip() for e in entries)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        write(Path(root), "CLAUDE.local.md", text)
+        response = search(TotalRecallBackend("t", Path(root)), text[:50] or "x")
+        assert response.status in ("success", "empty")
+        assert all(0 <= r.relevance <= 1 for r in response.results)
