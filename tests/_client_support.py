@@ -1,0 +1,49 @@
+"""Shared helpers for the client/daemon/MCP/skill tests (not a test module).
+
+``starter_workspace`` builds the demo workspace with Total Recall as the only ready backend, so
+the envelopes these tests compare do not change when other adapters land or are missing here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+from memory_router.demo import WORKSPACE
+from memory_router.paths import packaged_config
+
+# The console script next to the interpreter running the tests (the worktree's own install).
+CLI = [sys.executable, "-m", "memory_router"]
+
+
+def starter_workspace(dest: Path, *, today: date | None = None) -> tuple[Path, Path]:
+    """Copy the demo workspace to ``dest``; return ``(state_dir, config_path)``.
+
+    backends.json marks only totalrecall ready (Starter tier without QMD), the config points
+    Total Recall at the copied workspace.
+    """
+    today = today or date.today()
+    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"))
+    daily = dest / "memory" / "daily"
+    for template in sorted(daily.glob("DAY-*.md")):
+        days_ago = int(template.stem.split("-")[1])
+        template.replace(daily / f"{(today - timedelta(days=days_ago)).isoformat()}.md")
+    state = dest / "state"
+    state.mkdir(exist_ok=True)
+    config = json.loads(packaged_config().read_text(encoding="utf-8"))
+    config["backends"]["totalrecall"]["root"] = str(dest)
+    config_path = state / "router-config.json"
+    config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    statuses = {name: {"status": "ready" if name == "totalrecall" else "unavailable"} for name in config["backends"]}
+    (state / "backends.json").write_text(json.dumps({"tier": "starter", "backends": statuses}), encoding="utf-8")
+    return state, config_path
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([*CLI, *args], capture_output=True, input=input, env=full_env, timeout=timeout, check=False)
