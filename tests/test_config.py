@@ -148,3 +148,9 @@ def test_backends_json_not_json(tmp_path):
     path.write_bytes(b"{\xff")
     with pytest.raises(InvalidBackendsFile, match="not valid JSON"):
         load_installed(path)
+
+
+@pytest.mark.parametrize("name", ["backends.starter.json", "backends.pro.json"])
+def test_shipped_examples_parse(name):
+    inst = load_installed(REPO / "examples" / name)
+    assert inst.tier in ("starter", "pro") and "qmd" in inst.usable and "totalrecall" in inst.usable
