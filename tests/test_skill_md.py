@@ -13,7 +13,7 @@ import click
 import pytest
 import yaml
 
-from _client_support import run_cli, starter_workspace
+from ._client_support import run_cli, starter_workspace
 from memory_router.cli import main as cli_main
 
 SKILL = Path(__file__).resolve().parent.parent / "SKILL.md"
