@@ -1,23 +1,339 @@
-"""Placeholder for the command adapter (it lands with its own issue): every call answers
-BACKEND_UNAVAILABLE so the router falls back."""
+"""The generic command adapter: any executable that prints the stack's backend contract.
+
+A backend of ``"type": "command"`` runs one program per query from an argv template, never
+through a shell, and validates what it prints on stdout against the nine-field contract. This is
+how the OpenClaw stack's existing backend skills plug in unchanged
+(``wrapper.sh --adapter "<query>" --hint <mode>``) and how a user adds a backend the router does
+not ship (OpenViking, Nowledge, a Vertex memory bank...)::
+
+    "viking": {"type": "command",
+               "argv": ["~/.openclaw/skills/openviking/wrapper.sh", "--adapter", "{query}", ["--hint", "{mode}"]],
+               "env": {"OPENVIKING_URL": "http://127.0.0.1:1933"}, "max_output_bytes": 4194304}
+
+**The template.** Each string in ``argv`` is one argument. Placeholders are substituted inside an
+argument, and the result stays that single argument whatever it contains (quotes, ``$(...)``,
+spaces, newlines): ``{query}`` (the router's normalised query), ``{mode}`` (the rule step's mode,
+else ``default_mode``), ``{limit}``, ``{timeout_ms}``; ``{{`` and ``}}`` are literal braces. A
+nested list is an optional group: it is left out whole when a placeholder in it has no value, so
+``["--hint", "{mode}"]`` disappears for a step without a mode. Outside a group a missing value
+becomes the empty string. Unknown placeholders are refused when the config is loaded.
+
+**What counts as an answer.** Exit status 0 and stdout that is one JSON object with at least
+``status`` (``success``/``empty``/``error``) and ``results`` (a list of objects with ``content``
+and a 0..1 ``relevance``; ``source`` defaults to the backend name); the other contract fields are
+optional on input. ``result_count`` is recomputed from ``results``; ``normalized_relevance``
+defaults to the best result's relevance. Anything else is a ``BACKEND_ERROR`` that says exactly
+what was wrong, with the last 300 characters of the program's stderr:
+
+* not JSON, or JSON of the wrong shape (the first offending field is named);
+* a non-zero exit (a printed ``error`` contract supplies the message), or death by a signal;
+* more than ``max_output_bytes`` on stdout: the process group is killed at the limit, so the
+  router never holds more than that in memory;
+* a missing executable, a missing ``cwd``, or exit status 126/127 (the program could not run
+  what it needed) are ``BACKEND_UNAVAILABLE``.
+
+Timeouts belong to the router: it cancels the call and :mod:`._process` kills the program's whole
+process group, so nothing the program started outlives the query.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import os
+import re
+import shutil
+import signal
+from typing import Any, Literal, Mapping
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import BackendContext
-from ._unavailable import UnavailableBackend
+from ._process import ExecutableNotFound, OutputTooLarge, ProcessResult, run
+from .base import (
+    BACKEND_ERROR,
+    BACKEND_UNAVAILABLE,
+    BackendRequest,
+    BackendResponse,
+    Probe,
+    Result,
+    Stopwatch,
+)
+
+PLACEHOLDERS = ("query", "mode", "limit", "timeout_ms")
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+STDERR_TAIL_CHARS = 300
+DEFAULT_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+
+ArgTemplate = str | tuple[str, ...]
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    """``backends.<name>`` keys for ``"type": "command"`` in router-config.json."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    argv: tuple[ArgTemplate, ...] = Field(min_length=1)
+    """The program and its arguments; see the module docstring for placeholders and groups."""
+    cwd: str | None = None
+    """Working directory (``~`` expanded; relative to the router's working directory)."""
+    env: dict[str, str] = {}
+    """Added to (or overriding) the router's environment for the program."""
+    stdin: Literal["none", "query", "json"] = "none"
+    """What the program reads on stdin: nothing, the query text, or
+    ``{"query", "mode", "limit", "timeout_ms"}`` as JSON (for programs that prefer not to parse argv)."""
+    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, ge=1024, le=1024 * 1024 * 1024)
+    """stdout beyond this is refused and the program killed."""
+    modes: tuple[str, ...] | None = None
+    """The modes rules may name for this backend (``None``: any mode is passed through)."""
+    default_mode: str | None = None
+    """``{mode}`` for a rule step that names no mode."""
+
+    @field_validator("argv")
+    @classmethod
+    def _check_argv(cls, argv: tuple[ArgTemplate, ...]) -> tuple[ArgTemplate, ...]:
+        if not isinstance(argv[0], str) or not argv[0].strip():
+            raise ValueError("argv[0] must be the program to run (a path or a name on PATH), not a group")
+        if any(m.group(1) for m in _TOKEN.finditer(argv[0])):
+            raise ValueError("argv[0] (the program) cannot contain placeholders")
+        for index, item in enumerate(argv):
+            for arg in (item,) if isinstance(item, str) else item:
+                for match in _TOKEN.finditer(arg):
+                    if match.group(1) is not None and match.group(1) not in PLACEHOLDERS:
+                        raise ValueError(
+                            f"argv[{index}] {arg!r}: unknown placeholder {{{match.group(1)}}} "
+                            f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; write {{{{ for a literal brace)"
+                        )
+                if "\x00" in arg:
+                    raise ValueError(f"argv[{index}] contains a NUL byte")
+            if not isinstance(item, str) and not item:
+                raise ValueError(f"argv[{index}] is an empty group")
+        return argv
 
 
-def create(name: str, settings: Settings, context: BackendContext) -> UnavailableBackend:
-    return UnavailableBackend(name, "the command adapter is not part of this build yet")
+def create(name: str, settings: Settings, context: BackendContext) -> CommandBackend:
+    return CommandBackend(name, settings, context)
 
 
-def demo_setup(workspace, state_dir):  # noqa: ANN001 - placeholder
-    from . import DemoUnavailable
+# --------------------------------------------------------------------------- argv templates
 
-    raise DemoUnavailable("the command adapter is not part of this build yet")
+
+def _fill(arg: str, values: Mapping[str, str | None], *, optional: bool) -> str | None:
+    """Substitute one argument. A placeholder without a value makes the result ``None`` when
+    ``optional`` (the argument belongs to a group), else it becomes the empty string."""
+    missing = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal missing
+        if match.group(0) == "{{":
+            return "{"
+        if match.group(0) == "}}":
+            return "}"
+        value = values.get(match.group(1))
+        if value is None:
+            missing = True
+            return ""
+        return value
+
+    filled = _TOKEN.sub(replace, arg)
+    return None if missing and optional else filled
+
+
+def build_argv(template: tuple[ArgTemplate, ...], values: Mapping[str, str | None]) -> list[str]:
+    """The argument list for one call. Every template string yields exactly one argument (or,
+    inside an optional group whose placeholder has no value, none): no splitting, no shell."""
+    argv: list[str] = []
+    for item in template:
+        if isinstance(item, str):
+            argv.append(_fill(item, values, optional=False) or "")
+        else:
+            group = [_fill(arg, values, optional=True) for arg in item]
+            if all(arg is not None for arg in group):
+                argv.extend(group)  # type: ignore[arg-type]
+    return argv
+
+
+# --------------------------------------------------------------------------- the wire contract
+
+
+class _WireResult(BaseModel):
+    """One result as a command prints it. Strict types: "0.9" is not a relevance."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    content: str
+    relevance: float = Field(ge=0.0, le=1.0)
+    source: str | None = None
+    timestamp: str | None = None
+
+
+class _WireContract(BaseModel):
+    """The nine-field contract as printed on stdout; extra top-level keys are ignored."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    status: Literal["success", "empty", "error"]
+    results: list[_WireResult]
+    query_echo: str | None = None
+    result_count: int | None = Field(default=None, ge=0)
+    error_message: str | None = None
+    error_code: str | None = None
+    backend_duration_ms: int | float | None = None
+    normalized_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
+    backend: str | None = None
+
+
+class ContractError(Exception):
+    """stdout is not a valid contract; the message says why, precisely."""
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_contract(stdout: bytes) -> _WireContract:
+    """Parse and validate a program's stdout. Raises :class:`ContractError`."""
+    if not stdout.strip():
+        raise ContractError("printed nothing on stdout (expected one JSON object: the backend contract)")
+    try:
+        data = orjson.loads(stdout)
+    except orjson.JSONDecodeError as exc:
+        head = stdout[:60].decode("utf-8", "replace")
+        raise ContractError(
+            f"printed output that is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; "
+            f"output starts {head!r})"
+        ) from None
+    if not isinstance(data, dict):
+        raise ContractError(f"printed a JSON {type(data).__name__}, not an object with the backend contract's fields")
+    try:
+        return _WireContract.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        detail = first["msg"]
+        if first["type"] != "missing" and "input" in first:
+            detail += f" (got {orjson.dumps(first['input'], default=str).decode()[:80]})"
+        more = f"; {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""
+        raise ContractError(f"printed JSON of the wrong shape: {_field_path(tuple(first['loc']))}: {detail}{more}") from None
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class CommandBackend:
+    def __init__(self, name: str, settings: Settings, context: BackendContext) -> None:
+        self.name = name
+        self.settings = settings
+        self.context = context
+        self.program = os.path.expanduser(settings.argv[0])  # type: ignore[arg-type]
+        self.environ = {**context.environ, **settings.env}
+        self.cwd = context.cwd / os.path.expanduser(settings.cwd) if settings.cwd else context.cwd
+
+    def _resolve_program(self) -> str | None:
+        """The executable's full path, or ``None`` if it cannot be run."""
+        if os.sep in self.program:
+            path = self.program if os.path.isabs(self.program) else str(self.cwd / self.program)
+            return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+        return shutil.which(self.program, path=self.environ.get("PATH", os.defpath))
+
+    def probe(self) -> Probe:
+        resolved = self._resolve_program()
+        if resolved is None:
+            return Probe(False, f"{self.program}: not found or not executable")
+        if not self.cwd.is_dir():
+            return Probe(False, f"cwd {self.cwd} does not exist")
+        return Probe(True, f"runs {resolved}", {"program": resolved})
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        watch = Stopwatch()
+        mode = request.mode if request.mode is not None else self.settings.default_mode
+        values = {
+            "query": request.query,
+            "mode": mode,
+            "limit": str(request.limit),
+            "timeout_ms": str(int(request.timeout_s * 1000)),
+        }
+        argv = build_argv(self.settings.argv, values)
+        argv[0] = self.program
+        stdin: bytes | None = None
+        if self.settings.stdin == "query":
+            stdin = request.query.encode("utf-8")
+        elif self.settings.stdin == "json":
+            stdin = orjson.dumps({**values, "limit": request.limit, "timeout_ms": int(request.timeout_s * 1000)})
+
+        def fail(code: str, message: str) -> BackendResponse:
+            return BackendResponse.failure(self.name, request.query, code, message, duration_ms=watch.ms)
+
+        if not self.cwd.is_dir():
+            return fail(BACKEND_UNAVAILABLE, f"working directory {self.cwd} does not exist (backends.{self.name}.cwd)")
+        try:
+            result = await run(argv, cwd=self.cwd, env=self.environ, stdin=stdin,
+                               max_stdout=self.settings.max_output_bytes)
+        except ExecutableNotFound as exc:
+            return fail(BACKEND_UNAVAILABLE, f"cannot run {exc} (backends.{self.name}.argv[0] in router-config.json); "
+                                             "install the backend or fix the path")
+        except OutputTooLarge as exc:
+            return fail(BACKEND_ERROR, f"{self.program} printed more than {exc.limit} bytes on stdout "
+                                       f"(backends.{self.name}.max_output_bytes); its process group was killed")
+        except (ValueError, OSError) as exc:  # e.g. an argument the OS refuses (too long)
+            return fail(BACKEND_ERROR, f"cannot start {self.program}: {exc}")
+        return self._interpret(request, result, watch.ms)
+
+    def _interpret(self, request: BackendRequest, result: ProcessResult, duration_ms: int) -> BackendResponse:
+        def fail(code: str, message: str) -> BackendResponse:
+            tail = result.stderr_tail(STDERR_TAIL_CHARS)
+            if tail:
+                message += f"; stderr: {tail}"
+            return BackendResponse.failure(self.name, request.query, code, message, duration_ms=duration_ms)
+
+        contract: _WireContract | None = None
+        problem: str | None = None
+        try:
+            contract = parse_contract(result.stdout)
+        except ContractError as exc:
+            problem = str(exc)
+
+        if result.returncode != 0:
+            if result.returncode < 0:
+                try:
+                    signame = signal.Signals(-result.returncode).name
+                except ValueError:
+                    signame = f"signal {-result.returncode}"
+                how = f"was killed by {signame}"
+            else:
+                how = f"exited with code {result.returncode}"
+            if contract is not None and contract.status == "error" and contract.error_message:
+                code = contract.error_code or BACKEND_ERROR
+                return fail(code, f"{contract.error_message} ({self.program} {how})")
+            unavailable = result.returncode in (126, 127)
+            return fail(BACKEND_UNAVAILABLE if unavailable else BACKEND_ERROR,
+                        f"{self.program} {how}" + (" (a program it runs is missing or not executable)" if unavailable else "")
+                        + ("" if result.stdout.strip() else " and printed nothing"))
+        if contract is None:
+            return fail(BACKEND_ERROR, f"{self.program} {problem}")
+        if contract.status == "error":
+            return fail(contract.error_code or BACKEND_ERROR,
+                        contract.error_message or f"{self.program} reported status error without a message")
+        results = tuple(
+            Result.model_validate({**r.model_dump(), "source": r.source or self.name}) for r in contract.results
+        )
+        ordered = tuple(sorted(results, key=lambda r: r.relevance, reverse=True))
+        best = ordered[0].relevance if ordered else 0.0
+        relevance = contract.normalized_relevance if contract.normalized_relevance is not None else best
+        if not ordered:
+            relevance = 0.0
+        return BackendResponse.model_construct(
+            query_echo=request.query,
+            results=ordered,
+            result_count=len(ordered),
+            status="success" if ordered else "empty",
+            error_message=None,
+            error_code=None,
+            backend_duration_ms=duration_ms,
+            normalized_relevance=relevance,
+            backend=self.name,
+            query_sent=None,
+        )
+

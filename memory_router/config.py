@@ -172,7 +172,8 @@ def parse_config(data: Any, path: Path) -> RouterConfig:
                     path, f"{field_path}.backend", f"names unknown backend {step.backend!r}",
                     f"Define it under \"backends\" (defined: {', '.join(sorted(backends))}).",
                 )
-            modes = getattr(adapter_module(backend.type), "MODES", None)
+            # A backend's own settings may list its modes (command backends); else the adapter's.
+            modes = getattr(backend.settings, "modes", None) or getattr(adapter_module(backend.type), "MODES", None)
             if step.mode is not None and modes is not None and step.mode not in modes:
                 raise InvalidConfig(
                     path, f"{field_path}.mode", f"{backend.type} has no mode {step.mode!r}",
