@@ -78,7 +78,9 @@ def _read_query(query: str) -> str:
 
 # Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
 # free of the daemon, MCP and watchfiles imports). name -> "module:attribute".
-LAZY_COMMANDS: dict[str, str] = {}
+LAZY_COMMANDS: dict[str, str] = {
+    "mcp": "memory_router.mcp_server:mcp_command",
+}
 
 
 class LazyGroup(click.Group):
