@@ -128,12 +128,16 @@ class BackendRequest:
     ``mode`` is the rule's mode for this step (``search``/``vsearch``/``query`` for qmd, ``None``
     for backends with a single mode). ``timeout_s`` is the budget the router will enforce by
     cancellation; adapters may pass it down (an HTTP client timeout) but need not.
+    ``signal`` lets an adapter strip the rule's trigger words from a keyword query.
     """
 
     query: str
     mode: str | None = None
     limit: int = 10
     timeout_s: float = 5.0
+    signal: str | None = None
+    """The regex source of the rule signal that routed the query (None for the default rule).
+    Keyword adapters (qmd search) drop its literal words: they say how to search, not what for."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,23 +1,368 @@
-"""Placeholder for the qmd adapter (it lands with its own issue): every call answers
-BACKEND_UNAVAILABLE so the router falls back."""
+"""QMD: the real ``qmd`` CLI (``@tobilu/qmd`` 2.8.x on Node >= 22) as a memory backend.
+
+**Modes.** ``search`` -> ``qmd search`` (BM25), ``vsearch`` -> ``qmd vsearch`` (vectors),
+``query`` -> ``qmd query --explain`` (hybrid + rerank). Every call is an argument list, options
+first, then ``--``, then the query (a query starting with ``-`` is never read as a flag)::
+
+    node .../dist/cli/qmd.js search --json -n 10 -c notes -- parseAuthToken
+
+run through :mod:`._process` in its own session, so the router's timeout (task cancellation)
+kills the whole process group: no qmd or node process outlives a query.
+
+**Isolation.** A ``.qmd/index.yml`` in qmd's working directory or any parent replaces the
+configured index and config (even with ``INDEX_PATH`` set; observed). So qmd runs from a
+controlled directory (the state directory's ``qmd-cwd/``) *and* always gets ``--index NAME``
+(``index``, qmd's default name, unless configured), which makes qmd skip that lookup. Setting
+``working_dir`` without ``index`` is the way to use a project's ``.qmd/`` on purpose. ``index_path``,
+``config_dir``, ``cache_dir`` (models live in ``<cache_dir>/qmd/models``) and ``index`` become
+``INDEX_PATH``, ``QMD_CONFIG_DIR``, ``XDG_CACHE_HOME`` and ``--index``; unset ones keep qmd's
+defaults (``~/.cache/qmd/index.sqlite``, ``~/.config/qmd/index.yml``), i.e. the user's own index.
+
+**Keyword queries.** ``search`` sends a keyword form of the query and relaxes it when the strict
+form finds nothing (see ``_qmd_keywords``); the form that answered is ``query_sent``.
+
+**Relevance.** Per mode, documented in ``_qmd_parse``: search ``coverage * (0.6 + 0.4 *
+score/best)``, vsearch ``(cosine - 0.3) / 0.5``, query the reranker's score (else the best
+vector/BM25 evidence). 0.4 means "usable" as for every backend.
+
+**Failing fast.** vsearch/query load GGUF models; when one is missing qmd retries the download
+for ~12 minutes. The adapter checks the model cache first and answers ``BACKEND_UNAVAILABLE``
+with the fix (``qmd pull``) at once. With ``CI`` set qmd refuses model work ("LLM operations are
+disabled in CI"); that, a missing qmd/Node, and an index without embeddings are
+``BACKEND_UNAVAILABLE`` too; other failures are ``BACKEND_ERROR`` with qmd's stderr tail.
+
+**Transports.** :class:`CliTransport` is the only one today; the backend talks to a
+:class:`Transport` so qmd's HTTP mode (``qmd mcp --http``, ``POST /query``, warm models) can be
+added beside it without touching query rewriting or scoring.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import fcntl
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Protocol, Sequence
 
-from . import BackendContext
-from ._unavailable import UnavailableBackend
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import BackendContext, DemoUnavailable
+from ._process import ExecutableNotFound, OutputTooLarge, run
+from ._qmd_keywords import keyword_forms
+from ._qmd_locate import (
+    INSTALL_HINT,
+    QmdCommand,
+    QmdNotFound,
+    missing_models,
+    models_dir,
+    qmd_version,
+    resolve_command,
+)
+from ._qmd_parse import QmdOutputError, parse_hits, to_results
+from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Stopwatch
+
+MODES = frozenset({"search", "vsearch", "query"})
+DEFAULT_MODE = "query"
+CI_REFUSAL = "LLM operations are disabled in CI"
+_NEEDS_EMBEDDINGS = re.compile(r"(\d+) documents? \((\d+)%\) need embeddings")
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    """``backends.<name>`` in router-config.json for ``"type": "qmd"`` (all optional)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    qmd: str | None = None
+    """qmd to run: its ``dist/cli/qmd.js``, the ``@tobilu/qmd`` package folder, or an executable."""
+    node: str | None = None
+    """Node >= 22 to run qmd.js with."""
+    collections: tuple[str, ...] = ()
+    """Collections to search (``-c`` each); empty = all collections of the index."""
+    index: str | None = None
+    """Named qmd index (``--index NAME``: ``<NAME>.sqlite`` / ``<NAME>.yml``)."""
+    index_path: str | None = None
+    """SQLite index file (``INDEX_PATH``)."""
+    config_dir: str | None = None
+    """Folder holding qmd's ``index.yml`` (``QMD_CONFIG_DIR``)."""
+    cache_dir: str | None = None
+    """``XDG_CACHE_HOME`` for qmd: its models are read from ``<cache_dir>/qmd/models``."""
+    working_dir: str | None = None
+    """Where qmd runs. Set it to a project to use that project's ``.qmd/`` index on purpose."""
+    max_search_calls: int = Field(default=3, ge=1, le=8)
+    """Keyword forms tried by ``search`` (strict, then relaxed) before answering empty."""
 
 
-def create(name: str, settings: Settings, context: BackendContext) -> UnavailableBackend:
-    return UnavailableBackend(name, "the qmd adapter is not part of this build yet")
+def create(name: str, settings: Settings, context: BackendContext) -> QmdBackend:
+    return QmdBackend(name, settings, context)
 
 
-def demo_setup(workspace, state_dir):  # noqa: ANN001 - placeholder
-    from . import DemoUnavailable
+# --------------------------------------------------------------------------- transport
 
-    raise DemoUnavailable("the qmd adapter is not part of this build yet")
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One qmd call's outcome: hits, or a failure already classified into a contract code."""
+
+    hits: list[dict] | None
+    error_code: str | None = None
+    error_message: str | None = None
+    stderr: str = ""
+
+
+class Transport(Protocol):
+    """How a qmd search reaches qmd. The CLI today; ``qmd mcp --http``'s ``/query`` later."""
+
+    async def search(self, mode: str, query: str, limit: int, collections: Sequence[str]) -> Answer: ...
+
+
+class CliTransport:
+    def __init__(self, command: QmdCommand, *, env: Mapping[str, str], cwd: Path, index: str | None) -> None:
+        self.command = command
+        self.env = dict(env)
+        self.cwd = cwd
+        self.index = index
+
+    def argv(self, subcommand: str, options: Sequence[str], query: str | None = None) -> list[str]:
+        argv = [*self.command.argv_prefix]
+        if self.index:
+            argv += ["--index", self.index]
+        argv += [subcommand, *options]
+        if query is not None:
+            argv += ["--", query]
+        return argv
+
+    async def search(self, mode: str, query: str, limit: int, collections: Sequence[str]) -> Answer:
+        options = ["--json", "-n", str(limit)]
+        for collection in collections:
+            options += ["-c", collection]
+        if mode == "query":
+            options.append("--explain")
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        try:
+            proc = await run(self.argv(mode, options, query), cwd=self.cwd, env=self.env)
+        except ExecutableNotFound as exc:
+            return Answer(None, BACKEND_UNAVAILABLE, f"cannot start qmd: {exc}. {INSTALL_HINT}")
+        except OutputTooLarge as exc:
+            return Answer(None, BACKEND_ERROR, f"qmd {mode}: {exc}")
+        stderr = proc.stderr.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            return Answer(None, *_classify_failure(mode, proc.returncode, stderr), stderr=stderr)
+        try:
+            hits = parse_hits(proc.stdout)
+        except QmdOutputError as exc:
+            return Answer(None, BACKEND_ERROR, f"qmd {mode}: {exc}", stderr=stderr)
+        if not hits and mode != "search" and (m := _NEEDS_EMBEDDINGS.search(stderr)) and m.group(2) == "100":
+            return Answer(None, BACKEND_UNAVAILABLE,
+                          f"qmd {mode}: the index has no embeddings yet ({m.group(1)} documents need them). "
+                          "Run `qmd embed` (needs the embedding model; `qmd pull` fetches it).", stderr=stderr)
+        return Answer(hits, stderr=stderr)
+
+
+def _tail(stderr: str, limit: int = 300) -> str:
+    lines = [ln for ln in stderr.replace("\x1b[?25l", "").replace("\x1b[?25h", "").splitlines() if ln.strip()]
+    text = " | ".join(lines[-4:])
+    return text[-limit:]
+
+
+def _classify_failure(mode: str, returncode: int, stderr: str) -> tuple[str, str]:
+    if CI_REFUSAL in stderr:
+        return BACKEND_UNAVAILABLE, (
+            f"qmd {mode} refused: {CI_REFUSAL} (qmd does no model work while the CI environment variable "
+            "is set). Unset CI for vsearch/query, or use search."
+        )
+    if "Collection not found" in stderr:
+        return BACKEND_ERROR, f"qmd {mode}: {_tail(stderr)}. Check backends.qmd.collections in router-config.json (`qmd collection list`)."
+    if returncode < 0 or returncode in (134, 139):
+        return BACKEND_UNAVAILABLE, f"qmd {mode} crashed (exit {returncode}); is Node >= 22 in use? {INSTALL_HINT}"
+    return BACKEND_ERROR, f"qmd {mode} exited with code {returncode}: {_tail(stderr) or 'no message'}"
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class QmdBackend:
+    def __init__(self, name: str, settings: Settings, context: BackendContext) -> None:
+        self.name = name
+        self.settings = settings
+        self.context = context
+        self._transport: CliTransport | None = None
+
+    # -- environment -------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        env = dict(self.context.environ)
+        for key, value in (("INDEX_PATH", self.settings.index_path), ("QMD_CONFIG_DIR", self.settings.config_dir),
+                           ("XDG_CACHE_HOME", self.settings.cache_dir)):
+            if value:
+                env[key] = os.path.expanduser(value)
+        env.setdefault("NO_COLOR", "1")
+        return env
+
+    def working_dir(self) -> Path:
+        if self.settings.working_dir:
+            return Path(os.path.expanduser(self.settings.working_dir))
+        return self.context.state_dir / "qmd-cwd"
+
+    def index_name(self) -> str | None:
+        """``--index`` to pass. Always one (default ``index``, qmd's own default name): with an
+        explicit ``--index`` qmd never looks for a project-local ``.qmd/`` - which it otherwise
+        does in the working directory and every parent, even with INDEX_PATH set. Only a
+        configured ``working_dir`` without ``index`` opts into that project's ``.qmd/``."""
+        if self.settings.index:
+            return self.settings.index
+        return None if self.settings.working_dir else "index"
+
+    def config_file(self, env: Mapping[str, str]) -> Path:
+        """qmd's index.yml as qmd resolves it (QMD_CONFIG_DIR, XDG_CONFIG_HOME, ~/.config)."""
+        name = f"{self.settings.index or 'index'}.yml"
+        if env.get("QMD_CONFIG_DIR"):
+            return Path(env["QMD_CONFIG_DIR"]) / name
+        if env.get("XDG_CONFIG_HOME"):
+            return Path(env["XDG_CONFIG_HOME"]) / "qmd" / name
+        return Path(env.get("HOME") or os.path.expanduser("~")) / ".config" / "qmd" / name
+
+    def transport(self) -> CliTransport:
+        """The CLI transport; resolution (and the node version check) happens once."""
+        if self._transport is None:
+            env = self.env()
+            command = resolve_command(self.settings.qmd, self.settings.node, env)
+            self._transport = CliTransport(command, env=env, cwd=self.working_dir(), index=self.index_name())
+        return self._transport
+
+    # -- the seam ------------------------------------------------------------------------
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        watch = Stopwatch()
+        mode = request.mode or DEFAULT_MODE
+        if mode not in MODES:
+            return BackendResponse.failure(self.name, request.query, BACKEND_ERROR,
+                                           f"qmd has no mode {mode!r}; use one of {sorted(MODES)}")
+        try:
+            transport = self.transport()
+        except QmdNotFound as exc:
+            return BackendResponse.failure(self.name, request.query, BACKEND_UNAVAILABLE, str(exc), duration_ms=watch.ms)
+        if mode != "search":
+            missing = missing_models(mode, self.config_file(transport.env), transport.env)
+            if missing:
+                return BackendResponse.failure(
+                    self.name, request.query, BACKEND_UNAVAILABLE,
+                    f"qmd {mode} needs GGUF models that are not in {models_dir(transport.env)} "
+                    f"({'; '.join(missing)}); without them qmd would retry the download for ~12 minutes. "
+                    "Run `qmd pull` (with network access), then `qmd embed`.",
+                    duration_ms=watch.ms,
+                )
+            answer = await transport.search(mode, request.query, request.limit, self.settings.collections)
+            return self._respond(request, answer, mode, request.query, 1.0, watch)
+        return await self._keyword_search(request, transport, watch)
+
+    async def _keyword_search(self, request: BackendRequest, transport: CliTransport, watch: Stopwatch) -> BackendResponse:
+        forms = keyword_forms(request.query, request.signal, self.settings.max_search_calls)
+        if not forms:
+            # Nothing but stopwords ("what was the last thing"): ANDing them would match noise.
+            return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, query_sent="")
+        answer = Answer([])
+        for form in forms:
+            answer = await transport.search("search", form.text, request.limit, self.settings.collections)
+            if answer.hits is None or answer.hits:
+                return self._respond(request, answer, "search", form.text, form.coverage, watch)
+        return self._respond(request, answer, "search", forms[-1].text, forms[-1].coverage, watch)
+
+    def _respond(self, request: BackendRequest, answer: Answer, mode: str, sent: str, coverage: float,
+                 watch: Stopwatch) -> BackendResponse:
+        if answer.hits is None:
+            return BackendResponse.failure(self.name, request.query, answer.error_code or BACKEND_ERROR,
+                                           answer.error_message or "qmd failed", duration_ms=watch.ms, query_sent=sent)
+        reranked = mode == "query" and "Reranker unavailable" not in answer.stderr and any(
+            isinstance(h.get("explain"), dict) and isinstance(h["explain"].get("rrf"), dict)
+            and h["explain"]["rrf"].get("weight", 1.0) != 1.0 for h in answer.hits)
+        results = to_results(answer.hits, mode, self.name, coverage=coverage, reranked=reranked)
+        return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
+
+    def probe(self) -> Probe:
+        try:
+            transport = self.transport()
+        except QmdNotFound as exc:
+            return Probe(False, str(exc))
+        env = transport.env
+        command = transport.command
+        missing = missing_models("query", self.config_file(env), env)
+        facts = {
+            "qmd": str(command.qmd),
+            "qmd_version": qmd_version(command),
+            "node": str(command.node) if command.node else None,
+            "node_version": command.node_version,
+            "working_dir": str(transport.cwd),
+            "index_path": env.get("INDEX_PATH"),
+            "config_file": str(self.config_file(env)),
+            "collections": list(self.settings.collections),
+            "models_dir": str(models_dir(env)),
+            "models_missing": missing,
+            "modes_ready": ["search"] + ([] if missing else ["vsearch", "query"]),
+        }
+        if missing:
+            detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search ready; vsearch/query need `qmd pull` ({len(missing)} model(s) missing)"
+        else:
+            detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search, vsearch, query ready"
+        return Probe(True, detail, facts)
+
+
+# --------------------------------------------------------------------------- demo
+
+DEMO_COLLECTION = "demo"
+DEMO_MASK = "**/*.{md,ts}"
+
+
+@contextmanager
+def index_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock held by whoever writes a qmd index (concurrent `qmd update` crashes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_collection(transport: CliTransport, source: Path, name: str, mask: str, lock_path: Path,
+                     *, timeout_s: float = 120.0) -> None:
+    """(Re)index ``source`` as collection ``name`` under the index-writer lock. Raises RuntimeError."""
+    import subprocess
+
+    def call(subcommand: str, options: list[str], arg: str | None = None) -> subprocess.CompletedProcess[bytes]:
+        argv = transport.argv(subcommand, options, arg)
+        return subprocess.run(argv, cwd=transport.cwd, env=transport.env, capture_output=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, start_new_session=True, check=False)
+
+    transport.cwd.mkdir(parents=True, exist_ok=True)
+    with index_lock(lock_path):
+        listed = call("collection", ["list"])
+        if re.search(rf"^{re.escape(name)} \(qmd://", listed.stdout.decode("utf-8", "replace"), re.MULTILINE):
+            done = call("update", [])
+        else:
+            done = call("collection", ["add", "--name", name, "--mask", mask], str(source))
+        if done.returncode != 0:
+            raise RuntimeError(f"qmd exited with code {done.returncode}: {_tail(done.stderr.decode('utf-8', 'replace'))}")
+
+
+def demo_setup(workspace: Path, state_dir: Path) -> dict:
+    """Index the demo workspace (markdown and TypeScript) into a demo qmd collection under
+    ``state_dir/qmd``; return the settings that point the demo's router at it."""
+    home = state_dir / "qmd"
+    settings = {
+        "index_path": str(home / "index.sqlite"),
+        "config_dir": str(home / "config"),
+        "collections": [DEMO_COLLECTION],
+    }
+    backend = QmdBackend("qmd", Settings(**settings), BackendContext(state_dir=state_dir))
+    try:
+        transport = backend.transport()
+    except QmdNotFound as exc:
+        raise DemoUnavailable(str(exc)) from None
+    try:
+        build_collection(transport, workspace.resolve(), DEMO_COLLECTION, DEMO_MASK, home / "index.lock")
+    except (RuntimeError, OSError) as exc:
+        raise DemoUnavailable(f"indexing the demo workspace with qmd failed: {exc}") from None
+    return settings

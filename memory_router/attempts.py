@@ -94,7 +94,8 @@ async def run_attempts(
     attempts: list[Attempt] = []
     steps = plan.steps
     for index, step in enumerate(steps):
-        request = BackendRequest(query=query, mode=step.mode, limit=policy.limit, timeout_s=policy.timeout_s)
+        request = BackendRequest(query=query, mode=step.mode, limit=policy.limit, timeout_s=policy.timeout_s,
+                                 signal=plan.match.signal)
         response, elapsed = await call_backend(backend_for(step.backend), request, policy.timeout_s)
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
         attempts.append(Attempt(step, response, elapsed, accepted))

