@@ -99,21 +99,34 @@ async def run(
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise ExecutableNotFound(f"{argv[0]}: {exc.strerror or exc}") from exc
+    readers: list[asyncio.Task[bytes]] = []
     try:
         if stdin is not None:
             assert proc.stdin is not None
-            proc.stdin.write(stdin)
-            await proc.stdin.drain()
-            proc.stdin.close()
+            try:
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+                proc.stdin.close()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the program does not read stdin; its output still counts
         assert proc.stdout is not None and proc.stderr is not None
-        out, err = await asyncio.gather(
-            _read_capped(proc.stdout, max_stdout, strict=True),
-            _read_capped(proc.stderr, max_stderr, strict=False),
-        )
+        readers = [
+            asyncio.ensure_future(_read_capped(proc.stdout, max_stdout, strict=True)),
+            asyncio.ensure_future(_read_capped(proc.stderr, max_stderr, strict=False)),
+        ]
+        out, err = await asyncio.gather(*readers)
         returncode = await proc.wait()
     except BaseException:
         # Timeout (cancellation), oversized output, or anything else: end the whole group.
         kill_group(proc.pid)
+        for reader in readers:
+            reader.cancel()
+        # Stop reading before waiting: asyncio's wait() returns only once the pipes are closed,
+        # and a stdout pipe paused with unread data (the oversized-output case) would never see
+        # EOF, holding this call for the whole reap timeout.
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
         await asyncio.shield(_reap(proc))
         raise
     # The leader is gone; anything it left in its group (a backgrounded grandchild) goes too.

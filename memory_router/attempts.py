@@ -77,9 +77,25 @@ async def call_backend(backend: Backend, request: BackendRequest, timeout_s: flo
             backend.name, request.query, BACKEND_ERROR, f"adapter raised {type(exc).__name__}: {exc}"
         )
     elapsed = int((time.perf_counter() - started) * 1000)
+    response = _sane(backend.name, request.query, response)
     if response.status == "success" and not response.results:
         response = response.model_copy(update={"status": "empty", "normalized_relevance": 0.0})
     return response, elapsed
+
+
+def _sane(name: str, query: str, response: object) -> BackendResponse:
+    """Hold in-process adapters to the contract, as the command adapter holds programs: a value
+    that is not a response, or a relevance outside 0..1, is an adapter bug (BACKEND_ERROR), and an
+    ``error`` response carries no results (so a failed call can never be returned as ``partial``)."""
+    if not isinstance(response, BackendResponse):
+        return BackendResponse.failure(
+            name, query, BACKEND_ERROR, f"adapter returned {type(response).__name__}, not a BackendResponse")
+    if not 0.0 <= response.normalized_relevance <= 1.0:  # also catches NaN
+        return BackendResponse.failure(
+            name, query, BACKEND_ERROR, f"adapter returned normalized_relevance {response.normalized_relevance!r}, outside 0..1")
+    if response.status == "error" and response.results:
+        return response.model_copy(update={"results": (), "result_count": 0, "normalized_relevance": 0.0})
+    return response
 
 
 async def run_attempts(

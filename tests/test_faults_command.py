@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -248,3 +249,18 @@ def test_routes_through_a_command_backend_end_to_end(tmp_path: Path) -> None:
     assert envelope.results[0].content == "answer to the viking notes"
     log = (tmp_path / "state" / "router.log").read_text()
     assert "FALLBACK query=\"the viking notes\" backend=broken error_code=BACKEND_ERROR" in log and "next=viking" in log
+
+
+def test_oversized_output_is_abandoned_at_once_not_after_the_reap_timeout() -> None:
+    """Regression: with a paused stdout pipe, asyncio's wait() never returned until the 2 s reap
+    timeout, so 50 MB of output cost a whole router timeout instead of a fallback."""
+    from memory_router.backends._process import OutputTooLarge, run
+
+    async def once() -> float:
+        started = time.perf_counter()
+        with pytest.raises(OutputTooLarge):
+            await run([sys.executable, "-I", "-S", str(FAULT_PROGRAM), "--fault", "huge"], max_stdout=8 << 20)
+        return time.perf_counter() - started
+
+    durations = [asyncio.run(once()) for _ in range(6)]
+    assert max(durations) < 1.5, durations
