@@ -5,6 +5,14 @@ threshold. Anything else moves on to the next step: an ``error`` logs a FALLBACK
 that outlives ``timeout_ms`` is cancelled (the adapter's cleanup kills whatever it started),
 recorded as ``QUERY_TIMEOUT`` and logs a TIMEOUT line. Low relevance and ``empty`` move on
 quietly, as the spec says.
+
+Two optional brakes, both off unless asked for (the one-shot CLI uses neither by default):
+
+* an overall deadline (``Policy.deadline_s``): each call gets ``min(timeout, time left)``; when
+  the time is up the chain stops with a ``DEADLINE_EXCEEDED`` attempt (the call that was cut, or
+  the step that was not started) and the envelope is built from what was answered so far;
+* a :class:`~memory_router.cooldown.Cooldown` (the daemon's): a backend that keeps failing is
+  skipped with a ``COOLDOWN`` attempt instead of being called.
 """
 
 from __future__ import annotations
@@ -22,9 +30,14 @@ from memory_router.backends.base import (
     BackendResponse,
 )
 
+from .cooldown import Cooldown
 from .plan import Plan
 from .routerlog import RouterLog
 from .rules import Step
+
+# Router-side attempt codes (never produced by a backend).
+COOLDOWN = "COOLDOWN"
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +45,7 @@ class Policy:
     threshold: float = 0.4
     timeout_s: float = 5.0
     limit: int = 10
+    deadline_s: float | None = None  # overall budget for the whole chain; None: no deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,23 +120,59 @@ async def run_attempts(
     log: RouterLog,
     *,
     log_query: str | None = None,
+    cooldown: Cooldown | None = None,
 ) -> list[Attempt]:
     attempts: list[Attempt] = []
     steps = plan.steps
+    shown = log_query if log_query is not None else query
+    deadline = time.perf_counter() + policy.deadline_s if policy.deadline_s is not None else None
     for index, step in enumerate(steps):
-        request = BackendRequest(query=query, mode=step.mode, limit=policy.limit, timeout_s=policy.timeout_s,
+        timeout_s, cut_by_deadline = policy.timeout_s, False
+        if deadline is not None:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
+                attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False))
+                break
+            if left < timeout_s:
+                timeout_s, cut_by_deadline = left, True
+        if cooldown is not None and (why := cooldown.admit(step.backend)) is not None:
+            attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False))
+            continue
+        request = BackendRequest(query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s,
                                  signal=plan.match.signal)
-        response, elapsed = await call_backend(backend_for(step.backend), request, policy.timeout_s)
+        try:
+            response, elapsed = await call_backend(backend_for(step.backend), request, timeout_s)
+        except BaseException:
+            if cooldown is not None:
+                cooldown.release(step.backend)
+            raise
+        if cut_by_deadline and response.error_code == QUERY_TIMEOUT:
+            response = response.model_copy(update={
+                "error_code": DEADLINE_EXCEEDED,
+                "error_message": f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
+            })
+        if cooldown is not None:
+            if response.error_code == DEADLINE_EXCEEDED:
+                cooldown.release(step.backend)
+            else:
+                cooldown.record(step.backend, response.status == "error", response.error_code or BACKEND_ERROR)
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
         attempts.append(Attempt(step, response, elapsed, accepted))
         if accepted:
             break
         if response.status == "error":
             next_backend = steps[index + 1].backend if index + 1 < len(steps) else None
-            shown = log_query if log_query is not None else query
+            if response.error_code == DEADLINE_EXCEEDED:
+                log.timeout(shown, step.backend, elapsed, None)
+                break
             if response.error_code == QUERY_TIMEOUT:
                 log.timeout(shown, step.backend, elapsed, next_backend)
             else:
                 log.fallback(shown, step.backend, response.error_code or BACKEND_ERROR,
                              response.error_message or "", next_backend)
     return attempts
+
+
+def _ms(seconds: float | None) -> int:
+    return int(round((seconds or 0) * 1000))

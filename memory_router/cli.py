@@ -80,6 +80,7 @@ def _read_query(query: str) -> str:
 # free of the daemon, MCP and watchfiles imports). name -> "module:attribute".
 LAZY_COMMANDS: dict[str, str] = {
     "mcp": "memory_router.mcp_server:mcp_command",
+    "serve": "memory_router.daemon.cli:serve",
 }
 
 

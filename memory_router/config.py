@@ -41,6 +41,14 @@ class RuleSpec(_Strict):
     chain: tuple[StepSpec, ...] = Field(min_length=1)
 
 
+class CooldownSpec(_Strict):
+    """Dead-backend cooldown (used by the daemon): ``"cooldown": null`` or ``enabled: false`` turns it off."""
+
+    enabled: bool = True
+    failures: int = Field(default=3, ge=1, le=1000)
+    seconds: float = Field(default=30.0, gt=0, le=86_400)
+
+
 class ConfigSpec(_Strict):
     version: Literal[1] = 1
     threshold: float = Field(default=0.4, ge=0.0, le=1.0)
@@ -48,6 +56,8 @@ class ConfigSpec(_Strict):
     result_limit: int = Field(default=10, ge=1, le=1000)
     max_query_chars: int = Field(default=4096, ge=1, le=1_000_000)
     regex_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+    deadline_ms: int | None = Field(default=None, gt=0, le=3_600_000)
+    cooldown: CooldownSpec | None = CooldownSpec()
     file_extensions: tuple[str, ...] = ()
     rules: tuple[RuleSpec, ...] = Field(min_length=1)
     backends: dict[str, dict[str, Any]] = Field(min_length=1)
@@ -58,6 +68,12 @@ class BackendConfig:
     name: str
     type: str
     settings: Any  # the adapter module's frozen Settings instance
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownConfig:
+    failures: int
+    seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +88,8 @@ class RouterConfig:
     regex_timeout_ms: int
     rules: RuleTable
     backends: Mapping[str, BackendConfig]
+    deadline_ms: int | None = None  # overall per-query budget; None: only the per-backend timeout
+    cooldown: CooldownConfig | None = None  # None: switched off
 
     @property
     def timeout_s(self) -> float:
@@ -202,4 +220,7 @@ def parse_config(data: Any, path: Path) -> RouterConfig:
         regex_timeout_ms=spec.regex_timeout_ms,
         rules=RuleTable(tuple(rules), regex_timeout_s=spec.regex_timeout_ms / 1000),
         backends=MappingProxyType(backends),
+        deadline_ms=spec.deadline_ms,
+        cooldown=CooldownConfig(spec.cooldown.failures, spec.cooldown.seconds)
+        if spec.cooldown is not None and spec.cooldown.enabled else None,
     )

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory_router.backends.base import Result
 
-from .attempts import Attempt
+from .attempts import DEADLINE_EXCEEDED, Attempt
 from .plan import Plan
 
 Status = Literal["success", "partial", "empty", "error"]
@@ -66,7 +66,14 @@ def from_attempts(query: str, plan: Plan, attempts: list[Attempt], router_ms: in
             status = "empty"
     rejected = sum(1 for a in attempts if not a.accepted)
     error_code = error_message = None
-    if status == "error":
+    if status == "error" and attempts[-1].response.error_code == DEADLINE_EXCEEDED:
+        # The chain was stopped by the overall deadline, not exhausted: say so.
+        error_code = DEADLINE_EXCEEDED
+        error_message = (
+            f"No backend answered before the query's deadline ({attempts[-1].response.error_message}). "
+            "Raise deadline_ms, or see attempts for where the time went."
+        )
+    elif status == "error":
         error_code = ALL_BACKENDS_FAILED
         error_message = ALL_BACKENDS_FAILED_MESSAGE if log_hint is None else (
             f"All backends in the fallback chain failed. Check {log_hint} for details."

@@ -18,6 +18,7 @@ from memory_router.backends.base import Backend
 
 from .attempts import Policy, run_attempts
 from .config import RouterConfig
+from .cooldown import Cooldown
 from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope, from_attempts
 from .errors import InvalidQuery
 from .installed import Installed
@@ -34,8 +35,10 @@ class Router:
         context: BackendContext,
         log: RouterLog | None = None,
         backends: Mapping[str, Backend] | None = None,
+        cooldown: Cooldown | None = None,
     ) -> None:
         self.config = config
+        self.cooldown = cooldown  # the daemon passes one; the CLI runs without
         self.context = context
         self.log = log if log is not None else RouterLog(context.state_dir / "router.log")
         self._backends: dict[str, Backend] = dict(backends or {})
@@ -49,16 +52,23 @@ class Router:
             self._backends[name] = instance
         return instance
 
+    def instances(self) -> Mapping[str, Backend]:
+        """The backend instances created so far (the daemon hands unchanged ones to its next
+        Router on a config reload, so their caches stay warm)."""
+        return dict(self._backends)
+
     def plan(self, query: str, installed: Installed) -> Plan:
         """The dry run: which rule, which chain. Raises :class:`InvalidQuery`."""
         clean = check_query(query, self.config.max_query_chars)
         return make_plan(self.config.rules.match(clean), installed)
 
-    def policy(self, *, timeout_ms: int | None = None, limit: int | None = None) -> Policy:
+    def policy(self, *, timeout_ms: int | None = None, limit: int | None = None, deadline_ms: int | None = None) -> Policy:
+        deadline_ms = deadline_ms or self.config.deadline_ms
         return Policy(
             threshold=self.config.threshold,
             timeout_s=(timeout_ms or self.config.timeout_ms) / 1000,
             limit=limit or self.config.result_limit,
+            deadline_s=deadline_ms / 1000 if deadline_ms else None,
         )
 
     async def route(
@@ -68,6 +78,7 @@ class Router:
         *,
         timeout_ms: int | None = None,
         limit: int | None = None,
+        deadline_ms: int | None = None,
     ) -> Envelope:
         """Route one query and return its envelope. Never raises for bad input or backends."""
         started = time.perf_counter()
@@ -85,8 +96,8 @@ class Router:
                 plan=plan, router_ms=_ms(started),
             )
         attempts = await run_attempts(
-            clean, plan, self.backend, self.policy(timeout_ms=timeout_ms, limit=limit), self.log,
-            log_query=query,
+            clean, plan, self.backend, self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms),
+            self.log, log_query=query, cooldown=self.cooldown,
         )
         log_hint = str(self.log.path) if self.log.path else None
         return from_attempts(query, plan, attempts, _ms(started), log_hint)

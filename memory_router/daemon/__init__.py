@@ -1,0 +1,6 @@
+"""The dispatch daemon: one warm router process fed JSON-lines queries.
+
+``service.Service`` handles requests independently of any transport; ``stdio`` is the
+stdin/stdout transport behind ``memory-router serve``; ``protocol`` parses request lines;
+``stats`` keeps the counters behind ``{"op": "stats"}``.
+"""

@@ -1,0 +1,47 @@
+"""``memory-router serve``: the JSON-lines daemon over stdin/stdout."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..cli import common_options
+from ..errors import RouterError
+from .service import DEFAULT_CONCURRENCY, DEFAULT_MAX_LINE_BYTES, Service
+
+
+def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Service:
+    """The Service for the CLI's options; exits 2 with the reason if router-config.json is bad."""
+    try:
+        return Service.from_options(
+            state_dir=kw.get("state_dir"), backends_json=kw.get("backends_json"), config=kw.get("config"),
+            concurrency=concurrency, max_line_bytes=max_line_bytes,
+        )
+    except RouterError as exc:
+        click.echo(f"memory-router serve: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+@click.command("serve")
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=DEFAULT_CONCURRENCY, show_default=True,
+              help="Requests routed at once.")
+@click.option("--ordered", is_flag=True, help="Write responses in input order (default: as they complete).")
+@click.option("--max-line-bytes", type=click.IntRange(256, 1 << 30), default=DEFAULT_MAX_LINE_BYTES, show_default=True,
+              help="Longer request lines are answered REQUEST_TOO_LARGE.")
+@click.option("--grace-ms", type=click.IntRange(0, 600_000), default=5000, show_default=True,
+              help="On SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled.")
+@click.option("--no-reload", is_flag=True, help="Do not watch router-config.json and backends.json for changes.")
+@common_options
+def serve(ordered: bool, grace_ms: int, no_reload: bool, concurrency: int, max_line_bytes: int, **kw: Any) -> None:
+    """Answer JSON-lines queries on stdin, one JSON response per line on stdout.
+
+    A request is {"id": ..., "query": "...", "timeout_ms": N, "limit": N, "deadline_ms": N,
+    "explain": false}, or a bare JSON string; {"op": "stats"} returns counters. Responses are the
+    query's envelope plus the request's "id". Diagnostics go to stderr. EOF drains and exits 0.
+    """
+    from .stdio import serve_stdio
+
+    service = build_service(concurrency=concurrency, max_line_bytes=max_line_bytes, **kw)
+    sys.exit(serve_stdio(service, ordered=ordered, grace_s=grace_ms / 1000, reload=not no_reload))

@@ -1,0 +1,419 @@
+"""The daemon's request handling, independent of any transport.
+
+A :class:`Service` holds one warm :class:`~memory_router.router.Router` (its backend instances,
+and so their caches, live as long as the service), the current backends.json, the dead-backend
+:class:`~memory_router.cooldown.Cooldown` and the :class:`~.stats.Stats`. Transports (stdin/stdout
+in :mod:`.stdio`, a Unix socket) only move lines::
+
+    service = Service.from_options(state_dir=None, backends_json=None, config=None)
+    await service.start()                      # hot reload of router-config.json / backends.json
+    response: bytes = await service.handle_line(b'{"id": 1, "query": "auth"}')
+    await service.aclose()
+
+:meth:`Service.handle_line` and :meth:`Service.handle` never raise (only ``CancelledError``
+passes through, so a transport can cancel them): every request gets exactly one response object,
+``{"id": <echoed>, ...}`` followed by the query's envelope, the dry-run plan (``explain``), the
+counters (``op: stats``) or an error envelope (``status: "error"`` with an ``error_code``).
+
+Hot reload: both files are re-read when they change on disk (watchfiles watches their
+directories, so editors that write a temporary file and rename it are seen). A file that fails
+validation is reported on stderr and in router.log and the last good version keeps serving. A
+config reload keeps the instances of backends whose settings did not change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import orjson
+
+from memory_router import paths
+from memory_router.backends import BackendContext
+from memory_router.backends.base import Backend
+
+from ..config import RouterConfig, load_config
+from ..cooldown import Cooldown
+from ..envelope import error_envelope
+from ..errors import InvalidQuery, RouterError
+from ..installed import Installed, load_installed
+from ..router import Router
+from ..routerlog import RouterLog
+from .protocol import BadRequest, Request, parse_line, parse_request
+from .stats import Stats
+
+# Requests routed at once. The work is mostly waiting (backend processes, HTTP, a thread doing
+# Total Recall's scoring); 4 per core keeps two cores busy without queueing behind one slow
+# backend, and bounds the processes a burst can start.
+DEFAULT_CONCURRENCY = 4 * (os.cpu_count() or 2)
+# Longer than any legal query (max_query_chars * 4 UTF-8 bytes) plus the JSON around it.
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+INTERNAL_ERROR = "INTERNAL_ERROR"
+SHUTTING_DOWN = "SHUTTING_DOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class _Watched:
+    """What is known about one watched file: its identity on disk when last read."""
+
+    path: Path
+    signature: tuple[int, int, int] | None
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class Service:
+    def __init__(
+        self,
+        *,
+        state_dir: Path,
+        backends_path: Path,
+        config_path: Path | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        context: BackendContext | None = None,
+        backends: Mapping[str, Backend] | None = None,
+        diagnostics: Callable[[str], None] | None = None,
+    ) -> None:
+        """Load router-config.json (raises :class:`~memory_router.errors.RouterError` if it is
+        invalid: a daemon must not start on a broken config) and backends.json (a missing or
+        invalid one is reported and answered per query until it is fixed).
+
+        ``backends`` replaces adapters by name (tests); ``diagnostics`` receives the stderr
+        lines (default: print to stderr).
+        """
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.state_dir = state_dir
+        self.backends_path = backends_path
+        self.config_path = config_path or paths.packaged_config()
+        self.concurrency = concurrency
+        self.max_line_bytes = max_line_bytes
+        self.context = context or BackendContext(state_dir=state_dir)
+        self.log = RouterLog(paths.router_log(state_dir))
+        self.stats = Stats()
+        self.say = diagnostics or _stderr
+        self._overrides = dict(backends or {})
+        self._in_flight = 0
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._watch_stop: asyncio.Event | None = None
+
+        config = load_config(self.config_path)
+        self._config_file = _Watched(self.config_path, _signature(self.config_path))
+        self._cooldown = Cooldown(on_event=self._cooldown_event)
+        self.router = self._make_router(config, keep={})
+        self.installed: Installed | None = None
+        self.installed_error: RouterError | None = None
+        self._backends_file = _Watched(backends_path, _signature(backends_path))
+        try:
+            self.installed = load_installed(backends_path)
+        except RouterError as exc:
+            self.installed_error = exc
+            self.say(f"warning: {exc} (queries answer {exc.error_code} until it is fixed; it is watched)")
+
+    @classmethod
+    def from_options(
+        cls,
+        state_dir: str | os.PathLike[str] | None = None,
+        backends_json: str | os.PathLike[str] | None = None,
+        config: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> Service:
+        """The same resolution as the CLI's ``--state-dir``/``--backends-json``/``--config``
+        (flag, then environment, then default)."""
+        state = paths.state_dir(state_dir)
+        return cls(
+            state_dir=state,
+            backends_path=paths.backends_json(state, backends_json),
+            config_path=paths.config_file(config),
+            **kwargs,
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def handle_line(self, line: bytes) -> bytes:
+        """One request line (its newline optional) -> one JSON response, no newline."""
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        try:
+            request: Request | BadRequest = parse_line(line, self.max_line_bytes)
+        except BadRequest as exc:
+            request = exc
+        return self.dumps(await self._serve(request))
+
+    async def handle(self, request: object) -> dict[str, Any]:
+        """One parsed JSON request (an object or a bare string) -> its response object."""
+        try:
+            parsed: Request | BadRequest = request if isinstance(request, Request) else parse_request(request)
+        except BadRequest as exc:
+            parsed = exc
+        return await self._serve(parsed)
+
+    def oversized_line(self, prefix: bytes, length: int) -> bytes:
+        """The response to a line a transport refused to buffer whole (``length`` bytes, of which
+        it kept ``prefix``): ``REQUEST_TOO_LARGE``, with the id if it was the first key."""
+        from .protocol import REQUEST_TOO_LARGE, sniff_id
+
+        bad = BadRequest(
+            REQUEST_TOO_LARGE,
+            f"the request line is {length} bytes or more; the limit is {self.max_line_bytes} (serve --max-line-bytes)",
+            sniff_id(prefix),
+        )
+        self.stats.request("invalid", bad.code)
+        return self.dumps(self.error_response(bad.id, bad.code, bad.message))
+
+    def dumps(self, response: Mapping[str, Any]) -> bytes:
+        """A response object as one JSON line (without the newline); never raises."""
+        try:
+            return orjson.dumps(response)
+        except (TypeError, orjson.JSONEncodeError) as exc:  # e.g. a lone surrogate in an echoed id
+            fallback = self.error_response(None, INTERNAL_ERROR, f"the response could not be encoded as JSON: {exc}")
+            return orjson.dumps(fallback)
+
+    def error_response(self, id: Any, code: str, message: str, query: str = "") -> dict[str, Any]:
+        """An error envelope with the request's id; the shape every response shares."""
+        return {"id": id, **error_envelope(query, code, message).model_dump(mode="json")}
+
+    async def _serve(self, request: Request | BadRequest) -> dict[str, Any]:
+        if isinstance(request, BadRequest):
+            self.stats.request("invalid", request.code)
+            return self.error_response(request.id, request.code, request.message)
+        try:
+            if request.op == "stats":
+                self.stats.request("stats")
+                return {"id": request.id, "status": "ok", "error_code": None, "error_message": None,
+                        "stats": self.stats_snapshot()}
+            if request.explain:
+                return self._explain(request)
+            return await self._query(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must cost one response, never the daemon
+            self.say(f"internal error on request id={request.id!r}: {exc!r}\n{traceback.format_exc()}")
+            self.stats.request("error", INTERNAL_ERROR)
+            return self.error_response(request.id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}",
+                                       request.query or "")
+
+    def _explain(self, request: Request) -> dict[str, Any]:
+        assert request.query is not None
+        router, installed = self.router, self.installed
+        if installed is None:
+            assert self.installed_error is not None
+            return self._installed_error(request)
+        try:
+            plan = router.plan(request.query, installed)
+        except InvalidQuery as exc:
+            self.stats.request("error", exc.error_code)
+            return self.error_response(request.id, exc.error_code, str(exc), request.query)
+        self.stats.request("plan")
+        cooling = self._cooldown.snapshot() if router.cooldown is not None else {}
+        return {
+            "id": request.id, "query_echo": request.query, "status": "plan",
+            "error_code": None, "error_message": None, **plan.as_dict(),
+            "cooldown": {s.backend: cooling[s.backend] for s in plan.steps if s.backend in cooling},
+        }
+
+    def _installed_error(self, request: Request) -> dict[str, Any]:
+        exc = self.installed_error
+        assert exc is not None
+        self.stats.request("error", exc.error_code)
+        return self.error_response(request.id, exc.error_code, str(exc), request.query or "")
+
+    async def _query(self, request: Request) -> dict[str, Any]:
+        assert request.query is not None
+        started = time.perf_counter()
+        # Snapshot: a reload during the query swaps these for the next request, not this one.
+        router, installed = self.router, self.installed
+        if installed is None:
+            return self._installed_error(request)
+        slots = self._semaphore()
+        self._in_flight += 1
+        try:
+            async with slots:
+                envelope = await router.route(
+                    request.query, installed,
+                    timeout_ms=request.timeout_ms, limit=request.limit, deadline_ms=request.deadline_ms,
+                )
+        finally:
+            self._in_flight -= 1
+        response = {"id": request.id, **envelope.model_dump(mode="json")}
+        self.stats.query(response, (time.perf_counter() - started) * 1000)
+        return response
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots_loop is not loop:
+            self._slots, self._slots_loop = asyncio.Semaphore(self.concurrency), loop
+        return self._slots
+
+    def stats_snapshot(self) -> dict[str, Any]:
+        return {
+            **self.stats.snapshot(),
+            "in_flight": self._in_flight,
+            "concurrency": self.concurrency,
+            "pid": os.getpid(),
+            "config": str(self.config_path),
+            "backends_json": str(self.backends_path),
+            "backends_json_error": str(self.installed_error) if self.installed is None and self.installed_error else None,
+            "cooldown": self._cooldown.snapshot() if self.router.cooldown is not None else None,
+            "deadline_ms": self.router.config.deadline_ms,
+        }
+
+    # ------------------------------------------------------------------ config and reload
+
+    def _make_router(self, config: RouterConfig, keep: Mapping[str, Backend]) -> Router:
+        if config.cooldown is not None:
+            self._cooldown.configure(config.cooldown.failures, config.cooldown.seconds)
+        return Router(
+            config, context=self.context, log=self.log, backends={**keep, **self._overrides},
+            cooldown=self._cooldown if config.cooldown is not None else None,
+        )
+
+    def reload(self) -> dict[str, str]:
+        """Re-read whichever of the two files changed on disk since last read.
+
+        Returns ``{"router-config.json"|"backends.json": "reloaded"|"failed"}`` for the files
+        that changed. Called by the watcher; transports may call it too (SIGHUP).
+        """
+        outcome: dict[str, str] = {}
+        signature = _signature(self.config_path)
+        if signature != self._config_file.signature:
+            self._config_file = _Watched(self.config_path, signature)
+            outcome[self.config_path.name] = self._reload_config()
+        signature = _signature(self.backends_path)
+        if signature != self._backends_file.signature:
+            self._backends_file = _Watched(self.backends_path, signature)
+            outcome[self.backends_path.name] = self._reload_installed()
+        return outcome
+
+    def _reload_config(self) -> str:
+        try:
+            config = load_config(self.config_path)
+        except RouterError as exc:
+            return self._reload_failed(exc, kept=True)
+        old = self.router
+        keep: dict[str, Backend] = {}
+        for name, instance in old.instances().items():
+            if name in self._overrides:
+                continue
+            if config.backends.get(name) == old.config.backends.get(name):
+                keep[name] = instance  # same type and settings: keep its warm caches
+            else:
+                self._cooldown.forget(name)
+                _close_quietly(instance)
+        self.router = self._make_router(config, keep)
+        return self._reloaded(f"{self.config_path} reloaded: {len(config.rules.rules)} rules, "
+                              f"backends {', '.join(config.backends)}")
+
+    def _reload_installed(self) -> str:
+        try:
+            installed = load_installed(self.backends_path)
+        except RouterError as exc:
+            if self.installed is None:
+                self.installed_error = exc  # nothing good to keep: report the current problem
+            return self._reload_failed(exc, kept=self.installed is not None)
+        self.installed, self.installed_error = installed, None
+        usable = ", ".join(installed.usable) or "none"
+        return self._reloaded(f"{self.backends_path} reloaded: usable backends: {usable}")
+
+    def _reloaded(self, message: str) -> str:
+        self.stats.reloads["ok"] += 1
+        self.say(message)
+        self.log.event("RELOAD", message)
+        return "reloaded"
+
+    def _reload_failed(self, exc: RouterError, *, kept: bool) -> str:
+        self.stats.reloads["failed"] += 1
+        message = f"reload failed: {exc}" + (" The last good version keeps serving." if kept else "")
+        self.say(message)
+        self.log.event("RELOAD_FAILED", message)
+        return "failed"
+
+    def _cooldown_event(self, kind: str, message: str) -> None:
+        self.say(message)
+        self.log.event(kind, message)
+
+    async def start(self) -> None:
+        """Start watching router-config.json and backends.json (idempotent)."""
+        if self._watch_task is not None:
+            return
+        self._watch_stop = asyncio.Event()
+        self._watch_task = asyncio.create_task(self._watch(self._watch_stop), name="memory-router-reload")
+        # Let the watcher register its inotify watches, then catch changes made before that.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        self.reload()
+
+    async def aclose(self) -> None:
+        """Stop watching (in-flight requests are the transport's business)."""
+        task, self._watch_task = self._watch_task, None
+        if task is None:
+            return
+        assert self._watch_stop is not None
+        self._watch_stop.set()
+        try:
+            await asyncio.wait_for(task, 2.0)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            task.cancel()
+
+    async def __aenter__(self) -> Service:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        try:
+            from watchfiles import awatch
+        except ImportError:  # pragma: no cover - watchfiles is a dependency
+            self.say("warning: watchfiles is not installed; router-config.json and backends.json are not watched")
+            return
+        targets = {str(p.parent.resolve() / p.name) for p in (self.config_path, self.backends_path)}
+        folders = sorted({str(Path(t).parent) for t in targets if Path(t).parent.is_dir()})
+        if not folders:
+            self.say("warning: the folders of router-config.json and backends.json do not exist; not watching")
+            return
+
+        def relevant(change: object, path: str) -> bool:
+            return path in targets
+
+        try:
+            async for _changes in awatch(
+                *folders, watch_filter=relevant, stop_event=stop, recursive=False, debounce=400, step=30,
+            ):
+                self.reload()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.say(f"warning: stopped watching {', '.join(folders)}: {exc}; restart serve to pick up changes")
+
+
+def _close_quietly(instance: object) -> None:
+    """Backends that hold resources may define ``close()``; a replaced one gets it called."""
+    close = getattr(instance, "close", None)
+    if callable(close):
+        try:
+            result = close()
+            if asyncio.iscoroutine(result):
+                asyncio.ensure_future(result)
+        except Exception:
+            pass
+
+
+def _stderr(message: str) -> None:
+    print(f"memory-router serve: {message}", file=sys.stderr, flush=True)

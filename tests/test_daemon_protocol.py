@@ -1,0 +1,122 @@
+"""The daemon's JSON-lines request parser: every line is either a Request or a BadRequest with a
+precise code, never an exception of any other kind; ids survive."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_router.daemon.protocol import (
+    INVALID_JSON,
+    INVALID_REQUEST,
+    INVALID_UTF8,
+    REQUEST_TOO_LARGE,
+    BadRequest,
+    Request,
+    parse_line,
+    sniff_id,
+)
+
+LIMIT = 4096
+
+json_ids = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.text(max_size=30),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=12,
+)
+
+
+def outcome(line: bytes) -> Request | BadRequest:
+    try:
+        return parse_line(line, LIMIT)
+    except BadRequest as exc:
+        return exc
+
+
+@settings(max_examples=400)
+@given(st.binary(max_size=300))
+def test_any_bytes_parse_or_fail_cleanly(line: bytes) -> None:
+    result = outcome(line)
+    if isinstance(result, BadRequest):
+        assert result.code in (INVALID_JSON, INVALID_UTF8, INVALID_REQUEST, REQUEST_TOO_LARGE)
+        assert result.message
+    else:
+        assert isinstance(result.query, str) or result.op == "stats"
+
+
+@given(
+    rid=json_ids,
+    query=st.text(max_size=200),
+    timeout_ms=st.none() | st.integers(1, 600_000),
+    limit=st.none() | st.integers(1, 1000),
+    explain=st.booleans(),
+)
+def test_valid_requests_round_trip(rid, query, timeout_ms, limit, explain) -> None:
+    data = {"id": rid, "query": query, "explain": explain}
+    if timeout_ms is not None:
+        data["timeout_ms"] = timeout_ms
+    if limit is not None:
+        data["limit"] = limit
+    try:
+        line = orjson.dumps(data)
+    except orjson.JSONEncodeError:  # lone surrogates cannot be sent as UTF-8 JSON at all
+        return
+    request = parse_line(line, 1 << 20)
+    assert (request.id, request.query, request.timeout_ms, request.limit, request.explain) == (
+        rid, query, timeout_ms, limit, explain)
+
+
+@given(value=json_values)
+def test_any_json_value_is_a_request_or_invalid_request(value) -> None:
+    result = outcome(orjson.dumps(value))
+    if isinstance(value, str):
+        assert isinstance(result, Request) and result.query == value and result.id is None
+    elif isinstance(value, dict) and set(value) == {"query"} and isinstance(value["query"], str):
+        assert isinstance(result, Request)
+    elif not (isinstance(value, dict) and (set(value) <= {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain"})):
+        assert isinstance(result, BadRequest) and result.code in (INVALID_REQUEST, REQUEST_TOO_LARGE)
+
+
+@given(rid=st.integers(-(10**17), 10**17) | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+       junk=st.binary(max_size=50))
+def test_id_is_recovered_from_broken_lines_when_it_comes_first(rid, junk) -> None:
+    prefix = b'{"id": ' + orjson.dumps(rid) + b', "query": "'
+    line = prefix + b"\xff\xfe" + junk  # invalid UTF-8 and (usually) broken JSON
+    result = outcome(line)
+    assert isinstance(result, BadRequest)
+    assert result.id == rid
+
+
+def test_each_kind_of_bad_line_has_its_code() -> None:
+    assert outcome(b"").code == INVALID_REQUEST
+    assert outcome(b"   ").code == INVALID_REQUEST
+    assert outcome(b"{not json").code == INVALID_JSON
+    bad_utf8 = outcome(b'{"id": 4, "query": "caf\xe9"}')
+    assert (bad_utf8.code, bad_utf8.id) == (INVALID_UTF8, 4)
+    assert outcome(b'{"id": 5}').code == INVALID_REQUEST and outcome(b'{"id": 5}').id == 5
+    assert outcome(b'{"id": 6, "query": 3}').code == INVALID_REQUEST
+    assert outcome(b'{"id": 7, "query": "a", "timout_ms": 5}').message.startswith("unknown key 'timout_ms'")
+    assert outcome(b'{"id": 8, "query": "a", "timeout_ms": true}').code == INVALID_REQUEST
+    assert outcome(b'{"id": 9, "query": "a", "limit": 0}').code == INVALID_REQUEST
+    assert outcome(b'{"id": 10, "op": "reboot"}').code == INVALID_REQUEST
+    assert outcome(b"[1, 2]").code == INVALID_REQUEST
+    big = outcome(b'{"id": 11, "query": "' + b"x" * LIMIT + b'"}')
+    assert (big.code, big.id) == (REQUEST_TOO_LARGE, 11)
+
+
+@pytest.mark.parametrize("line", [b'{"op": "stats"}', b'{"id": "s", "op": "stats"}'])
+def test_stats_request(line: bytes) -> None:
+    assert parse_line(line, LIMIT).op == "stats"
+
+
+def test_sniff_id_ignores_a_later_id_key() -> None:
+    assert sniff_id(b'{"query": "x", "id": 3') is None
+    assert sniff_id(b'{"id": "a\\"b", "query"') == 'a"b'
