@@ -86,6 +86,7 @@ NO_TERMS_DECISION = 0.5
 NO_TERMS_OTHER = 0.3
 MAX_TERMS = 12
 MAX_POOL = 200
+RECENT_WINDOW = 2000
 FIX_HINT = (
     "install and run the lossless-claw OpenClaw plugin (it creates lcm.db on start), or point "
     "backends.{name}.db_path in router-config.json (or LCM_DATABASE_PATH) at an existing lcm.db"
@@ -411,7 +412,7 @@ class LosslessBackend:
                 f"cannot open {loc.path} read-only ({loc.source}): {exc}; check the file's permissions "
                 "(a WAL database opened read-only needs its -wal/-shm files or a writable directory)",
                 duration_ms=watch.ms)
-        deadline = time.monotonic() + max(0.05, request.timeout_s)
+        deadline = time.monotonic() + max(0.0, request.timeout_s)
         # Checked every 2000 VM steps: a cancelled call or a passed deadline aborts the statement
         # ("interrupted"), so no SQLite work outlives the router's timeout.
         conn.set_progress_handler(lambda: 1 if call.cancelled or time.monotonic() > deadline else 0, 2000)
@@ -544,25 +545,40 @@ class LosslessBackend:
 
     def _like(self, conn: sqlite3.Connection, schema: Schema, table: str, terms: tuple[Term, ...], op: str,
               pool: int) -> tuple[list[_Hit], str]:
-        needles = [t.like for t in terms]
-        needles = [n for n in dict.fromkeys(needles) if n]
+        """The fallback without FTS5: case-insensitive (ASCII) substring search on the base table.
+
+        AND: the newest matching rows by insertion order (``rowid DESC`` lets SQLite stop early).
+        OR: rows holding the most terms first, then the newest (a full scan, but correct).
+        """
+        needles = [n for n in dict.fromkeys(t.like for t in terms) if n]
         patterns = ["%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for n in needles]
-        joiner = " AND " if op == "AND" else " OR "
-        where = joiner.join("s.content LIKE ? ESCAPE '\\'" for _ in patterns)
-        sql = (f"SELECT {self._select_list(schema, table, 's')} FROM {table} s WHERE {where} "
-               f"ORDER BY {_newest_first(schema, table)} LIMIT ?")
+        like = "s.content LIKE ? ESCAPE '\\'"
+        select = self._select_list(schema, table, "s")
+        if op == "AND":
+            where = " AND ".join([like] * len(patterns))
+            sql = f"SELECT {select} FROM {table} s WHERE {where} ORDER BY s.rowid DESC LIMIT ?"
+        else:  # each row's LIKEs are evaluated once, in the subquery
+            hits = " + ".join([f"({like})"] * len(patterns))
+            sql = (f"SELECT {select} FROM (SELECT s.rowid AS rid, {hits} AS hits FROM {table} s) h "
+                   f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 ORDER BY h.hits DESC, h.rid DESC LIMIT ?")
         rows = _rows(conn.execute(sql, (*patterns, pool)))
         hits = []
         for r in rows:
             low = (r["content"] or "").lower()
             matched = sum(1 for n in needles if n in low)
             hits.append(_Hit(table, r, matched / len(needles), LIKE_STRENGTH, "like" if op == "AND" else "like-or"))
-        return hits, "LIKE " + joiner.join(f"%{n}%" for n in needles)
+        return hits, "LIKE " + (" AND " if op == "AND" else " OR ").join(f"%{n}%" for n in needles)
 
     def _recent(self, conn: sqlite3.Connection, schema: Schema, tables: list[str], pool: int) -> list[_Hit]:
-        """No content terms: the newest summaries (else messages), decision-bearing ones first."""
+        """No content terms: the newest summaries (else messages), decision-bearing ones first.
+
+        Only the last ``RECENT_WINDOW`` rows by insertion order are sorted by event time (the
+        plugin inserts a summary after the messages it covers, so the newest events are among the
+        newest rows); sorting a whole 100k-row table by julianday() would take ~0.5 s.
+        """
         for table in tables:
-            sql = (f"SELECT {self._select_list(schema, table, 's')} FROM {table} s "
+            sql = (f"SELECT {self._select_list(schema, table, 's')} FROM "
+                   f"(SELECT * FROM {table} ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
                    f"ORDER BY {_newest_first(schema, table)} LIMIT ?")
             rows = _rows(conn.execute(sql, (pool,)))
             if rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -321,3 +322,31 @@ def test_deadline_interrupts_sqlite_work(tmp_path: Path) -> None:
     call.interrupt()  # cancelled before the work starts: the connection is interrupted at once
     resp = b.search_sync(BackendRequest("database schema"), call)
     assert resp.status == "error" and resp.error_code == "QUERY_TIMEOUT"
+
+
+def test_deadline_stops_a_long_scan(tmp_path: Path) -> None:
+    from lcm_fixtures import create_lcm_db, populate_synthetic
+
+    conn = create_lcm_db(tmp_path / "big.db", "no_fts")
+    populate_synthetic(conn, messages=3000, summaries=3000)
+    conn.close()
+    b = backend(tmp_path, tmp_path / "big.db")
+    query = "billing kubernetes terraform"  # LIKE, relaxed to OR: a full scan of both tables
+    assert search(b, query).status == "success"
+    started = time.perf_counter()
+    resp = b.search_sync(BackendRequest(query, timeout_s=1e-6))
+    assert resp.status == "error" and resp.error_code == "QUERY_TIMEOUT" and "deadline" in resp.error_message
+    assert time.perf_counter() - started < 1.0
+
+
+def test_router_timeout_cancels_the_search(tmp_path: Path) -> None:
+    db = build_small_db(tmp_path / "lcm.db")
+    b = backend(tmp_path, db)
+
+    async def run() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(b.search(BackendRequest("database schema")), 0)
+        # The adapter stays usable after a cancelled call.
+        assert (await b.search(BackendRequest("database schema"))).status == "success"
+
+    asyncio.run(run())

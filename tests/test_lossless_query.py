@@ -23,7 +23,7 @@ def fts() -> sqlite3.Connection:
     return conn
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(QUERIES)
 def test_any_query_is_a_valid_match_expression_or_no_terms(fts: sqlite3.Connection, query: str) -> None:
     terms = L.query_terms(query)
@@ -60,3 +60,24 @@ def test_fts_strings_neutralise_operators() -> None:
     terms = L.query_terms('col:x NEAR(a b) -foo "un"closed')
     assert L.fts_match(terms) == '"un" "col:x" "NEAR(a" "foo" "closed"'
     assert L.fts_match(terms, "OR") == '"un" OR "col:x" OR "NEAR(a" OR "foo" OR "closed"'
+
+
+@pytest.fixture(scope="module", params=["current", "no_fts"])
+def lcm_backend(request, tmp_path_factory) -> L.LosslessBackend:
+    from lcm_fixtures import build_small_db
+
+    from memory_router.backends import BackendContext
+
+    root = tmp_path_factory.mktemp(request.param)
+    db = build_small_db(root / "lcm.db", request.param)
+    return L.create("lossless", L.Settings(db_path=str(db)), BackendContext(state_dir=root, environ={}))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(QUERIES)
+def test_any_query_searches_cleanly_with_fts_and_with_like(lcm_backend: L.LosslessBackend, query: str) -> None:
+    from memory_router.backends.base import BackendRequest
+
+    resp = lcm_backend.search_sync(BackendRequest(query))
+    assert resp.status in ("success", "empty"), resp.error_message
+    assert all(0.0 <= r.relevance <= 1.0 for r in resp.results)
