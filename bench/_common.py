@@ -1,0 +1,87 @@
+"""Shared helpers for the bench/ scripts: argument parsing, statistics, small tables.
+
+The scripts are plain programs (``python bench/<name>.py [--quick]``); they import the installed
+``memory_router`` package, so run them with the interpreter of the environment you measure
+(``.venv/bin/python bench/route_decision.py``). ``--quick`` shrinks every size and repeat count so
+the CI smoke test only checks that each script runs and prints its table; its figures mean
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="tiny sizes and one repeat (CI smoke test; figures meaningless)")
+    p.add_argument("--repeat", type=int, default=None, help="repeats per measurement (default per script)")
+    return p
+
+
+def repeats(args: argparse.Namespace, default: int) -> int:
+    if args.repeat is not None:
+        return max(1, args.repeat)
+    return 1 if args.quick else default
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (pct in 0..100) of unsorted values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def median(values: Iterable[float]) -> float:
+    values = list(values)
+    return statistics.median(values) if values else math.nan
+
+
+def fmt(value: float, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], note: str | None = None) -> None:
+    """Print a small aligned table (first column left-aligned, the rest right-aligned)."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    print(f"\n## {title}")
+    print(line(cells[0]))
+    print("  ".join("-" * w for w in widths))
+    for row in cells[1:]:
+        print(line(row))
+    if note:
+        print(note)
+    sys.stdout.flush()
+
+
+def verdict(value: float, target: float, *, below: bool = True) -> str:
+    """'ok' if the figure meets the target, else 'MISSED'."""
+    if math.isnan(value):
+        return "-"
+    return "ok" if (value < target if below else value > target) else "MISSED"
+
+
+def environment_line() -> str:
+    import platform
+
+    return (f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+            f"{os.cpu_count()} CPUs")

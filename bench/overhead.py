@@ -1,0 +1,126 @@
+"""Router overhead: what the router adds to a query beyond the backend's own time.
+
+In-process, one event loop, every configured backend replaced by an instant in-process backend
+(``backends/mock.py``'s ``MockBackend`` returning a prepared response). Per query::
+
+    overhead = wall time of Router.route() - time spent inside backend.search()
+
+and, separately, the envelope's JSON serialisation (what the CLI or the daemon writes). The
+table shows the median over repeats of p50/p99. Target: overhead p99 under 1 ms.
+
+    python bench/overhead.py [--quick]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import tempfile
+import time
+from pathlib import Path
+
+from _common import environment_line, fmt, median, parser, percentile, repeats, table, verdict
+from corpus import generate
+
+from memory_router.backends.base import BackendRequest, BackendResponse, Result
+from memory_router.backends.mock import MockBackend, fail
+from memory_router.config import load_config
+from memory_router.installed import parse_installed
+from memory_router.router import Router, default_context
+from memory_router.routerlog import RouterLog
+
+TARGET_P99_US = 1000.0
+
+
+class Timed:
+    """Wraps a backend and adds up the nanoseconds spent inside its ``search``."""
+
+    def __init__(self, inner: MockBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.ns = 0
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        t0 = time.perf_counter_ns()
+        try:
+            return await self.inner.search(request)
+        finally:
+            self.ns += time.perf_counter_ns() - t0
+
+    def probe(self):
+        return self.inner.probe()
+
+
+def instant(relevance: float = 0.9, hits: int = 3):
+    """A handler answering at once with a prepared response (no per-call construction)."""
+    prepared = BackendResponse.from_results(
+        "mock", "q", [Result(content=f"hit {i}", relevance=relevance - i * 0.05, source="mock") for i in range(hits)]
+    )
+    return lambda request: prepared
+
+
+def build_router(handlers: dict[str, object]) -> tuple[Router, dict[str, Timed]]:
+    config = load_config()
+    timed = {name: Timed(MockBackend(name, handlers.get(name) or instant())) for name in config.backends}
+    state = Path(tempfile.mkdtemp(prefix="mr-bench-"))
+    router = Router(config, context=default_context(state), log=RouterLog(None), backends=timed)
+    return router, timed
+
+
+async def measure(router: Router, timed: dict[str, Timed], installed, corpus: list[str], reps: int):
+    over_p50, over_p99, ser_p50, total_p50 = [], [], [], []
+    clock = time.perf_counter_ns
+    for q in corpus[:200]:  # warm-up
+        (await router.route(q, installed)).to_json()
+    for _ in range(reps):
+        overhead, serial, total = [], [], []
+        for q in corpus:
+            before = sum(t.ns for t in timed.values())
+            t0 = clock()
+            envelope = await router.route(q, installed)
+            t1 = clock()
+            envelope.to_json()
+            t2 = clock()
+            backend_ns = sum(t.ns for t in timed.values()) - before
+            overhead.append((t1 - t0 - backend_ns) / 1000)
+            serial.append((t2 - t1) / 1000)
+            total.append((t2 - t0) / 1000)
+        over_p50.append(median(overhead))
+        over_p99.append(percentile(overhead, 99))
+        ser_p50.append(median(serial))
+        total_p50.append(median(total))
+    return median(over_p50), median(over_p99), median(ser_p50), median(total_p50)
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    args = p.parse_args()
+    n = 200 if args.quick else 2000
+    reps = repeats(args, 5)
+    corpus = [q for _, q in generate(n, seed=11)]
+    installed = parse_installed(["qmd", "totalrecall", "cognee", "lossless"], Path(tempfile.gettempdir()) / "backends.json")
+
+    rows = []
+    scenarios = {
+        "first backend answers": {},
+        "first fails, second answers": {"qmd": fail("BACKEND_ERROR", "exit 1"), "cognee": fail(), "lossless": fail()},
+    }
+    gc.disable()
+    try:
+        for label, handlers in scenarios.items():
+            router, timed = build_router(handlers)
+            o50, o99, s50, t50 = asyncio.run(measure(router, timed, installed, corpus, reps))
+            rows.append([label, fmt(o50), fmt(o99), fmt(s50), fmt(t50), verdict(o99, TARGET_P99_US)])
+    finally:
+        gc.enable()
+    print(f"router overhead: {n} queries x {reps} repeats, instant in-process backends; {environment_line()}")
+    table(
+        "Router overhead per query, us (route() minus backend time; to_json separately)",
+        ["scenario", "overhead p50", "overhead p99", "to_json p50", "total p50", "p99 < 1 ms"],
+        rows,
+        note="total = route() + to_json, backend time included (it is ~1 us for the instant backend).",
+    )
+
+
+if __name__ == "__main__":
+    main()
