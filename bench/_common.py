@@ -83,5 +83,10 @@ def verdict(value: float, target: float, *, below: bool = True) -> str:
 def environment_line() -> str:
     import platform
 
+    try:
+        load = "load average %.1f" % os.getloadavg()[0]
+    except OSError:
+        load = "load average unknown"
+    # The load average matters: on a shared machine, preemption shows up in every p99.
     return (f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
-            f"{os.cpu_count()} CPUs")
+            f"{os.cpu_count()} CPUs, {load}")

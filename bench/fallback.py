@@ -1,0 +1,95 @@
+"""Fallback cost: a chain whose primary times out costs the timeout plus the fallback, no more.
+
+In-process Router, per-backend timeout T; the answering backend is instant (mock). Scenarios:
+
+* primary fails at once (error) -> fallback: the floor;
+* primary hangs in-process (mock ``hang()``) -> cancelled at T -> fallback;
+* primary is a real program that hangs (the command adapter running ``sleep 60``): at T the
+  router cancels, ``_process`` kills the process group and reaps it -> fallback;
+* two hanging primaries (rule 2: cognee -> qmd -> totalrecall): 2 T + fallback.
+
+``excess`` = wall time - (timeouts x T): what a timeout costs beyond the budget itself.
+
+    python bench/fallback.py [--quick] [--timeout-ms 200]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from _common import environment_line, fmt, median, parser, repeats, table, verdict
+
+from memory_router.backends import BackendContext, command
+from memory_router.backends.mock import MockBackend, answer, fail, hang
+from memory_router.config import load_config
+from memory_router.installed import parse_installed
+from memory_router.router import Router
+from memory_router.routerlog import RouterLog
+
+DEFAULT_QUERY = "database"  # rule 7: qmd/query -> totalrecall
+RELATION_QUERY = "how does the auth middleware relate to the session store"  # rule 2: cognee -> qmd -> totalrecall
+EXCESS_BOUND_MS = 20.0  # what we call "not more": scheduling + kill/reap, well under a timeout
+
+
+def sleeper(name: str, state: Path):
+    settings = command.Settings(argv=("sleep", "60"))
+    return command.create(name, settings, BackendContext(state_dir=state))
+
+
+async def timed_route(router: Router, query: str, installed, timeout_ms: int) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    envelope = await router.route(query, installed, timeout_ms=timeout_ms)
+    return (time.perf_counter() - t0) * 1000, envelope
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--timeout-ms", type=int, default=None, help="per-backend timeout (default 200; --quick 50)")
+    args = p.parse_args()
+    timeout_ms = args.timeout_ms or (50 if args.quick else 200)
+    reps = repeats(args, 7)
+    state = Path(tempfile.mkdtemp(prefix="mr-bench-fb-"))
+    installed = parse_installed(["qmd", "totalrecall", "cognee", "lossless"], state / "backends.json")
+    config = load_config()
+    ok = MockBackend("totalrecall", answer(0.9))
+
+    scenarios = [
+        ("primary errors at once -> fallback", DEFAULT_QUERY, 0,
+         {"qmd": MockBackend("qmd", fail("BACKEND_ERROR", "exit 1"))}),
+        ("primary hangs (in-process) -> fallback", DEFAULT_QUERY, 1, {"qmd": MockBackend("qmd", hang())}),
+        ("primary hangs (real process, killed) -> fallback", DEFAULT_QUERY, 1, {"qmd": sleeper("qmd", state)}),
+        ("two primaries hang (in-process) -> fallback", RELATION_QUERY, 2,
+         {"cognee": MockBackend("cognee", hang()), "qmd": MockBackend("qmd", hang())}),
+        ("two primaries hang (real processes) -> fallback", RELATION_QUERY, 2,
+         {"cognee": sleeper("cognee", state), "qmd": sleeper("qmd", state)}),
+    ]
+    rows = []
+    for label, query, timeouts, overrides in scenarios:
+        backends = {"totalrecall": ok, "lossless": ok, "cognee": ok, "qmd": ok, **overrides}
+        router = Router(config, context=BackendContext(state_dir=state), log=RouterLog(None), backends=backends)
+
+        async def run_all() -> list[float]:
+            await timed_route(router, query, installed, timeout_ms)  # warm-up
+            walls = []
+            for _ in range(reps):
+                wall, envelope = await timed_route(router, query, installed, timeout_ms)
+                if envelope.routed_to != "totalrecall" or envelope.status != "success":
+                    raise SystemExit(f"{label}: unexpected envelope {envelope.status} via {envelope.routed_to}")
+                walls.append(wall)
+            return walls
+
+        walls = asyncio.run(run_all())
+        wall = median(walls)
+        excess = wall - timeouts * timeout_ms
+        rows.append([label, timeouts, fmt(wall), fmt(max(walls)), fmt(excess), verdict(excess, EXCESS_BOUND_MS)])
+    print(f"fallback cost: timeout {timeout_ms} ms, {reps} repeats; {environment_line()}")
+    table(f"Fallback cost, ms (timeout T = {timeout_ms} ms, fallback backend instant)",
+          ["scenario", "timeouts", "wall median", "wall max", "excess over n x T", f"excess < {EXCESS_BOUND_MS:.0f} ms"],
+          rows, note="excess = wall - timeouts x T: the cost of timing out beyond the budget itself.")
+
+
+if __name__ == "__main__":
+    main()
