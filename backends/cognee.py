@@ -1,23 +1,382 @@
-"""Placeholder for the cognee adapter (it lands with its own issue): every call answers
-BACKEND_UNAVAILABLE so the router falls back."""
+"""Cognee: relationship queries against a Cognee server's REST API (``POST /api/v1/search``).
+
+**Where.** ``base_url`` from router-config.json (``backends.<name>.base_url``), else
+``$COGNEE_BASE_URL``, else ``http://127.0.0.1:8000``.
+
+**Auth**, as Cognee does it (access control, and so authentication, is on by default):
+
+* an API key (``api_key`` or ``$COGNEE_API_KEY``) sent as ``X-Api-Key``; else
+* a login (``username``/``password`` or ``$COGNEE_USERNAME``/``$COGNEE_PASSWORD``):
+  ``POST /api/v1/auth/login`` once, then ``Authorization: Bearer <jwt>``, logging in again once
+  if the token is refused (it expires); else
+* nothing, for a server started with ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
+
+Secrets are pydantic ``SecretStr`` (masked in any repr) and every message that leaves the adapter
+has them redacted; they never reach router.log or an envelope. A 401 is a ``BACKEND_ERROR`` that
+says how to configure auth.
+
+**Modes** (the rule's ``mode``; ``null`` means ``default_mode``, which is ``graph``):
+
+=============  ==================================================  ===========================
+mode           Cognee search                                       results
+=============  ==================================================  ===========================
+graph          ``graph_search_type`` (GRAPH_COMPLETION) with        one per ``A --[rel]--> B``
+               ``onlyContext``: the graph context, no LLM needed    line of the context
+completion     the same type without ``onlyContext``: a full LLM    one per answer
+               answer (Cognee may retry its LLM for minutes; the
+               router's timeout cancels the request)
+chunks         CHUNKS (vector search over text chunks)              one per chunk
+lexical        CHUNKS_LEXICAL (BM25 over text chunks)               one per chunk
+cypher         CYPHER, a query the adapter builds from the query's  one per row
+               entity terms (server needs ``ALLOW_CYPHER_QUERY``)
+=============  ==================================================  ===========================
+
+``datasets`` (names; empty = all the user's datasets) and ``top_k`` come from the settings.
+Relevance rules are in :mod:`._cognee_results`.
+
+**Errors.** Connection refused / DNS failure -> ``BACKEND_UNAVAILABLE``; HTTP 404 with
+``[NoDataError]`` -> ``empty`` (nothing indexed yet); 401 -> ``BACKEND_ERROR`` with the auth hint;
+any other 4xx/5xx -> ``BACKEND_ERROR`` with Cognee's ``detail``. The HTTP client's own timeout is
+set just past the router's, so the router's cancellation is what ends a stalled request (and
+closes its connection).
+
+The HTTP client is ``httpx`` (imported on first search, so CLI start-up does not pay for it).
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from . import BackendContext
-from ._unavailable import UnavailableBackend
+from ._cognee_results import (
+    chunk_results,
+    entity_terms,
+    parse_connections,
+    parse_nodes,
+    relationship_results,
+    rows_to_relationships,
+    text_results,
+    unwrap,
+)
+from .base import (
+    BACKEND_ERROR,
+    BACKEND_UNAVAILABLE,
+    BackendRequest,
+    BackendResponse,
+    Probe,
+    Result,
+    Stopwatch,
+)
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+MODES = frozenset({"graph", "completion", "chunks", "lexical", "cypher"})
+GRAPH_SEARCH_TYPES = (
+    "GRAPH_COMPLETION", "GRAPH_COMPLETION_COT", "GRAPH_COMPLETION_CONTEXT_EXTENSION",
+    "GRAPH_COMPLETION_DECOMPOSITION", "GRAPH_SUMMARY_COMPLETION", "HYBRID_COMPLETION",
+)
+AUTH_HINT = (
+    "Set COGNEE_API_KEY (or backends.{name}.api_key in router-config.json) to a key from "
+    "POST /api/v1/auth/api-keys, or COGNEE_USERNAME and COGNEE_PASSWORD (backends.{name}.username/"
+    "password) for a login; a single-user local server can instead run with "
+    "ENABLE_BACKEND_ACCESS_CONTROL=false."
+)
+MAX_DETAIL_CHARS = 400
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str | None = None
+    """Cognee server, e.g. ``http://127.0.0.1:8000`` (default: ``$COGNEE_BASE_URL``, else that)."""
+    api_key: SecretStr | None = None
+    """Sent as ``X-Api-Key`` (default: ``$COGNEE_API_KEY``). Prefer the environment variable."""
+    username: str | None = None
+    """Login user for a bearer token (default: ``$COGNEE_USERNAME``)."""
+    password: SecretStr | None = None
+    """Login password (default: ``$COGNEE_PASSWORD``). Prefer the environment variable."""
+    datasets: tuple[str, ...] = ()
+    """Dataset names to search (empty: every dataset the user can read)."""
+    top_k: int = Field(default=10, ge=1, le=1000)
+    default_mode: Literal["graph", "completion", "chunks", "lexical", "cypher"] = "graph"
+    graph_search_type: Literal[GRAPH_SEARCH_TYPES] = "GRAPH_COMPLETION"  # type: ignore[valid-type]
+    probe_timeout_s: float = Field(default=1.0, gt=0, le=30)
 
 
-def create(name: str, settings: Settings, context: BackendContext) -> UnavailableBackend:
-    return UnavailableBackend(name, "the cognee adapter is not part of this build yet")
+def create(name: str, settings: Settings, context: BackendContext) -> CogneeBackend:
+    return CogneeBackend(name, settings, context.environ)
 
 
-def demo_setup(workspace, state_dir):  # noqa: ANN001 - placeholder
+def _secret(value: SecretStr | None, env: Mapping[str, str], key: str) -> str | None:
+    if value is not None and value.get_secret_value():
+        return value.get_secret_value()
+    return env.get(key) or None
+
+
+class CogneeBackend:
+    def __init__(self, name: str, settings: Settings, environ: Mapping[str, str]) -> None:
+        self.name = name
+        self.settings = settings
+        self.base_url = (settings.base_url or environ.get("COGNEE_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self._api_key = _secret(settings.api_key, environ, "COGNEE_API_KEY")
+        self._username = settings.username or environ.get("COGNEE_USERNAME") or None
+        self._password = _secret(settings.password, environ, "COGNEE_PASSWORD")
+        self._token: str | None = None  # bearer token from a login, reused until refused
+
+    def __repr__(self) -> str:  # never show secrets
+        return f"CogneeBackend(name={self.name!r}, base_url={self.base_url!r}, auth={self.auth_kind!r})"
+
+    @property
+    def auth_kind(self) -> str:
+        if self._api_key:
+            return "api key"
+        if self._username and self._password:
+            return "login"
+        return "none"
+
+    # ------------------------------------------------------------------ helpers
+
+    def redact(self, text: str) -> str:
+        for secret in (self._api_key, self._password, self._token):
+            if secret and len(secret) >= 4:
+                text = text.replace(secret, "***")
+        return text
+
+    def _fail(self, request: BackendRequest, code: str, message: str, sw: Stopwatch,
+              query_sent: str | None = None) -> BackendResponse:
+        return BackendResponse.failure(self.name, request.query, code, self.redact(message),
+                                       duration_ms=sw.ms, query_sent=query_sent)
+
+    def _body(self, mode: str, query: str) -> tuple[dict[str, Any], str | None]:
+        """The search request for a mode, and the query actually sent when it differs."""
+        s = self.settings
+        body: dict[str, Any] = {"query": query, "topK": s.top_k}
+        if s.datasets:
+            body["datasets"] = list(s.datasets)
+        sent = None
+        if mode == "graph":
+            body.update(searchType=s.graph_search_type, onlyContext=True)
+        elif mode == "completion":
+            body.update(searchType=s.graph_search_type)
+        elif mode == "chunks":
+            body["searchType"] = "CHUNKS"
+        elif mode == "lexical":
+            body["searchType"] = "CHUNKS_LEXICAL"
+        else:  # cypher
+            sent = cypher_for(query, s.top_k)
+            body.update(searchType="CYPHER", query=sent)
+            body.pop("topK")
+        return body, sent
+
+    async def _auth_headers(self, client: Any, *, fresh: bool = False) -> dict[str, str] | str:
+        """Headers for the configured auth, or an error message (str) when a login fails."""
+        if self._api_key:
+            return {"X-Api-Key": self._api_key}
+        if not (self._username and self._password):
+            return {}
+        if self._token is None or fresh:
+            self._token = None
+            response = await client.post(
+                "/api/v1/auth/login", data={"username": self._username, "password": self._password}
+            )
+            if response.status_code != 200:
+                return (f"login to Cognee at {self.base_url} as {self._username} failed "
+                        f"(HTTP {response.status_code}: {_detail(response)}). " + AUTH_HINT.format(name=self.name))
+            try:
+                self._token = response.json()["access_token"]
+            except (ValueError, KeyError, TypeError):
+                return f"login to Cognee at {self.base_url} returned no access_token"
+        return {"Authorization": f"Bearer {self._token}"}
+
+    # ------------------------------------------------------------------ the seam
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        import httpx  # lazy: only a Cognee query pays for it
+
+        sw = Stopwatch()
+        mode = request.mode or self.settings.default_mode
+        if mode not in MODES:
+            return self._fail(request, BACKEND_ERROR, f"unknown cognee mode {mode!r}; use one of {sorted(MODES)}", sw)
+        body, sent = self._body(mode, request.query)
+        if sent == "":
+            return BackendResponse.from_results(self.name, request.query, [], duration_ms=sw.ms)
+        # Just past the router's budget: the router's cancellation ends a stalled call first.
+        timeout = httpx.Timeout(request.timeout_s + 1.0, connect=min(request.timeout_s + 1.0, 3.0))
+        try:
+            async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout, trust_env=False) as client:
+                headers = await self._auth_headers(client)
+                if isinstance(headers, str):
+                    return self._fail(request, BACKEND_ERROR, headers, sw, sent)
+                response = await client.post("/api/v1/search", json=body, headers=headers)
+                if response.status_code == 401 and self._token is not None:
+                    headers = await self._auth_headers(client, fresh=True)  # the token expired
+                    if isinstance(headers, str):
+                        return self._fail(request, BACKEND_ERROR, headers, sw, sent)
+                    response = await client.post("/api/v1/search", json=body, headers=headers)
+        except httpx.ConnectError as exc:
+            return self._fail(request, BACKEND_UNAVAILABLE,
+                              f"cannot connect to Cognee at {self.base_url} ({_reason(exc)}). Start the Cognee "
+                              f"server (python -m cognee.api.client) or set COGNEE_BASE_URL / "
+                              f"backends.{self.name}.base_url.", sw, sent)
+        except httpx.TimeoutException:
+            return self._fail(request, BACKEND_ERROR,
+                              f"Cognee at {self.base_url} did not answer within {request.timeout_s + 1:.1f} s", sw, sent)
+        except httpx.HTTPError as exc:
+            return self._fail(request, BACKEND_ERROR,
+                              f"HTTP error talking to Cognee at {self.base_url}: {_reason(exc)}", sw, sent)
+        return self._response(request, mode, response, sw, sent)
+
+    def _response(self, request: BackendRequest, mode: str, response: Any, sw: Stopwatch,
+                  sent: str | None) -> BackendResponse:
+        status = response.status_code
+        if status == 401:
+            how = {"api key": "the API key", "login": "the login token"}.get(self.auth_kind, "a request without credentials")
+            return self._fail(request, BACKEND_ERROR,
+                              f"Cognee at {self.base_url} refused {how} (HTTP 401). "
+                              + AUTH_HINT.format(name=self.name), sw, sent)
+        detail = _detail(response)
+        if status == 404 and "NoDataError" in detail:
+            # Nothing searchable yet (nothing added/cognified): an answer, not a failure.
+            return BackendResponse.from_results(self.name, request.query, [], duration_ms=sw.ms, query_sent=sent)
+        if status != 200:
+            hint = f" Check backends.{self.name}.datasets." if "DatasetNotFound" in detail else ""
+            return self._fail(request, BACKEND_ERROR, f"Cognee search failed (HTTP {status}): {detail}{hint}", sw, sent)
+        try:
+            payload = response.json()
+        except ValueError:
+            return self._fail(request, BACKEND_ERROR,
+                              f"Cognee answered HTTP 200 with a body that is not JSON: {response.text[:120]!r}", sw, sent)
+        results, errors = to_results(payload, mode, request.query, self.name)
+        if errors and not results:
+            return self._fail(request, BACKEND_ERROR, "Cognee search failed: " + "; ".join(errors)[:MAX_DETAIL_CHARS], sw, sent)
+        return BackendResponse.from_results(self.name, request.query, results[: request.limit],
+                                            duration_ms=sw.ms, query_sent=sent)
+
+    def probe(self) -> Probe:
+        """``GET /health`` with a short timeout (no query, no auth needed)."""
+        facts: dict[str, Any] = {"base_url": self.base_url, "auth": self.auth_kind}
+        health = fetch_health(self.base_url, self.settings.probe_timeout_s)
+        if isinstance(health, str):
+            return Probe(False, f"cannot reach Cognee at {self.base_url}: {health}", facts)
+        facts.update({k: health[k] for k in ("status", "health", "version") if k in health})
+        ok = health.get("health", "healthy") in ("healthy", "degraded") and health.get("status", "ready") != "not ready"
+        version = health.get("version", "?")
+        return Probe(ok, f"Cognee {version} at {self.base_url}: {health.get('health', health.get('status', 'up'))} (auth: {self.auth_kind})", facts)
+
+
+def fetch_health(base_url: str, timeout_s: float) -> dict[str, Any] | str:
+    """The ``/health`` JSON, or a short reason why there is none."""
+    try:
+        with urllib.request.urlopen(base_url + "/health", timeout=timeout_s) as resp:  # noqa: S310 - configured URL
+            data = json.loads(resp.read(65536) or b"{}")
+    except urllib.error.HTTPError as exc:
+        return f"GET /health answered HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return str(getattr(reason, "strerror", None) or reason)
+    except ValueError:
+        return "GET /health did not answer JSON"
+    return data if isinstance(data, dict) else "GET /health did not answer a JSON object"
+
+
+def to_results(payload: Any, mode: str, query: str, source: str) -> tuple[list[Result], list[str]]:
+    """Contract results from a search response, plus per-dataset error messages."""
+    terms = entity_terms(query)
+    answers, errors = unwrap(payload)
+    results: list[Result] = []
+    for answer in answers:
+        items = _items(answer.result, rows=(mode == "cypher"))
+        if mode == "graph":
+            for context in (i for i in items if isinstance(i, str)):
+                results += relationship_results(parse_connections(context), terms, source,
+                                                dataset=answer.dataset, nodes=parse_nodes(context))
+        elif mode == "completion":
+            results += text_results((i for i in items if isinstance(i, str)), terms, source, dataset=answer.dataset)
+        elif mode == "cypher":
+            rels, other = rows_to_relationships(items)
+            results += relationship_results(rels, terms, source, dataset=answer.dataset)
+            results += text_results(other, terms, source, dataset=answer.dataset)
+        else:
+            results += chunk_results(items, terms, source, scored=(mode == "chunks"), dataset=answer.dataset)
+    # Best first (stable: Cognee's own order breaks ties), so a limit keeps the best ones.
+    results.sort(key=lambda r: r.relevance, reverse=True)
+    return results, errors
+
+
+def _items(value: Any, *, rows: bool) -> list[Any]:
+    """A dataset's answer as a flat list of items.
+
+    Without access control Cognee returns a bare list of per-dataset answers, except that a
+    single answer which is itself a list is returned as that list; so a list may hold items
+    (strings, chunk dicts, Cypher rows) or lists of them. Cypher rows are lists too: a list of
+    lists of lists is the nested form.
+    """
+    if not isinstance(value, list):
+        return [value]
+    if rows:
+        if value and all(isinstance(v, list) for v in value) and any(
+                v and all(isinstance(x, list) for x in v) for v in value):
+            return [row for v in value for row in v]
+        return value
+    return [x for v in value for x in (v if isinstance(v, list) else [v])]
+
+
+def cypher_for(query: str, limit: int) -> str:
+    """A Cypher query for the relationships touching the query's entity terms.
+
+    Terms are word characters only (stems of ``\\w+`` words), and are quoted with ``'`` and
+    ``\\`` escaped anyway, so a query can never change the statement's structure. Returns ``""``
+    when the query names no entity (nothing to look up).
+    """
+    terms = [t for t in entity_terms(query) if len(t.stem) >= 3][:8]
+    if not terms:
+        return ""
+    conds = []
+    for term in terms:
+        lit = "'" + term.stem.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        conds.append(f"lower(a.name) CONTAINS {lit} OR lower(b.name) CONTAINS {lit}")
+    return (f"MATCH (a:Node)-[r]->(b:Node) WHERE {' OR '.join(conds)} "
+            f"RETURN a.name, r.relationship_name, b.name LIMIT {int(limit)}")
+
+
+def _detail(response: Any) -> str:
+    """Cognee's error ``detail`` (a string, or FastAPI's list of validation errors), shortened."""
+    try:
+        data = response.json()
+    except ValueError:
+        return (response.text or "").strip()[:MAX_DETAIL_CHARS] or f"HTTP {response.status_code}"
+    detail = data.get("detail", data.get("error", data)) if isinstance(data, dict) else data
+    if isinstance(detail, list):
+        detail = "; ".join(
+            f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" if isinstance(d, dict) else str(d) for d in detail
+        )
+    text = detail if isinstance(detail, str) else json.dumps(detail)
+    return text[:MAX_DETAIL_CHARS]
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a transport error ("Connection refused", "Name or service not known")."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and (cause.errno or cause.strerror):
+            # asyncio's "Connect call failed (...)" hides ECONNREFUSED; getaddrinfo errors are negative
+            return os.strerror(cause.errno) if cause.errno and cause.errno > 0 else str(cause.strerror)
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__
+
+
+def demo_setup(workspace: Any, state_dir: Any) -> dict[str, Any]:
+    """The demo uses Cognee only when a server is configured and healthy (it cannot start one)."""
     from . import DemoUnavailable
 
-    raise DemoUnavailable("the cognee adapter is not part of this build yet")
+    base_url = (os.environ.get("COGNEE_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    health = fetch_health(base_url, 0.5)
+    if isinstance(health, str) or "health" not in health:
+        why = health if isinstance(health, str) else "it does not answer like Cognee"
+        raise DemoUnavailable(f"no Cognee server at {base_url} ({why}); set COGNEE_BASE_URL to a running one")
+    return {}

@@ -1,0 +1,266 @@
+"""The Cognee adapter against a REAL Cognee 1.6.5 API server, queried through the router's CLI.
+
+The session fixture (``tests/cognee_support/server.py``) runs Cognee from its own venv
+(``.tools/cognee-venv``, installed by ``.ci/setup.d/40-cognee.sh``) on 127.0.0.1 with access
+control on, after loading a small architecture graph with Cognee's own ``add_data_points`` (no
+LLM). Two stand-ins are unavoidable here and are fakes: the embeddings endpoint (deterministic
+hashed bag-of-words vectors, because no embedding model can be downloaded on this machine) and
+the LLM endpoint (a socket that never answers, which is what makes a full completion stall).
+
+Skipped only when the Cognee venv is absent. If the server cannot start, the tests FAIL with
+its log. One command: ``python3 -m pytest -q tests/test_cognee_server.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "cognee_support"))
+
+import server as cognee_harness  # noqa: E402
+
+from memory_router.paths import packaged_config  # noqa: E402
+
+PYTHON = cognee_harness.cognee_python()
+pytestmark = pytest.mark.skipif(
+    PYTHON is None,
+    reason="the Cognee venv (.tools/cognee-venv) is not installed: run `bash .ci/setup.d/40-cognee.sh`",
+)
+
+POSTGRES_DEPENDENTS = {"AuthService", "OrderService", "BillingWorker"}
+
+
+@pytest.fixture(scope="session")
+def cognee():
+    try:
+        srv = cognee_harness.start(PYTHON)
+    except cognee_harness.ServerStartError as exc:
+        pytest.fail(f"the real Cognee server did not come up: {exc}", pytrace=False)
+    print(f"\ncognee test server: {srv.timings}", file=sys.stderr)
+    yield srv
+    srv.stop()
+    shutil.rmtree(srv.root, ignore_errors=True)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A Total Recall memory for the fallback to land on."""
+    reg = tmp_path / "ws" / "memory" / "registers"
+    reg.mkdir(parents=True)
+    (reg / "tech-stack.md").write_text(
+        "# Tech stack\n\n- Postgres is the primary database; AuthService, OrderService and "
+        "BillingWorker depend on Postgres.\n"
+    )
+    return tmp_path / "ws"
+
+
+def write_setup(tmp_path: Path, workspace: Path, cognee_settings: dict | None = None,
+                chain_mode: str | None = None) -> tuple[Path, Path]:
+    config = orjson.loads(packaged_config().read_bytes())
+    config["backends"]["cognee"] = {"type": "cognee", "datasets": ["arch"], **(cognee_settings or {})}
+    config["backends"]["totalrecall"] = {"type": "totalrecall", "root": str(workspace)}
+    if chain_mode:
+        rule = next(r for r in config["rules"] if r["id"] == "relationship")
+        rule["chain"][0]["mode"] = chain_mode
+    config_path = tmp_path / "router-config.json"
+    config_path.write_bytes(orjson.dumps(config))
+    # qmd is left out on purpose: the chain is then exactly cognee -> totalrecall, whatever the
+    # qmd adapter does on this machine.
+    backends_path = tmp_path / "backends.json"
+    backends_path.write_bytes(orjson.dumps({"tier": "pro", "backends": {
+        "cognee": {"status": "ready"}, "totalrecall": {"status": "ready"}, "qmd": {"status": "unavailable"}}}))
+    return config_path, backends_path
+
+
+def route(tmp_path: Path, config: Path, backends: Path, query: str, env: dict[str, str],
+          *extra: str) -> tuple[dict, subprocess.CompletedProcess, str]:
+    import os
+
+    state = tmp_path / "state"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("COGNEE_")}
+    full_env.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_router", "query", query, "--state-dir", str(state),
+         "--config", str(config), "--backends-json", str(backends), *extra],
+        capture_output=True, env=full_env, timeout=120,
+    )
+    assert proc.stdout, proc.stderr.decode()
+    log = state / "router.log"
+    return orjson.loads(proc.stdout), proc, log.read_text() if log.exists() else ""
+
+
+def key_env(srv) -> dict[str, str]:
+    return {"COGNEE_BASE_URL": srv.base_url, "COGNEE_API_KEY": srv.api_key}
+
+
+def relationships(envelope: dict) -> list[tuple[str, str, str, float]]:
+    return [(r["relationship"]["source"], r["relationship"]["relation"], r["relationship"]["target"], r["relevance"])
+            for r in envelope["results"]]
+
+
+def assert_no_secret(srv, *texts: str) -> None:
+    for text in texts:
+        assert srv.api_key not in text
+        assert srv.password not in text
+
+
+def test_what_depends_on_postgres(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee))
+    assert proc.returncode == 0
+    assert env["rule"]["id"] == "relationship"
+    assert env["fallback_chain"] == ["cognee", "totalrecall"]
+    assert (env["status"], env["routed_to"], env["fallbacks_used"]) == ("success", "cognee", 0)
+    rels = relationships(env)
+    assert {(s, r, t) for s, r, t, _ in rels} == {(s, "depends_on", "Postgres") for s in POSTGRES_DEPENDENTS}
+    assert all(rel == 1.0 for *_, rel in rels)
+    assert env["normalized_relevance"] == 1.0
+    # the node descriptions from the graph context come along
+    assert env["results"][0]["nodes"]["Postgres"] == "Primary relational database."
+    assert log == ""
+    assert_no_secret(cognee, proc.stdout.decode(), proc.stderr.decode())
+
+
+def test_how_does_apigateway_relate_to_authservice(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    env, proc, _ = route(tmp_path, config, backends, "how does ApiGateway relate to AuthService", key_env(cognee))
+    assert (env["status"], env["routed_to"]) == ("success", "cognee")
+    rels = relationships(env)
+    assert rels[0] == ("ApiGateway", "depends_on", "AuthService", 1.0)
+    # every other result touches exactly one of the two components: half coverage
+    assert rels[1:] and all(rel == 0.5 and ({s, t} & {"ApiGateway", "AuthService"}) for s, _, t, rel in rels[1:])
+
+
+def test_cypher_mode_finds_the_same_edges(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace, chain_mode="cypher")
+    env, _, _ = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee))
+    assert (env["status"], env["routed_to"], env["routed_mode"]) == ("success", "cognee", "cypher")
+    assert {(s, t) for s, _, t, _ in relationships(env)} == {(s, "Postgres") for s in POSTGRES_DEPENDENTS}
+    assert env["attempts"][0]["query_sent"].startswith("MATCH (a:Node)-[r]->(b:Node) WHERE lower(a.name) CONTAINS 'postgr'")
+
+
+def test_a_query_with_no_graph_match_is_empty_and_falls_through_quietly(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    env, proc, log = route(tmp_path, config, backends, "how does the flux capacitor relate to the banana", key_env(cognee))
+    first = env["attempts"][0]
+    # Cognee returns its nearest triplets anyway; none names a queried entity, so none is kept.
+    assert (first["backend"], first["status"], first["result_count"]) == ("cognee", "empty", 0)
+    assert env["routed_to"] != "cognee"
+    assert log == ""  # empty is not an error: no FALLBACK line
+
+
+def test_no_searchable_chunks_is_empty_not_an_error(cognee, tmp_path, workspace):
+    # The test graph has no text chunks: Cognee answers 404 [NoDataError] for CHUNKS.
+    config, backends = write_setup(tmp_path, workspace, chain_mode="chunks")
+    env, _, log = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee))
+    assert env["attempts"][0]["status"] == "empty"
+    assert env["attempts"][0]["error_code"] is None
+    assert log == ""
+
+
+def test_cognee_down_falls_back_to_totalrecall(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    dead = f"http://127.0.0.1:{cognee_harness.free_port()}"
+    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres",
+                           {"COGNEE_BASE_URL": dead, "COGNEE_API_KEY": cognee.api_key})
+    assert proc.returncode == 0
+    assert (env["status"], env["routed_to"], env["fallbacks_used"]) == ("success", "totalrecall", 1)
+    assert env["fallback_chain"] == ["cognee", "totalrecall"]
+    first = env["attempts"][0]
+    assert (first["status"], first["error_code"]) == ("error", "BACKEND_UNAVAILABLE")
+    assert "Connection refused" in first["error_message"] and dead in first["error_message"]
+    [line] = log.splitlines()
+    assert ' FALLBACK query="what depends on Postgres" backend=cognee error_code=BACKEND_UNAVAILABLE ' in line
+    assert line.endswith(" next=totalrecall")
+    assert_no_secret(cognee, proc.stdout.decode(), log)
+
+
+def test_auth_with_a_wrong_key_is_a_clear_backend_error(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    wrong = "wrong-" + cognee.api_key[:10]
+    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres",
+                           {"COGNEE_BASE_URL": cognee.base_url, "COGNEE_API_KEY": wrong})
+    first = env["attempts"][0]
+    assert (first["status"], first["error_code"]) == ("error", "BACKEND_ERROR")
+    assert "HTTP 401" in first["error_message"] and "COGNEE_API_KEY" in first["error_message"]
+    assert env["routed_to"] == "totalrecall"
+    assert "backend=cognee error_code=BACKEND_ERROR" in log and "COGNEE_API_KEY" in log
+    for text in (proc.stdout.decode(), proc.stderr.decode(), log):
+        assert wrong not in text
+    assert_no_secret(cognee, proc.stdout.decode(), log)
+
+
+def test_no_credentials_on_an_auth_server_says_how_to_configure_auth(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    env, _, _ = route(tmp_path, config, backends, "what depends on Postgres", {"COGNEE_BASE_URL": cognee.base_url})
+    message = env["attempts"][0]["error_message"]
+    assert "HTTP 401" in message and "ENABLE_BACKEND_ACCESS_CONTROL=false" in message
+
+
+def test_login_with_username_and_password_gets_a_bearer_token(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", {
+        "COGNEE_BASE_URL": cognee.base_url, "COGNEE_USERNAME": cognee_harness.USER, "COGNEE_PASSWORD": cognee.password})
+    assert (env["status"], env["routed_to"]) == ("success", "cognee")
+    assert {s for s, *_ in relationships(env)} == POSTGRES_DEPENDENTS
+    assert_no_secret(cognee, proc.stdout.decode(), log)
+
+
+def test_wrong_password_is_a_backend_error_without_the_password(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", {
+        "COGNEE_BASE_URL": cognee.base_url, "COGNEE_USERNAME": cognee_harness.USER, "COGNEE_PASSWORD": "not-it-1234"})
+    first = env["attempts"][0]
+    assert first["error_code"] == "BACKEND_ERROR" and "login" in first["error_message"]
+    assert "not-it-1234" not in proc.stdout.decode() + log
+
+
+def test_unknown_dataset_reports_cognees_detail(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace, {"datasets": ["no-such-dataset"]})
+    env, _, log = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee))
+    first = env["attempts"][0]
+    assert first["error_code"] == "BACKEND_ERROR"
+    assert "HTTP 404" in first["error_message"] and "DatasetNotFoundError" in first["error_message"]
+    assert "backends.cognee.datasets" in first["error_message"]
+    assert "DatasetNotFoundError" in log
+
+
+def test_backends_command_probes_health(cognee, tmp_path, workspace):
+    import os
+
+    config, backends = write_setup(tmp_path, workspace)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_router", "backends", "--json", "--config", str(config),
+         "--backends-json", str(backends), "--state-dir", str(tmp_path / "state")],
+        capture_output=True, env={**os.environ, **key_env(cognee)}, timeout=60,
+    )
+    rows = {r["backend"]: r for r in orjson.loads(proc.stdout)["backends"]}
+    assert rows["cognee"]["runs_here"] is True
+    assert rows["cognee"]["facts"]["version"] == "1.6.5"
+    assert "auth: api key" in rows["cognee"]["detail"]
+    assert cognee.api_key not in proc.stdout.decode()
+
+
+def test_a_stalled_completion_is_cut_by_the_router_timeout(cognee, tmp_path, workspace):
+    # A full GRAPH_COMPLETION needs the LLM, whose endpoint here accepts and never answers:
+    # Cognee itself would retry for minutes. The router must cut it at its timeout.
+    config, backends = write_setup(tmp_path, workspace, chain_mode="completion")
+    started = time.monotonic()
+    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee),
+                           "--timeout-ms", "1500")
+    elapsed = time.monotonic() - started
+    first = env["attempts"][0]
+    assert (first["backend"], first["mode"], first["error_code"]) == ("cognee", "completion", "QUERY_TIMEOUT")
+    assert 1500 <= first["duration_ms"] < 3000
+    assert env["routed_to"] == "totalrecall"
+    [line] = log.splitlines()
+    assert ' TIMEOUT query="what depends on Postgres" backend=cognee duration_ms=' in line
+    assert line.endswith(" next=totalrecall")
+    assert elapsed < 15  # the CLI did not wait for Cognee's LLM retries
