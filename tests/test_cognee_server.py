@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "cognee_support"))
 
-import server as cognee_harness  # noqa: E402
+import cognee_server as cognee_harness  # noqa: E402
 
 from memory_router.paths import packaged_config  # noqa: E402
 
