@@ -28,7 +28,9 @@ def starter_workspace(dest: Path, *, today: date | None = None) -> tuple[Path, P
     Total Recall at the copied workspace.
     """
     today = today or date.today()
-    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"))
+    # copy, not copy2: files dated now, so recency scores do not drift with the checkout's age.
+    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"),
+                    copy_function=shutil.copy)
     daily = dest / "memory" / "daily"
     for template in sorted(daily.glob("DAY-*.md")):
         days_ago = int(template.stem.split("-")[1])

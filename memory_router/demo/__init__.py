@@ -72,7 +72,10 @@ def materialize(dest: Path, *, today: date | None = None, log=print) -> DemoWork
 
     today = today or date.today()
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"))
+    # shutil.copy, not copy2: the copies are dated now, not when the package was checked out or
+    # installed, so recency scores (and the documented examples) do not drift with the checkout's age.
+    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"),
+                    copy_function=shutil.copy)
     daily = dest / "memory" / "daily"
     for template in sorted(daily.glob("DAY-*.md")):
         days_ago = int(template.stem.split("-")[1])
