@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import orjson
+import pytest
 
 FAULT_PROGRAM = Path(__file__).with_name("faultbackend.py")
 REPORT_PATH = Path(__file__).with_name("FAULTS.md")
@@ -73,39 +74,33 @@ def cli_base() -> list[str]:
     return [sys.executable, "-m", "memory_router"]
 
 
+# Runs argv[2:] and writes the child's peak RSS (wait4) to the file argv[1]. Measuring from this
+# small intermediate process matters: a process forked from pytest inherits pytest's RSS
+# high-water mark across exec, so wait4 from pytest itself would report pytest's size.
+_LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(p.pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def run_cli(args: Sequence[str], *, stdin: bytes | None = None, env: dict[str, str] | None = None,
             cwd: Path | None = None, timeout: float = 60) -> CliRun:
-    """Run ``memory-router ARGS`` (this checkout's code) and measure it with ``wait4``."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [*cli_base(), *args], stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
-    )
-    chunks: dict[str, bytes] = {}
+    """Run ``memory-router ARGS`` (this checkout's code), measuring its peak RSS."""
+    import tempfile
 
-    def drain(name: str, stream: Any) -> None:
-        chunks[name] = stream.read()
-
-    threads = [threading.Thread(target=drain, args=(n, s)) for n, s in (("out", proc.stdout), ("err", proc.stderr))]
-    for t in threads:
-        t.start()
-    if stdin is not None:
-        assert proc.stdin is not None
-        proc.stdin.write(stdin)
-        proc.stdin.close()
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"memory-router {' '.join(args)} did not finish within {timeout} s")
-        time.sleep(0.005)
-    for t in threads:
-        t.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return CliRun(proc.returncode, chunks["out"], chunks["err"], (time.perf_counter() - started) * 1000, usage.ru_maxrss)
+    with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as rss:
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _LAUNCHER, rss.name, *cli_base(), *args],
+            input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+            capture_output=True, env=env, cwd=cwd, timeout=timeout,
+        )
+        wall = (time.perf_counter() - started) * 1000
+        maxrss = int(rss.read() or 0)
+    return CliRun(proc.returncode, proc.stdout, proc.stderr, wall, maxrss)
 
 
 def group_members(pgid: int) -> list[tuple[int, str]]:
@@ -164,4 +159,140 @@ REPORT: dict[str, dict[str, dict[str, str]]] = {}
 
 
 def report(section: str, key: str, **cells: Any) -> None:
-    REPORT.setdefault(section, {})[key] = {k: str(v) for k, v in cells.items()}
+    rows = REPORT.setdefault(section, {})
+    cells.setdefault("order", f"{len(rows):04d}")  # default: the order the tests ran in
+    rows[key] = {k: str(v) for k, v in cells.items()}
+
+
+# --------------------------------------------------------------------------- the daemon
+
+
+@dataclass
+class DaemonRun:
+    responses: list[dict[str, Any]]
+    exit_code: int
+    stderr: bytes
+    peak_rss_kb: list[int]  # VmHWM of the daemon process itself after each response
+    after_each: list[Any]  # what ``after_each`` returned for each response
+
+
+def _vm_hwm_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def run_daemon(args: Sequence[str], requests: Sequence[Any], *, after_each: Any = None,
+               timeout: float = 30) -> DaemonRun:
+    """Start ``memory-router serve ARGS`` and send the requests one at a time (each JSON line
+    waits for its answer); after each answer read the daemon's peak RSS and call
+    ``after_each(index)`` while the daemon still runs. Then close stdin and wait for its exit."""
+    import select
+
+    proc = subprocess.Popen([*cli_base(), "serve", "--no-reload", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err: list[bytes] = []
+    drainer = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
+    drainer.start()
+    assert proc.stdin is not None and proc.stdout is not None
+    responses, peaks, extra = [], [], []
+    try:
+        for index, request in enumerate(requests):
+            proc.stdin.write(orjson.dumps(request) + b"\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], timeout)
+            line = proc.stdout.readline() if ready else b""
+            if not line:
+                raise AssertionError(f"memory-router serve gave no answer to {request!r} within {timeout} s")
+            responses.append(orjson.loads(line))
+            peaks.append(_vm_hwm_kb(proc.pid))
+            extra.append(after_each(index) if after_each else None)
+        proc.stdin.close()
+        code = proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        drainer.join()
+    return DaemonRun(responses, code, b"".join(err), peaks, extra)
+
+
+# --------------------------------------------------------------------------- writing the report
+
+_SECTIONS = {
+    "matrix": ("Fault matrix", ["fault", "position", "transport", "status", "routed_to", "fallbacks_used", "exit", "log",
+                                "faulty_ms", "peak_rss_mb", "leftovers", "message"]),
+    "bad_input": ("Bad input", ["input", "exit", "status", "error_code", "answered", "message"]),
+    "log": ("router.log and files", ["check", "outcome"]),
+    "properties": ("Properties (hypothesis)", ["property", "examples", "outcomes", "result"]),
+}
+_HEADINGS = {"fallbacks_used": "fallbacks", "faulty_ms": "faulty call ms", "peak_rss_mb": "peak RSS MB",
+             "log": "router.log", "message": "error_message (abridged)"}
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
+def _figures() -> list[str]:
+    rows = REPORT.get("matrix", {})
+    out = []
+    hangs = [(k, int(r["faulty_ms"]), int(r["timeout_ms"])) for k, r in rows.items() if k.startswith("hang/")]
+    if hangs:
+        over = sorted(ms - timeout for _, ms, timeout in hangs)
+        out.append(f"* Hang abandonment: the hanging backend's call ended {over[0]}-{over[-1]} ms after "
+                   f"`timeout_ms` ({hangs[0][2]} ms) over {len(hangs)} cells (bound: +100 ms), measured by the router.")
+    huge = [r for k, r in rows.items() if k.startswith("huge/")]
+    if huge:
+        parts = [f"{r['transport']} {r['position']}: {r['peak_rss_mb']}" for r in huge]
+        out.append("* 50 MB of backend output: peak RSS of the router in MB (vs. a healthy query): " + "; ".join(parts)
+                   + ". stdout is capped at 8 MiB and the program killed there.")
+    left = sum(int(r["leftovers"]) for r in rows.values())
+    if rows:
+        out.append(f"* Backend processes left alive after a cell (its whole process group, grandchildren included): {left}.")
+    return out
+
+
+def write_report() -> None:
+    """Write tests/FAULTS.md from the rows collected in this run (only with MR_WRITE_REPORT=1)."""
+    if os.environ.get("MR_WRITE_REPORT") != "1" or not REPORT:
+        return
+    import platform
+
+    lines = [
+        "# Fault tolerance: observed outcomes",
+        "",
+        "<!-- Generated by the test run; do not edit. Regenerate with:",
+        "     MR_WRITE_REPORT=1 .venv/bin/python -m pytest -q tests/test_faults_*.py -->",
+        "",
+        f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `MR_WRITE_REPORT=1 python -m pytest "
+        f"tests/test_faults_*.py` on {platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs. Every row is a test that passed; its cells are what the test observed.",
+        "",
+    ]
+    figures = _figures()
+    if figures:
+        lines += ["## Figures", "", *figures, ""]
+    for section, (title, columns) in _SECTIONS.items():
+        rows = REPORT.get(section)
+        if not rows:
+            continue
+        lines += [f"## {title}", ""]
+        if section == "matrix":
+            lines += ["Chains: **primary** = [faulty, good] (good answers at 0.9); **fallback** = [weak, faulty] "
+                      "(weak answers at 0.2, below the 0.4 threshold). `timeout_ms` 800. The daemon column is one "
+                      "long-lived `memory-router serve` answering every cell in turn.", ""]
+        lines.append("| " + " | ".join(_HEADINGS.get(c, c) for c in columns) + " |")
+        lines.append("|" + "---|" * len(columns))
+        for key in sorted(rows, key=lambda k: rows[k].get("order", k)):
+            lines.append("| " + " | ".join(_cell(rows[key].get(c, "")) for c in columns) + " |")
+        lines.append("")
+    REPORT_PATH.write_text("\n".join(lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def faults_report():
+    """Imported by each tests/test_faults_*.py: writes the report once the whole session is done."""
+    yield
+    write_report()

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from faults_support import FAULT_PROGRAM, fault_argv, live_leftovers, wait_no_leftovers
+from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse
 from memory_router.backends.command import ContractError, Settings, build_argv, create, parse_contract

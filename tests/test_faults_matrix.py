@@ -1,7 +1,8 @@
-"""The fault matrix: 8 faults x {primary, fallback position}, through the real CLI.
+"""The fault matrix: 8 faults x {primary, fallback position}, through the real CLI and daemon.
 
-Each cell runs ``memory-router query`` as a subprocess over a router-config.json whose default
-rule chains two command backends, both the real fault program (tests/faultbackend.py):
+Each cell runs ``memory-router query`` as a subprocess, and again sends the query to a fresh
+``memory-router serve`` (JSON lines on stdin), over a router-config.json whose default rule
+chains two command backends, both the real fault program (tests/faultbackend.py):
 
 * primary:  [FAULT, good]  good answers at relevance 0.9 -> the router must still succeed;
 * fallback: [weak, FAULT]  weak answers at 0.2 (below the threshold), so the router reaches the
@@ -21,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from faults_support import command_backend, log_lines, report, run_cli, wait_no_leftovers, write_setup
+from faults_support import command_backend, log_lines, report, run_cli, run_daemon, wait_no_leftovers, write_setup
+from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
 from memory_router.envelope import Envelope
 
 TIMEOUT_MS = 800
@@ -71,28 +74,106 @@ def fault_spec(fault: Fault, piddir: Path) -> dict[str, Any]:
     return command_backend(fault.name, piddir=piddir)
 
 
-def cell_setup(tmp_path: Path, fault: Fault, position: str) -> tuple[Path, Path, Path, list[str]]:
-    piddir = tmp_path / "pids"
-    piddir.mkdir()
-    backends = {
-        "good": command_backend("ok", piddir=piddir),
-        "weak": command_backend("weak", piddir=piddir),
-        "faulty": fault_spec(fault, piddir),
-    }
-    chain = ["faulty", "good"] if position == "primary" else ["weak", "faulty"]
-    state, config = write_setup(tmp_path, {n: backends[n] for n in chain}, chain, timeout_ms=TIMEOUT_MS)
-    return state, config, piddir, chain
+@dataclass(frozen=True)
+class Cell:
+    fault: Fault
+    position: str
+    prefix: str  # backend names are prefix + good/weak/faulty (the daemon serves all cells at once)
+    piddir: Path
+    label: str
+
+    @property
+    def marker(self) -> str:
+        return f"cell-{self.label}"
+
+    @property
+    def query(self) -> str:
+        return f"{QUERY} {self.marker}"
+
+    def name(self, role: str) -> str:
+        return self.prefix + role
+
+    @property
+    def chain(self) -> list[str]:
+        roles = ["faulty", "good"] if self.position == "primary" else ["weak", "faulty"]
+        return [self.name(r) for r in roles]
+
+    def backends(self) -> dict[str, dict[str, Any]]:
+        specs = {"good": command_backend("ok", piddir=self.piddir), "weak": command_backend("weak", piddir=self.piddir),
+                 "faulty": fault_spec(self.fault, self.piddir)}
+        return {self.name(role): specs[role] for role in ("faulty", "good", "weak") if self.name(role) in self.chain}
+
+
+def make_cell(root: Path, fault: Fault, position: str, prefix: str = "", label: str = "") -> Cell:
+    label = label or f"{fault.name}-{position}"
+    piddir = root / f"pids-{label}"
+    piddir.mkdir(parents=True)
+    return Cell(fault, position, prefix, piddir, label)
+
+
+@dataclass
+class Answer:
+    envelope: dict[str, Any]
+    exit_code: int  # the CLI's exit code; for the daemon, its exit code after EOF
+    peak_rss_kb: int
+    log: list[str]  # this query's router.log lines
+    cell: Cell
+    leftovers: list[tuple[int, str]] | None = None  # the daemon's, checked while it still runs
+
+
+TRANSPORTS = ("cli", "daemon")
+
+
+def ask_cli(root: Path, cell: Cell) -> Answer:
+    state, config = write_setup(root, cell.backends(), cell.chain, timeout_ms=TIMEOUT_MS)
+    run = run_cli(["query", cell.query, "--state-dir", str(state), "--config", str(config)])
+    return Answer(run.envelope, run.returncode, run.maxrss_kb, log_lines(state), cell)
 
 
 @pytest.fixture(scope="module")
-def healthy_rss_kb(tmp_path_factory) -> int:
-    """Peak RSS of the CLI answering a healthy query: the baseline the fault cells are held to."""
-    fault = next(f for f in FAULTS if f.name == "slow")
-    tmp = tmp_path_factory.mktemp("baseline")
-    state, config, _, _ = cell_setup(tmp, fault, "primary")
-    runs = [run_cli(["query", QUERY, "--state-dir", str(state), "--config", str(config)]) for _ in range(2)]
-    assert all(r.returncode == 0 for r in runs)
-    return max(r.maxrss_kb for r in runs)
+def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
+    """One long-lived ``memory-router serve`` answers every cell in turn (a rule per cell picks
+    its chain), so the daemon must survive all 16 faults; its peak RSS is read after each answer."""
+    root = tmp_path_factory.mktemp("daemon")
+    cells = [make_cell(root, f, p, prefix=f"{f.name}-{p}-") for f in FAULTS for p in POSITIONS]
+    healthy = make_cell(root, next(f for f in FAULTS if f.name == "slow"), "primary", prefix="healthy-", label="healthy")
+    backends: dict[str, Any] = {}
+    rules = []
+    for number, cell in enumerate([healthy, *cells], start=1):
+        backends.update(cell.backends())
+        rules.append({"number": number, "id": f"r{number}", "strong": [re.escape(cell.marker) + r"\b"],
+                      "chain": [{"backend": b} for b in cell.chain]})
+    rules.append({"number": len(rules) + 1, "id": "default", "chain": [{"backend": healthy.name("good")}]})
+    state, config = write_setup(root, backends, [], timeout_ms=TIMEOUT_MS)
+    cfg = orjson.loads(config.read_bytes())
+    cfg["rules"] = rules
+    config.write_bytes(orjson.dumps(cfg))
+
+    requests = [{"id": i, "query": c.query} for i, c in enumerate([healthy, healthy, *cells])]
+    sequence = [healthy, healthy, *cells]
+    run = run_daemon(["--state-dir", str(state), "--config", str(config)], requests,
+                     after_each=lambda i: wait_no_leftovers(sequence[i].piddir))
+    assert run.exit_code == 0, run.stderr
+    lines = log_lines(state)
+    answers = {}
+    for cell, response, hwm, leftovers in zip(sequence, run.responses, run.peak_rss_kb, run.after_each):
+        envelope = dict(response)
+        envelope.pop("id")
+        answers[(cell.fault.name if cell is not healthy else "healthy", cell.position)] = Answer(
+            envelope, run.exit_code, hwm, [line for line in lines if f'{cell.marker}"' in line], cell, leftovers)
+    return answers
+
+
+@pytest.fixture(scope="module")
+def healthy_rss_kb(tmp_path_factory, daemon_answers) -> dict[str, int]:
+    """Peak RSS of each transport after answering a healthy query: the baseline of the cells."""
+    slow = next(f for f in FAULTS if f.name == "slow")
+    runs = []
+    for i in range(2):
+        root = tmp_path_factory.mktemp("baseline")
+        runs.append(ask_cli(root, make_cell(root, slow, "primary")))
+    assert all(a.envelope["status"] == "success" for a in runs)
+    return {"cli": max(a.peak_rss_kb for a in runs), "daemon": daemon_answers[("healthy", "primary")].peak_rss_kb}
 
 
 def expected_outcome(fault: Fault, position: str) -> dict[str, Any]:
@@ -103,29 +184,35 @@ def expected_outcome(fault: Fault, position: str) -> dict[str, Any]:
     return {"status": "partial", "routed_to": "weak", "fallbacks_used": 2, "exit": 0}
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
-def test_fault_matrix_cli(tmp_path: Path, fault: Fault, position: str, healthy_rss_kb: int) -> None:
-    state, config, piddir, chain = cell_setup(tmp_path, fault, position)
-    run = run_cli(["query", QUERY, "--state-dir", str(state), "--config", str(config)])
+def test_fault_matrix(tmp_path: Path, fault: Fault, position: str, transport: str,
+                      healthy_rss_kb: dict[str, int], daemon_answers: dict[tuple[str, str], Answer]) -> None:
+    if transport == "cli":
+        answer = ask_cli(tmp_path, make_cell(tmp_path, fault, position))
+    else:
+        answer = daemon_answers[(fault.name, position)]
+    cell, chain, faulty_name = answer.cell, answer.cell.chain, answer.cell.name("faulty")
     want = expected_outcome(fault, position)
+    want = {**want, "routed_to": cell.name(want["routed_to"])}
 
     # A valid envelope, the spec's fields first and in order.
-    assert run.returncode == want["exit"], run.stderr
-    data = run.envelope
+    assert answer.exit_code == want["exit"]
+    data = answer.envelope
     Envelope.model_validate(data)
     assert list(data)[: len(SPEC_FIELDS)] == SPEC_FIELDS
     assert data["fallback_chain"] == chain
     assert (data["status"], data["routed_to"], data["fallbacks_used"]) == (want["status"], want["routed_to"], want["fallbacks_used"])
     assert data["router_duration_ms"] >= data["backend_duration_ms"]
-    faulty = data["attempts"][chain.index("faulty")]
-    assert faulty["backend"] == "faulty" and faulty["error_code"] == fault.error_code
+    faulty = data["attempts"][chain.index(faulty_name)]
+    assert faulty["backend"] == faulty_name and faulty["error_code"] == fault.error_code
     if fault.message:
         assert fault.message in faulty["error_message"]
 
     # Exactly the right router.log line.
-    lines = log_lines(state)
-    next_backend = "good" if position == "primary" else "none"
+    lines = answer.log
+    next_backend = cell.name("good") if position == "primary" else "none"
     if fault.log_kind is None:
         assert lines == []
     else:
@@ -133,10 +220,10 @@ def test_fault_matrix_cli(tmp_path: Path, fault: Fault, position: str, healthy_r
         m = LINE.match(lines[0])
         assert m, lines[0]
         if fault.log_kind == "TIMEOUT":
-            assert (m["tq"], m["tb"], m["tnext"]) == (QUERY, "faulty", next_backend)
+            assert (m["tq"], m["tb"], m["tnext"]) == (cell.query, faulty_name, next_backend)
             assert int(m["ms"]) == faulty["duration_ms"]
         else:
-            assert (m["fq"], m["fb"], m["code"], m["fnext"]) == (QUERY, "faulty", fault.error_code, next_backend)
+            assert (m["fq"], m["fb"], m["code"], m["fnext"]) == (cell.query, faulty_name, fault.error_code, next_backend)
             assert fault.message in m["msg"]
 
     # A hang is abandoned at timeout_ms + at most 100 ms.
@@ -146,21 +233,23 @@ def test_fault_matrix_cli(tmp_path: Path, fault: Fault, position: str, healthy_r
         assert SLOW_MS <= faulty["duration_ms"] < TIMEOUT_MS
 
     # Bounded memory and no survivors.
-    assert run.maxrss_kb <= healthy_rss_kb + RSS_MARGIN_KB, (run.maxrss_kb, healthy_rss_kb)
-    leftovers = wait_no_leftovers(piddir)
+    healthy = healthy_rss_kb[transport]
+    assert answer.peak_rss_kb <= healthy + RSS_MARGIN_KB, (answer.peak_rss_kb, healthy)
+    leftovers = answer.leftovers if answer.leftovers is not None else wait_no_leftovers(cell.piddir)
     assert leftovers == []
     if fault.name not in ("missing",):
-        assert list(piddir.glob("*.pids")), "the fault program should have recorded its process group"
+        assert list(cell.piddir.glob("*.pids")), "the fault program should have recorded its process group"
 
     report(
-        "matrix", f"{fault.name}/{position}/cli",
-        fault=fault.description, position=position, transport="CLI",
+        "matrix", f"{fault.name}/{position}/{transport}",
+        order=f"{FAULTS.index(fault):02d}{POSITIONS.index(position)}{TRANSPORTS.index(transport)}", timeout_ms=TIMEOUT_MS,
+        fault=fault.description, position=position, transport=transport,
         status=data["status"], routed_to=data["routed_to"], fallbacks_used=data["fallbacks_used"],
-        exit=run.returncode,
+        exit=answer.exit_code,
         log=(lines[0].split("] ", 1)[1].split(" ", 1)[0] if lines else "none")
         + (f" {faulty['error_code']}" if fault.log_kind == "FALLBACK" else ""),
         faulty_ms=faulty["duration_ms"],
-        peak_rss_mb=f"{run.maxrss_kb / 1024:.0f} (healthy {healthy_rss_kb / 1024:.0f})",
+        peak_rss_mb=f"{answer.peak_rss_kb / 1024:.0f} (healthy {healthy / 1024:.0f})",
         leftovers=len(leftovers),
         message=(faulty["error_message"] or "")[:90],
     )
@@ -181,7 +270,7 @@ def test_every_backend_failing_is_an_error_envelope_with_exit_1(tmp_path: Path) 
     assert [(m["fb"], m["fnext"]) if m["fb"] else (m["tb"], m["tnext"]) for m in kinds] == [("a", "b"), ("b", "none")]
     assert "all backends" in run.stderr.decode().lower() or "All backends" in run.stderr.decode()
     assert wait_no_leftovers(piddir) == []
-    report("matrix", "all/both/cli", fault="crash then hang (every backend fails)", position="both", transport="CLI",
+    report("matrix", "all/both/cli", order="99", fault="crash then hang (every backend fails)", position="both", transport="cli",
            status=data["status"], routed_to=None, fallbacks_used=data["fallbacks_used"], exit=run.returncode,
            log="FALLBACK + TIMEOUT", faulty_ms=data["attempts"][1]["duration_ms"], peak_rss_mb=f"{run.maxrss_kb / 1024:.0f}",
            leftovers=0, message=data["error_code"])

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from faults_support import report
+from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendResponse, Result
 from memory_router.backends.mock import MockBackend, answer, fail, hang
