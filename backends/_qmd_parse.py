@@ -25,7 +25,8 @@ relation" and 0.8 as "certain", linearly: ``relevance = clamp((cosine - 0.3) / 0
 always near 1.0), so it is not used. The adapter asks for ``--explain`` and uses, per hit:
 
 * the reranker's own score (``explain.rerankScore``, Qwen3-Reranker's probability that the
-  chunk answers the query) when reranking ran, else
+  chunk answers the query) when reranking really ran (not skipped, and not qmd's fallback that
+  scores every chunk 0.5 when the reranker cannot load), else
 * the best absolute retrieval evidence: the ``vsearch`` mapping of its best vector score, or the
   ``search`` mapping (coverage 1) of its BM25 score, whichever is higher;
 * with no explain data at all (a transport without it): ``0.35 * score`` - rank-only evidence is

@@ -41,6 +41,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +161,21 @@ class CliTransport:
         return Answer(hits, stderr=stderr)
 
 
+def really_reranked(hits: list[dict], stderr: str) -> bool:
+    """Whether ``qmd query`` blended a real reranker score into these hits.
+
+    Not when it skipped reranking (``rrf.weight`` 1.0), nor when the reranker could not load:
+    qmd then prints "Reranker unavailable" (first time only; later calls hit its cache) and
+    scores every chunk exactly 0.5 (observed with a stand-in model), which carries no signal.
+    """
+    explains = [h["explain"] for h in hits if isinstance(h.get("explain"), dict)]
+    if not explains or "Reranker unavailable" in stderr:
+        return False
+    if all(isinstance(e.get("rrf"), dict) and e["rrf"].get("weight", 1.0) == 1.0 for e in explains):
+        return False
+    return not all(e.get("rerankScore") == 0.5 for e in explains)
+
+
 def _tail(stderr: str, limit: int = 300) -> str:
     lines = [ln for ln in stderr.replace("\x1b[?25l", "").replace("\x1b[?25h", "").splitlines() if ln.strip()]
     text = " | ".join(lines[-4:])
@@ -274,9 +290,7 @@ class QmdBackend:
         if answer.hits is None:
             return BackendResponse.failure(self.name, request.query, answer.error_code or BACKEND_ERROR,
                                            answer.error_message or "qmd failed", duration_ms=watch.ms, query_sent=sent)
-        reranked = mode == "query" and "Reranker unavailable" not in answer.stderr and any(
-            isinstance(h.get("explain"), dict) and isinstance(h["explain"].get("rrf"), dict)
-            and h["explain"]["rrf"].get("weight", 1.0) != 1.0 for h in answer.hits)
+        reranked = mode == "query" and really_reranked(answer.hits, answer.stderr)
         results = to_results(answer.hits, mode, self.name, coverage=coverage, reranked=reranked)
         return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
 
@@ -328,9 +342,9 @@ def index_lock(path: Path) -> Iterator[None]:
 
 def build_collection(transport: CliTransport, source: Path, name: str, mask: str, lock_path: Path,
                      *, timeout_s: float = 120.0) -> None:
-    """(Re)index ``source`` as collection ``name`` under the index-writer lock. Raises RuntimeError."""
-    import subprocess
+    """(Re)index ``source`` as collection ``name`` under the index-writer lock.
 
+    Raises RuntimeError (qmd failed) or subprocess.TimeoutExpired."""
     def call(subcommand: str, options: list[str], arg: str | None = None) -> subprocess.CompletedProcess[bytes]:
         argv = transport.argv(subcommand, options, arg)
         return subprocess.run(argv, cwd=transport.cwd, env=transport.env, capture_output=True, timeout=timeout_s,
@@ -363,6 +377,6 @@ def demo_setup(workspace: Path, state_dir: Path) -> dict:
         raise DemoUnavailable(str(exc)) from None
     try:
         build_collection(transport, workspace.resolve(), DEMO_COLLECTION, DEMO_MASK, home / "index.lock")
-    except (RuntimeError, OSError) as exc:
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         raise DemoUnavailable(f"indexing the demo workspace with qmd failed: {exc}") from None
     return settings

@@ -172,3 +172,35 @@ def test_demo_setup_indexes_the_demo_workspace(tmp_path: Path) -> None:
                                                          signal=r"\bfind all usages of\b")))
     assert response.status == "success" and response.query_sent == "UserService"
     assert any(r.path == "src/models/user.ts" for r in response.results)
+
+
+@needs_qmd
+def test_index_writers_wait_for_the_lock(tmp_path: Path) -> None:
+    # Two concurrent `qmd update`s crash (SQLITE_CONSTRAINT_PRIMARYKEY); writers take a file lock.
+    import threading
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\nalpha bravo\n")
+    settings = {"index_path": str(tmp_path / "i.sqlite"), "config_dir": str(tmp_path / "cfg")}
+    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=tmp_path))
+    lock = tmp_path / "index.lock"
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            qmd_adapter.build_collection(backend.transport(), source, "kb", "**/*.md", lock)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    with qmd_adapter.index_lock(lock):
+        thread = threading.Thread(target=writer)
+        thread.start()
+        assert not done.wait(1.0), "the writer ran while another held the index lock"
+    assert done.wait(30) and not errors
+    thread.join()
+    response = asyncio.run(backend.search(BackendRequest("alpha", mode="search")))
+    assert response.status == "success"

@@ -103,3 +103,14 @@ hit = st.fixed_dictionaries({
 def test_relevance_is_always_within_0_and_1(hits: list[dict], mode: str, coverage: float, reranked: bool) -> None:
     for r in to_results(hits, mode, "qmd", coverage=coverage, reranked=reranked):
         assert 0.0 <= r.relevance <= 1.0 and "\n@@ " not in "\n" + r.content[:3]
+
+
+def test_reranker_fallback_scores_are_not_taken_as_relevance() -> None:
+    from memory_router.backends.qmd import really_reranked
+
+    real = [_query_hit(0.9, 0.83, 0.75), _query_hit(0.4, 0.2, 0.75)]
+    fallback = [_query_hit(0.88, 0.5, 0.75), _query_hit(0.5, 0.5, 0.75)]  # qmd's "fallback" reranker
+    skipped = [_query_hit(1.0, 0.0, 1.0)]  # --no-rerank: 1/rank only
+    assert really_reranked(real, "")
+    assert not really_reranked(real, "Reranker unavailable — skipping reranking (...)")
+    assert not really_reranked(fallback, "") and not really_reranked(skipped, "")
