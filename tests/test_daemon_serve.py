@@ -11,6 +11,7 @@ are registered by a small wrapper that then runs the real CLI entry point with `
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -103,6 +104,12 @@ def serve_argv(tmp_path: Path, state: Path, config: Path, *extra: str) -> list[s
             "--max-line-bytes", str(MAX_LINE_BYTES), *extra]
 
 
+def unique_sleep() -> str:
+    """A ``sleep`` duration no other test run uses (other checkouts may run this suite at the
+    same time), so its processes can be told apart in /proc."""
+    return f"{90 + secrets.randbelow(9)}.{secrets.randbelow(10**9):09d}1"
+
+
 def sleepers(marker: str) -> list[int]:
     """PIDs of the fake hang backend's ``sleep`` children still alive."""
     pids = []
@@ -169,7 +176,7 @@ def build_lines(n: int) -> tuple[bytes, dict[int, tuple[str, str | None]], Count
 
 
 def test_ten_thousand_mixed_lines_get_ten_thousand_answers(tmp_path: Path) -> None:
-    marker = "97.25"
+    marker = unique_sleep()
     state, config = setup_state(tmp_path, marker)
     payload, expect, anonymous = build_lines(10_000)
     proc = subprocess.run(serve_argv(tmp_path, state, config), input=payload, capture_output=True, timeout=180)
@@ -204,7 +211,7 @@ def test_ten_thousand_mixed_lines_get_ten_thousand_answers(tmp_path: Path) -> No
 
 
 def test_ordered_keeps_input_order(tmp_path: Path) -> None:
-    state, config = setup_state(tmp_path, "97.125")
+    state, config = setup_state(tmp_path, unique_sleep())
     lines = []
     for i in range(60):
         query = "hangpath" if i % 3 == 0 else "database schema"  # slow ones first in each triple
@@ -268,7 +275,7 @@ class Daemon:
 
 
 def test_sigterm_cancels_in_flight_requests_answers_them_and_leaves_no_processes(tmp_path: Path) -> None:
-    marker = "96.5"
+    marker = unique_sleep()
     state, config = setup_state(tmp_path, marker, cooldown=None, timeout_ms=60_000)
     daemon = Daemon(serve_argv(tmp_path, state, config, "--grace-ms", "300", "--concurrency", "4"), marker)
     try:
@@ -296,7 +303,7 @@ def test_sigterm_cancels_in_flight_requests_answers_them_and_leaves_no_processes
 
 
 def test_eof_finishes_in_flight_requests_then_exits_zero(tmp_path: Path) -> None:
-    state, config = setup_state(tmp_path, "96.25", cooldown=None)
+    state, config = setup_state(tmp_path, unique_sleep(), cooldown=None)
     lines = [orjson.dumps({"id": i, "query": "slowpath database schema UUID primary keys"}) for i in range(20)]
     started = time.monotonic()
     proc = subprocess.run(serve_argv(tmp_path, state, config), input=b"\n".join(lines), capture_output=True, timeout=60)
@@ -309,7 +316,7 @@ def test_eof_finishes_in_flight_requests_then_exits_zero(tmp_path: Path) -> None
 
 
 def test_bad_config_refuses_to_start_with_the_reason(tmp_path: Path) -> None:
-    state, config = setup_state(tmp_path, "96.125", cooldown={"failures": "three"})
+    state, config = setup_state(tmp_path, unique_sleep(), cooldown={"failures": "three"})
     proc = subprocess.run(serve_argv(tmp_path, state, config), input=b"", capture_output=True, timeout=30)
     assert proc.returncode == 2 and proc.stdout == b""
     assert "cooldown.failures" in proc.stderr.decode()
