@@ -1,5 +1,5 @@
 """``python -m memory_router`` is the ``memory-router`` command."""
 
-from .cli import main
+from .entry import main
 
 main()

@@ -81,6 +81,7 @@ def _read_query(query: str) -> str:
 LAZY_COMMANDS: dict[str, str] = {
     "mcp": "memory_router.mcp_server:mcp_command",
     "serve": "memory_router.daemon.cli:serve",
+    "daemon": "memory_router.daemon_cli:daemon",
 }
 
 
@@ -112,14 +113,23 @@ def main() -> None:
 @click.option("--pretty", is_flag=True, help="Indent the JSON.")
 @click.option("--timeout-ms", type=click.IntRange(1, 600_000), help="Per-backend timeout (default from router-config.json).")
 @click.option("--limit", type=click.IntRange(1, 1000), help="Results per backend (default from router-config.json).")
+@click.option("--daemon", "daemon_mode", type=click.Choice(["auto", "off", "require"]),
+              help="Use a warm daemon (`serve --socket`): auto (default, else in-process), off, require. Default: $MEMORY_ROUTER_DAEMON, else auto.")
+@click.option("--spawn", is_flag=True, help="If no daemon runs, start one in the background for the next queries (also $MEMORY_ROUTER_SPAWN=1).")
 @common_options
-def query(query: str, pretty: bool, timeout_ms: int | None, limit: int | None, **kw: Any) -> None:
+def query(query: str, pretty: bool, timeout_ms: int | None, limit: int | None, daemon_mode: str | None, spawn: bool, **kw: Any) -> None:
     """Route QUERY and print the router envelope (QUERY '-' reads standard input)."""
+    from . import client
     from .envelope import error_envelope
 
     text = query
     try:
         text = _read_query(query)
+        if not client.ATTEMPTED:  # the console script's fast path has not tried the daemon yet
+            code = client.route_via_daemon(text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn,
+                                           mode=daemon_mode, **kw)
+            if code is not None:
+                sys.exit(code)
         session = Session(Options(**kw))
         installed = session.installed()
         envelope = asyncio.run(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))

@@ -49,3 +49,39 @@ def starter_workspace(dest: Path, *, today: date | None = None) -> tuple[Path, P
 def run_cli(*args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([*CLI, *args], capture_output=True, input=input, env=full_env, timeout=timeout, check=False)
+
+
+# Total Recall's relevance includes recency measured in seconds (and rounded to 4 decimals), so
+# two runs a few seconds apart can differ in the last digit: that is a timing, like durations.
+RELEVANCE_TOLERANCE = 2e-4
+_RELEVANCE_KEYS = ("relevance", "normalized_relevance")
+
+
+def without_timings(envelope: dict) -> dict:
+    """The envelope minus what legitimately differs between two runs of the same query:
+    durations, and relevance values rounded (compare those with :func:`relevances`)."""
+    env = json.loads(json.dumps(envelope))
+    env.pop("router_duration_ms", None)
+    env.pop("backend_duration_ms", None)
+    for attempt in env.get("attempts") or []:
+        attempt.pop("duration_ms", None)
+        attempt.pop("normalized_relevance", None)
+    env.pop("normalized_relevance", None)
+    for result in env.get("results") or []:
+        result.pop("relevance", None)
+    return env
+
+
+def relevances(envelope: dict) -> list[float]:
+    values = [envelope.get("normalized_relevance", 0.0)]
+    values += [a.get("normalized_relevance", 0.0) for a in envelope.get("attempts") or []]
+    values += [r.get("relevance", 0.0) for r in envelope.get("results") or []]
+    return values
+
+
+def assert_same_answer(a: dict, b: dict, what: str = "") -> None:
+    """Identical envelopes apart from timings (see :func:`without_timings`)."""
+    assert without_timings(a) == without_timings(b), what
+    assert list(a) == list(b), f"{what}: field order differs"
+    ra, rb = relevances(a), relevances(b)
+    assert len(ra) == len(rb) and all(abs(x - y) <= RELEVANCE_TOLERANCE for x, y in zip(ra, rb)), f"{what}: {ra} != {rb}"

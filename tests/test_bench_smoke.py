@@ -20,6 +20,7 @@ SCRIPTS = {
     "cold_start.py": ["CLI cold start", "Inside one `query` process", "python -X importtime"],
     "totalrecall_scale.py": ["Total Recall search", "Warm search split"],
     "fallback.py": ["Fallback cost"],
+    "daemon_client.py": ["memory-router query per call", "python -X importtime of one warm `query`"],
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from ._client_support import run_cli, starter_workspace
+from ._client_support import assert_same_answer, run_cli, starter_workspace
 
 if os.environ.get("CI"):
     import mcp  # noqa: F401  (CI must have the extra)
@@ -45,14 +45,6 @@ def with_session(args: list[str], body: Callable[[ClientSession], Awaitable[Any]
                 return await body(session)
 
     return asyncio.run(asyncio.wait_for(run(), timeout=60))
-
-
-def without_timings(envelope: dict) -> dict:
-    env = dict(envelope)
-    env.pop("router_duration_ms")
-    env.pop("backend_duration_ms")
-    env["attempts"] = [{k: v for k, v in a.items() if k != "duration_ms"} for a in env["attempts"]]
-    return env
 
 
 def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
@@ -87,7 +79,7 @@ def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspa
     for q, (queried, routed) in zip(queries, answers):
         assert not queried.is_error and not routed.is_error
         cli_env = json.loads(run_cli("query", q, "--limit", "2", *flags, env={"MEMORY_ROUTER_DAEMON": "off"}).stdout)
-        assert without_timings(queried.structured_content) == without_timings(cli_env)
+        assert_same_answer(queried.structured_content, cli_env, q)
         # The text content is the same envelope, for hosts that only read text.
         assert json.loads(queried.content[0].text) == queried.structured_content
         cli_plan = json.loads(run_cli("route", "--json", q, *flags).stdout)

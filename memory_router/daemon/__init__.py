@@ -1,6 +1,7 @@
 """The dispatch daemon: one warm router process fed JSON-lines queries.
 
 ``service.Service`` handles requests independently of any transport; ``stdio`` is the
-stdin/stdout transport behind ``memory-router serve``; ``protocol`` parses request lines;
+stdin/stdout transport behind ``memory-router serve``; ``socket_server`` the Unix-socket transport
+behind ``serve --socket`` (answered by the thin client in :mod:`memory_router.client`); ``protocol`` parses request lines;
 ``stats`` keeps the counters behind ``{"op": "stats"}``.
 """

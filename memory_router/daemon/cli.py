@@ -33,8 +33,14 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
 @click.option("--grace-ms", type=click.IntRange(0, 600_000), default=5000, show_default=True,
               help="On SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled.")
 @click.option("--no-reload", is_flag=True, help="Do not watch router-config.json and backends.json for changes.")
+@click.option("--socket", "socket_path", metavar="[PATH]", is_flag=False, flag_value="", default=None,
+              help="Serve clients on a Unix socket instead of stdin/stdout (PATH default: $MEMORY_ROUTER_SOCKET, "
+                   "else <state dir>/router.sock); `memory-router query` uses it when it answers.")
+@click.option("--idle-exit", type=click.FloatRange(0), default=0, show_default=True,
+              help="With --socket: exit after this many seconds without clients or requests (0: never).")
 @common_options
-def serve(ordered: bool, grace_ms: int, no_reload: bool, concurrency: int, max_line_bytes: int, **kw: Any) -> None:
+def serve(ordered: bool, grace_ms: int, no_reload: bool, concurrency: int, max_line_bytes: int,
+          socket_path: str | None, idle_exit: float, **kw: Any) -> None:
     """Answer JSON-lines queries on stdin, one JSON response per line on stdout.
 
     A request is {"id": ..., "query": "...", "timeout_ms": N, "limit": N, "deadline_ms": N,
@@ -43,5 +49,17 @@ def serve(ordered: bool, grace_ms: int, no_reload: bool, concurrency: int, max_l
     """
     from .stdio import serve_stdio
 
+    if socket_path is None and idle_exit:
+        raise click.UsageError("--idle-exit applies to --socket")
+    if socket_path is not None and ordered:
+        raise click.UsageError("--ordered applies to stdin mode; socket clients match responses by id")
     service = build_service(concurrency=concurrency, max_line_bytes=max_line_bytes, **kw)
+    if socket_path is not None:
+        from pathlib import Path
+
+        from ..client import socket_path as default_socket_path
+        from .socket_server import serve_socket
+
+        path = Path(socket_path) if socket_path else Path(default_socket_path(str(service.state_dir)))
+        sys.exit(serve_socket(service, path, idle_exit_s=idle_exit, grace_s=grace_ms / 1000, reload=not no_reload))
     sys.exit(serve_stdio(service, ordered=ordered, grace_s=grace_ms / 1000, reload=not no_reload))

@@ -1,0 +1,469 @@
+"""The thin client: answer ``memory-router query`` from a warm daemon over its Unix socket.
+
+This module is on the hot path of every query an agent makes, so it imports only the standard
+library (and orjson, for ``--pretty`` only): no click, no pydantic, no regex, no router. If a
+daemon answers, the envelope it returns is printed and the process exits; otherwise
+:func:`route_via_daemon` returns ``None`` and the caller routes in-process exactly as before.
+
+Wire protocol (JSON lines over a stream socket, the same lines as ``serve`` on stdin)::
+
+    -> {"op": "hello", "protocol": 1, "version": "0.1.0"}
+    <- {"op": "hello", "protocol": 1, "version": "0.1.0", "pid": 123, "context": {...}}
+    -> {"query": "auth", "limit": 5}
+    <- {"id": null, "query_echo": "auth", ...the envelope...}
+
+The daemon answers a client only with the same *context*: state dir, backends.json,
+router-config.json, working directory and the environment variables the router and its adapters
+read (:func:`context`). Anything else would let a daemon started elsewhere answer with other
+memory, so a mismatch routes in-process. A daemon speaking another protocol version is skipped
+with a warning on stderr.
+
+``MEMORY_ROUTER_DAEMON`` (or ``query --daemon``): ``auto`` (default) uses a daemon when one
+answers, ``off`` never tries, ``require`` fails (exit 2, ``DAEMON_UNAVAILABLE``) rather than
+route in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+# The C module behind `socket`: importing `socket` itself builds its enums, about a quarter of
+# this process's own import time on the warm path. Only AF_UNIX stream sockets are used here.
+import _socket
+
+from . import __version__
+
+PROTOCOL = 1
+SOCKET_NAME = "router.sock"
+MODES = ("auto", "off", "require")
+DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"
+
+# Environment variables that can change an answer: the router's own, every adapter's (by
+# prefix), and the few generic ones adapters read (binary lookup, ~, caches). The daemon and the
+# client must agree on all of them. The daemon switches are not part of the answer.
+ENV_PREFIXES = ("OPENCLAW_", "MEMORY_ROUTER_", "QMD_", "COGNEE_", "LOSSLESS_", "TOTALRECALL_")
+ENV_NAMES = frozenset({"HOME", "PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"})
+ENV_IGNORED = frozenset({"MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN", "MEMORY_ROUTER_IDLE_EXIT"})
+
+# Daemon answers that are not an answer to the query: route in-process instead.
+_RETRY_IN_PROCESS = frozenset({"SHUTTING_DOWN", "INTERNAL_ERROR", "INVALID_REQUEST", "REQUEST_TOO_LARGE"})
+# Error codes the in-process CLI exits 2 for (usage/configuration); other errors exit 1.
+_USAGE_CODES = frozenset({
+    "EMPTY_QUERY", "QUERY_TOO_LONG", "INVALID_UTF8", "BACKENDS_JSON_MISSING", "BACKENDS_JSON_INVALID",
+    "CONFIG_INVALID", DAEMON_UNAVAILABLE,
+})
+_MAX_RESPONSE = 64 << 20
+
+# Set once a daemon has been tried for this process, so the click command does not try again.
+ATTEMPTED = False
+
+
+class DaemonError(Exception):
+    """The daemon could not be used (not there, wrong owner, wrong protocol, broken connection)."""
+
+
+# ---------------------------------------------------------------------- paths and context
+# These mirror memory_router.paths (flag, then environment, then default) with os.path only, so
+# the hot path does not import pathlib; tests check that both resolve identically.
+
+
+def resolve_state_dir(flag: str | None) -> str:
+    chosen = flag or os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw/state"
+    return os.path.expanduser(chosen)
+
+
+def resolve_backends_json(state_dir: str, flag: str | None) -> str:
+    return os.path.expanduser(flag) if flag else os.path.join(state_dir, "backends.json")
+
+
+def resolve_config(flag: str | None) -> str:
+    chosen = flag or os.environ.get("MEMORY_ROUTER_CONFIG")
+    if chosen:
+        return os.path.expanduser(chosen)
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "router-config.json")
+
+
+def socket_path(state_dir: str, flag: str | None = None) -> str:
+    """``flag``, else ``$MEMORY_ROUTER_SOCKET``, else ``<state dir>/router.sock``."""
+    chosen = flag or os.environ.get("MEMORY_ROUTER_SOCKET")
+    return os.path.expanduser(chosen) if chosen else os.path.join(state_dir, SOCKET_NAME)
+
+
+def context(*, cwd: str, environ: dict[str, str] | os._Environ[str], state_dir: str, backends_json: str, config: str) -> dict:
+    """What must be equal for a daemon's answer to be the answer this process would compute."""
+
+    def absolute(path: str) -> str:
+        return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+
+    env = {
+        k: v for k, v in environ.items()
+        if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and k not in ENV_IGNORED
+    }
+    return {
+        "cwd": os.path.normpath(cwd),
+        "state_dir": absolute(state_dir),
+        "backends_json": absolute(backends_json),
+        "config": absolute(config),
+        "env": dict(sorted(env.items())),
+    }
+
+
+def context_diff(mine: dict, theirs: object) -> list[str]:
+    """The keys (``env.NAME`` for variables) on which two contexts differ."""
+    if not isinstance(theirs, dict):
+        return ["context"]
+    diff = [k for k in ("cwd", "state_dir", "backends_json", "config") if mine.get(k) != theirs.get(k)]
+    their_env = theirs.get("env") if isinstance(theirs.get("env"), dict) else {}
+    for name in sorted(set(mine["env"]) | set(their_env)):
+        if mine["env"].get(name) != their_env.get(name):
+            diff.append(f"env.{name}")
+    return diff
+
+
+# ---------------------------------------------------------------------- the connection
+
+
+class Connection:
+    """One client connection: send a JSON line, read a JSON line."""
+
+    def __init__(self, path: str, *, timeout: float = 2.0) -> None:
+        self.path = path
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise DaemonError(f"no daemon socket at {path}") from exc
+        # Never talk to a socket another user could have planted (the state dir is ours).
+        if not stat.S_ISSOCK(st.st_mode):
+            raise DaemonError(f"{path} is not a socket")
+        if st.st_uid != os.getuid():
+            raise DaemonError(f"{path} belongs to uid {st.st_uid}, not to this user; not using it")
+        self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except OSError as exc:
+            self.sock.close()
+            raise DaemonError(f"no daemon answers at {path} ({exc.strerror or exc})") from exc
+        self._buf = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, line: bytes) -> None:
+        self.sock.sendall(line + b"\n")
+
+    def receive(self, timeout: float | None) -> bytes:
+        self.sock.settimeout(timeout)
+        while b"\n" not in self._buf:
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except TimeoutError as exc:
+                raise DaemonError(f"the daemon at {self.path} did not answer within {timeout:.0f} s") from exc
+            except OSError as exc:
+                raise DaemonError(f"the connection to {self.path} failed: {exc}") from exc
+            if not chunk:
+                raise DaemonError(f"the daemon at {self.path} closed the connection")
+            self._buf += chunk
+            if len(self._buf) > _MAX_RESPONSE:
+                raise DaemonError("the daemon's response is too large")
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def request(self, obj: dict, timeout: float | None = 10.0) -> dict:
+        import json
+
+        self.send(json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        raw = self.receive(timeout)
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise DaemonError(f"the daemon at {self.path} sent invalid JSON") from exc
+        if not isinstance(data, dict):
+            raise DaemonError(f"the daemon at {self.path} sent {type(data).__name__}, not an object")
+        return data
+
+    def hello(self) -> dict:
+        """The handshake; raises :class:`ProtocolMismatch` for a daemon of another version."""
+        reply = self.request({"op": "hello", "protocol": PROTOCOL, "version": __version__}, timeout=5.0)
+        if reply.get("op") != "hello" or reply.get("protocol") != PROTOCOL:
+            raise ProtocolMismatch(self.path, reply)
+        return reply
+
+
+class ProtocolMismatch(DaemonError):
+    def __init__(self, path: str, reply: dict) -> None:
+        self.reply = reply
+        theirs = reply.get("protocol") if reply.get("op") == "hello" else None
+        version = reply.get("version") if isinstance(reply.get("version"), str) else "an older version"
+        super().__init__(
+            f"the daemon at {path} ({version}, protocol {theirs if theirs is not None else 'unknown'}) "
+            f"does not speak this client's protocol {PROTOCOL} (memory-router {__version__}); "
+            "routing in-process. Restart it: memory-router daemon stop"
+        )
+
+
+# ---------------------------------------------------------------------- query
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"memory-router: {message}\n")
+    sys.stderr.flush()
+
+
+def _emit(envelope_line: bytes, pretty: bool) -> None:
+    if pretty:
+        import orjson
+
+        envelope_line = orjson.dumps(orjson.loads(envelope_line), option=orjson.OPT_INDENT_2)
+    out = sys.stdout.buffer
+    out.write(envelope_line + b"\n")
+    out.flush()
+
+
+def _error_envelope(query: str, code: str, message: str) -> bytes:
+    import json
+
+    return json.dumps({
+        "query_echo": query, "routed_to": None, "routed_mode": None, "fallback_chain": [], "fallbacks_used": 0,
+        "results": [], "result_count": 0, "normalized_relevance": 0.0, "status": "error",
+        "error_code": code, "error_message": message, "router_duration_ms": 0, "backend_duration_ms": 0,
+        "rule": None, "attempts": [],
+    }, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def daemon_mode(flag: str | None = None) -> str:
+    mode = flag or os.environ.get("MEMORY_ROUTER_DAEMON") or "auto"
+    if mode not in MODES:
+        _say(f"MEMORY_ROUTER_DAEMON must be one of {', '.join(MODES)}, not {mode!r}; using auto")
+        return "auto"
+    return mode
+
+
+def route_via_daemon(
+    query: str,
+    *,
+    timeout_ms: int | None = None,
+    limit: int | None = None,
+    pretty: bool = False,
+    state_dir: str | None = None,
+    backends_json: str | None = None,
+    config: str | None = None,
+    spawn: bool = False,
+    mode: str | None = None,
+) -> int | None:
+    """Answer ``query`` through the daemon and return the exit code, or ``None`` to route
+    in-process. In ``require`` mode it never returns ``None``."""
+    global ATTEMPTED
+    ATTEMPTED = True
+    mode = daemon_mode(mode)
+    if mode == "off":
+        return None
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # undecodable bytes from argv: the in-process path decides what they mean
+    spawn = spawn or os.environ.get("MEMORY_ROUTER_SPAWN", "") not in ("", "0")
+    state = resolve_state_dir(state_dir)
+    backends = resolve_backends_json(state, backends_json)
+    cfg = resolve_config(config)
+    path = socket_path(state)
+    mine = context(cwd=os.getcwd(), environ=os.environ, state_dir=state, backends_json=backends, config=cfg)
+
+    def unavailable(reason: str) -> int | None:
+        if mode != "require":
+            return None
+        _say(f"{reason} (MEMORY_ROUTER_DAEMON=require)")
+        _emit(_error_envelope(query, DAEMON_UNAVAILABLE, reason), pretty)
+        return 2
+
+    try:
+        conn = Connection(path)
+    except DaemonError as exc:
+        if not spawn:
+            return unavailable(str(exc))
+        spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config)
+        if mode != "require":
+            return None  # this query runs in-process; the next one finds the daemon warm
+        try:
+            conn = wait_for_daemon(path)
+        except DaemonError as exc2:
+            return unavailable(str(exc2))
+    with conn:
+        try:
+            hello = conn.hello()
+        except ProtocolMismatch as exc:
+            _say(f"warning: {exc}")
+            return unavailable(str(exc))
+        except DaemonError as exc:
+            return unavailable(str(exc))
+        diff = context_diff(mine, hello.get("context"))
+        if diff:
+            return unavailable(
+                f"the daemon at {path} (pid {hello.get('pid')}) serves another context (differs in "
+                f"{', '.join(diff)}); routing in-process"
+            )
+        request: dict = {"query": query}
+        if timeout_ms is not None:
+            request["timeout_ms"] = timeout_ms
+        if limit is not None:
+            request["limit"] = limit
+        # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.
+        wait = max(60.0, 8 * (timeout_ms or 5000) / 1000)
+        try:
+            import json
+
+            conn.send(json.dumps(request, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            raw = conn.receive(wait)
+        except (DaemonError, UnicodeEncodeError) as exc:
+            _say(f"warning: {exc}; routing in-process")
+            return unavailable(str(exc))
+    # The daemon echoes our (absent) id first: {"id":null,<the envelope's fields>}. Dropping
+    # that member leaves exactly the bytes the in-process CLI prints.
+    prefix = b'{"id":null,'
+    if not raw.startswith(prefix):
+        _say("warning: unexpected response from the daemon; routing in-process")
+        return unavailable("unexpected response from the daemon")
+    envelope_line = b"{" + raw[len(prefix):]
+    import json
+
+    try:
+        envelope = json.loads(envelope_line)
+    except ValueError:
+        _say("warning: the daemon sent invalid JSON; routing in-process")
+        return unavailable("the daemon sent invalid JSON")
+    code = envelope.get("error_code")
+    if code in _RETRY_IN_PROCESS:
+        _say(f"warning: the daemon answered {code}: {envelope.get('error_message')}; routing in-process")
+        return unavailable(f"the daemon answered {code}")
+    _emit(envelope_line, pretty)
+    if envelope.get("status") == "error":
+        _say(envelope.get("error_message") or "all backends failed")
+        return 2 if code in _USAGE_CODES else 1
+    return 0
+
+
+# ---------------------------------------------------------------------- spawning
+
+
+def spawn_daemon(*, state_dir: str | None, backends_json: str | None, config: str | None, idle_exit: float | None = None) -> int:
+    """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
+    process's working directory, environment and flags, so that it serves this context. Returns
+    its pid. Its stderr goes to ``<state dir>/daemon.log``."""
+    import subprocess
+
+    if idle_exit is None:
+        idle_exit = float(os.environ.get("MEMORY_ROUTER_IDLE_EXIT") or 600)
+    argv = [sys.executable, "-m", "memory_router", "serve", "--socket", "--idle-exit", f"{idle_exit:g}"]
+    for flag, value in (("--state-dir", state_dir), ("--backends-json", backends_json), ("--config", config)):
+        if value:
+            argv += [flag, value]
+    state = resolve_state_dir(state_dir)
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    log_fd = os.open(os.path.join(state, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_fd,
+            start_new_session=True, close_fds=True,
+        )
+    finally:
+        os.close(log_fd)
+    return proc.pid
+
+
+def wait_for_daemon(path: str, timeout: float = 15.0) -> Connection:
+    """Connect to a daemon that is starting up."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return Connection(path)
+        except DaemonError:
+            if time.monotonic() > deadline:
+                raise DaemonError(f"the daemon did not start listening on {path} within {timeout:.0f} s") from None
+            time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------- argv fast path
+
+_VALUE_OPTIONS = {"--timeout-ms": "timeout_ms", "--limit": "limit", "--state-dir": "state_dir",
+                  "--backends-json": "backends_json", "--config": "config", "--daemon": "mode"}
+_FLAG_OPTIONS = {"--pretty": "pretty", "--spawn": "spawn"}
+_INT_RANGES = {"timeout_ms": (1, 600_000), "limit": (1, 1000)}
+
+
+def parse_query_args(args: list[str]) -> dict | None:
+    """``query``'s arguments as the click command would read them, or ``None`` for anything
+    this simple parser does not handle exactly (help, bad values, unknown flags): click then
+    parses them and reports the error."""
+    opts: dict = {}
+    positional: list[str] = []
+    i = 0
+    only_args = False
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if only_args or arg == "-" or not arg.startswith("-"):
+            positional.append(arg)
+            continue
+        if arg == "--":
+            only_args = True
+            continue
+        name, eq, value = arg.partition("=")
+        if name in _FLAG_OPTIONS and not eq:
+            opts[_FLAG_OPTIONS[name]] = True
+        elif name in _VALUE_OPTIONS:
+            if not eq:
+                if i >= len(args):
+                    return None
+                value = args[i]
+                i += 1
+            key = _VALUE_OPTIONS[name]
+            if key in _INT_RANGES:
+                low, high = _INT_RANGES[key]
+                if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
+                    return None
+                opts[key] = int(value)
+            else:
+                if key == "mode" and value not in MODES:
+                    return None
+                opts[key] = value
+        else:
+            return None
+    if len(positional) != 1:
+        return None
+    opts["query"] = positional[0]
+    return opts
+
+
+def fast_query(args: list[str]) -> int | None:
+    """The console script's fast path for ``memory-router query ARGS``: the exit code if a
+    daemon answered (or ``require`` failed), else ``None`` (the click app runs the query)."""
+    opts = parse_query_args(args)
+    if opts is None or (opts.get("mode") or os.environ.get("MEMORY_ROUTER_DAEMON")) == "off":
+        return None
+    query = opts.pop("query")
+    if query == "-":
+        raw = sys.stdin.buffer.read()
+        try:
+            query = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            _restore_stdin(raw)  # the in-process path reports INVALID_UTF8 exactly as before
+            return None
+        _restore_stdin(raw)
+    return route_via_daemon(query, **opts)
+
+
+def _restore_stdin(raw: bytes) -> None:
+    """Put what was read back on sys.stdin, for the in-process path to read again."""
+    import io
+
+    sys.stdin = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8")

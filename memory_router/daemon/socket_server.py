@@ -1,0 +1,345 @@
+"""The Unix-socket transport of ``memory-router serve --socket [PATH]``.
+
+Same JSON-lines protocol as ``serve`` on stdin (each line a request, each answered by one line,
+matched by ``id``), one connection per client, many clients at once, all served by one warm
+:class:`~memory_router.daemon.service.Service`. Two transport-level ops are answered here and
+never reach the service:
+
+* ``{"op": "hello", "protocol": 1, ...}``: the handshake. The reply carries this daemon's
+  protocol and version, its pid and its *context* (state dir, config, backends.json, working
+  directory, relevant environment; see :func:`memory_router.client.context`), which the client
+  compares with its own before trusting the daemon's answers.
+* ``{"op": "shutdown"}``: ``memory-router daemon stop``.
+
+Safety:
+
+* The socket is created ``0600`` (under a ``0177`` umask, so it is never reachable by others even
+  for an instant) in the state directory, which must belong to this user. A peer whose uid
+  (``SO_PEERCRED``) is not ours is refused before anything is read.
+* One daemon per socket: an exclusive ``flock`` on ``<socket>.lock`` (which holds the pid) is taken
+  before binding and held for the daemon's life. If it is held, a live daemon owns the socket and
+  this one refuses to start; if it is free, a leftover socket file is stale and is removed (only a
+  socket, never another kind of file).
+* A client cannot take the daemon down: lines are capped at the service's ``max_line_bytes``
+  (the rest of a longer line is skipped and answered ``REQUEST_TOO_LARGE``), every exception in a
+  connection ends that connection only, connections are capped, and a client's in-flight requests
+  are cancelled when it disconnects.
+* On SIGTERM/SIGINT, ``shutdown`` or idle timeout: stop accepting, give in-flight requests
+  ``grace_s``, cancel the rest (adapters kill their process groups), remove the socket, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..client import PROTOCOL, context
+
+_SNIFF_BYTES = 512
+_TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
+MAX_CLIENTS = 256
+PER_CONNECTION_IN_FLIGHT = 64
+
+
+class SocketInUse(Exception):
+    """Another live daemon holds the socket, or the path is not ours to take."""
+
+
+def _say(message: str) -> None:
+    print(f"memory-router serve: {message}", file=sys.stderr, flush=True)
+
+
+class SocketServer:
+    def __init__(self, service: Any, path: Path, *, idle_exit_s: float = 0.0, grace_s: float = 5.0,
+                 max_clients: int = MAX_CLIENTS) -> None:
+        self.service = service
+        self.path = path
+        self.lock_path = path.with_name(path.name + ".lock")
+        self.idle_exit_s = idle_exit_s
+        self.grace_s = grace_s
+        self.max_clients = max_clients
+        self.started = time.time()
+        self.last_activity = time.monotonic()
+        self.connections: set[asyncio.Task[None]] = set()
+        self.in_flight: set[asyncio.Task[Any]] = set()
+        self.stopping: asyncio.Event | None = None
+        self.stop_reason = ""
+        self._lock_fd: int | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._inode: int | None = None
+        self.context = context(
+            cwd=str(service.context.cwd), environ=dict(service.context.environ),
+            state_dir=str(service.state_dir), backends_json=str(service.backends_path), config=str(service.config_path),
+        )
+
+    # ------------------------------------------------------------------ claiming the socket
+
+    def claim(self) -> None:
+        """Take the lock and clear a stale socket; raise :class:`SocketInUse` if not ours."""
+        folder = self.path.parent
+        if not folder.is_dir():
+            raise SocketInUse(f"{folder} does not exist; create the state directory first (or pass --socket PATH)")
+        st = folder.stat()
+        if st.st_uid != os.getuid():
+            raise SocketInUse(f"{folder} belongs to uid {st.st_uid}, not to this user; refusing to serve from it")
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            raise SocketInUse(f"{folder} is writable by everyone; refusing to put the socket there")
+        if len(os.fsencode(self.path)) > 107:
+            raise SocketInUse(f"the socket path {self.path} is longer than a Unix socket path may be (107 bytes); pass a shorter --socket PATH")
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise SocketInUse(f"another memory-router daemon (pid {holder}) is serving {self.path}; "
+                              "stop it first: memory-router daemon stop") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+        try:
+            existing = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(existing.st_mode):
+            self.release()
+            raise SocketInUse(f"{self.path} exists and is not a socket; not replacing it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(self.path))
+        except OSError:
+            os.unlink(self.path)  # stale: nothing listens, and we hold the lock
+            _say(f"removed a stale socket at {self.path}")
+        else:
+            self.release()
+            raise SocketInUse(f"something is already listening on {self.path}; not replacing it")
+        finally:
+            probe.close()
+
+    def release(self) -> None:
+        if self._inode is not None:
+            try:  # remove the socket only if it is still the one we bound
+                if os.lstat(self.path).st_ino == self._inode:
+                    os.unlink(self.path)
+            except OSError:
+                pass
+            self._inode = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    # ------------------------------------------------------------------ serving
+
+    async def run(self, *, reload: bool = True) -> int:
+        self.stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop, f"signal {signal.Signals(sig).name}")
+        if hasattr(self.service, "reload"):
+            loop.add_signal_handler(signal.SIGHUP, self.service.reload)
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._connection, path=str(self.path))
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+        self._inode = os.lstat(self.path).st_ino
+        if reload:
+            await self.service.start()
+        _say(f"listening on {self.path} (pid {os.getpid()}, protocol {PROTOCOL}, memory-router {__version__}"
+             + (f", exits after {self.idle_exit_s:g} s idle" if self.idle_exit_s else "") + ")")
+        idle = asyncio.create_task(self._idle_watch()) if self.idle_exit_s else None
+        try:
+            await self.stopping.wait()
+        finally:
+            _say(f"stopping: {self.stop_reason}")
+            self._server.close()
+            if idle:
+                idle.cancel()
+            await self._drain()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            await self.service.aclose()
+            self.release()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
+        return 0
+
+    def stop(self, reason: str) -> None:
+        if self.stopping is not None and not self.stopping.is_set():
+            self.stop_reason = reason
+            self.stopping.set()
+
+    async def _drain(self) -> None:
+        if self.in_flight:
+            _, pending = await asyncio.wait(set(self.in_flight), timeout=self.grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2.0)
+        for conn in list(self.connections):
+            conn.cancel()
+        if self.connections:
+            await asyncio.wait(set(self.connections), timeout=2.0)
+
+    async def _idle_watch(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, self.idle_exit_s))
+            if not self.connections and not self.in_flight and time.monotonic() - self.last_activity >= self.idle_exit_s:
+                self.stop(f"idle for {self.idle_exit_s:g} s")
+                return
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(task)
+        self.last_activity = time.monotonic()
+        mine: set[asyncio.Task[Any]] = set()
+        try:
+            refusal = self._refusal(writer)
+            if refusal:
+                writer.write(self.service.dumps(self.service.error_response(None, "FORBIDDEN", refusal)) + b"\n")
+                await writer.drain()
+                return
+            slots = asyncio.Semaphore(PER_CONNECTION_IN_FLIGHT)
+            async for item in _lines(reader, self.service.max_line_bytes):
+                self.last_activity = time.monotonic()
+                await slots.acquire()
+                request = asyncio.create_task(self._answer(item, writer, slots))
+                mine.add(request)
+                self.in_flight.add(request)
+                request.add_done_callback(mine.discard)
+                request.add_done_callback(self.in_flight.discard)
+                if self.stopping is not None and self.stopping.is_set():
+                    break
+            if mine:  # EOF: let this client's requests finish before closing
+                await asyncio.wait(set(mine))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # one broken connection must never take the daemon down
+            _say(f"connection error: {exc!r}")
+        finally:
+            for request in mine:
+                request.cancel()  # the client is gone: stop its backends
+            self.connections.discard(task)
+            self.last_activity = time.monotonic()
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    def _refusal(self, writer: asyncio.StreamWriter) -> str | None:
+        if len(self.connections) > self.max_clients:
+            return f"too many clients (limit {self.max_clients}); retry later"
+        sock = writer.get_extra_info("socket")
+        if sock is not None and hasattr(socket, "SO_PEERCRED"):
+            try:
+                _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            except OSError:
+                return "could not identify the connecting user"
+            if uid != os.getuid():
+                return "this daemon serves only its own user"
+        return None
+
+    async def _answer(self, item: bytes | tuple[bytes, int], writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
+        try:
+            if isinstance(item, tuple):
+                response = self.service.oversized_line(*item)
+            else:
+                response = self._transport_op(item)
+                if response is None:
+                    response = await self.service.handle_line(item)
+            writer.write(response + b"\n")
+            await writer.drain()
+        except (ConnectionError, RuntimeError):
+            pass  # the client went away; nothing to answer
+        finally:
+            slots.release()
+
+    def _transport_op(self, line: bytes) -> bytes | None:
+        if len(line) > 4096 or not any(op in line for op in _TRANSPORT_OPS):
+            return None
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        op = data.get("op")
+        if op == "hello":
+            return orjson.dumps({
+                "id": data.get("id"), "op": "hello", "protocol": PROTOCOL, "version": __version__,
+                "pid": os.getpid(), "socket": str(self.path), "started": self.started,
+                "uptime_s": round(time.time() - self.started, 3), "clients": len(self.connections),
+                "context": self.context,
+            })
+        if op == "shutdown":
+            self.stop("shutdown requested by a client")
+            return orjson.dumps({"id": data.get("id"), "op": "shutdown", "status": "ok", "pid": os.getpid()})
+        return None
+
+
+async def _lines(reader: asyncio.StreamReader, max_line: int):
+    """Yield each line (bytes, without its newline), or ``(prefix, length)`` for a line longer
+    than ``max_line`` (never buffered whole). A last line without a newline is still a line."""
+    buf = bytearray()
+    skipping: list[Any] | None = None  # [prefix, length]
+    while True:
+        chunk = await reader.read(1 << 16)
+        if not chunk:
+            if skipping is not None:
+                yield (skipping[0], skipping[1])
+            elif buf:
+                yield bytes(buf)
+            return
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            end = nl if nl >= 0 else len(chunk)
+            if skipping is not None:
+                skipping[1] += end - start
+            else:
+                buf += chunk[start:end]
+                if len(buf) > max_line:
+                    skipping = [bytes(buf[:_SNIFF_BYTES]), len(buf)]
+                    buf.clear()
+            if nl < 0:
+                break
+            if skipping is not None:
+                yield (skipping[0], skipping[1])
+                skipping = None
+            else:
+                line = bytes(buf)
+                buf.clear()
+                yield line[:-1] if line.endswith(b"\r") else line
+            start = nl + 1
+
+
+def serve_socket(service: Any, path: Path, *, idle_exit_s: float = 0.0, grace_s: float = 5.0, reload: bool = True) -> int:
+    """Run the socket daemon until stopped; the exit code (2 if the socket is not ours)."""
+    server = SocketServer(service, path, idle_exit_s=idle_exit_s, grace_s=grace_s)
+    try:
+        server.claim()
+    except SocketInUse as exc:
+        _say(str(exc))
+        return 2
+    try:
+        return asyncio.run(server.run(reload=reload))
+    finally:
+        server.release()

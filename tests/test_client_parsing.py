@@ -1,0 +1,96 @@
+"""The thin client re-implements two small things so that the warm path imports no click and no
+pathlib-based helpers: query's argument parsing and the state/config path resolution. These
+tests hold both to the originals (click's parser, memory_router.paths)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_router import client, paths
+from memory_router.cli import main as cli_main
+
+QUERY_COMMAND = cli_main.get_command(click.Context(cli_main), "query")
+
+TOKENS = st.sampled_from([
+    "--pretty", "--spawn", "--limit", "--limit=5", "5", "0", "1001", "--timeout-ms", "2000", "--timeout-ms=-3",
+    "--state-dir", "/tmp/s", "--state-dir=~/x", "--backends-json", "b.json", "--config", "c.json", "--config=",
+    "--daemon", "off", "require", "bogus", "--daemon=auto", "--", "-", "auth", "find the function x", "-x",
+    "--help", "--unknown", "--limit=07", "--limit=٣",
+])
+
+
+def click_parse(args: list[str]) -> dict | None:
+    try:
+        ctx = QUERY_COMMAND.make_context("query", list(args))
+    except (click.UsageError, click.exceptions.Exit):
+        return None
+    return ctx.params
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(TOKENS, max_size=7))
+def test_fast_parser_agrees_with_click_whenever_it_answers(args: list[str]) -> None:
+    fast = client.parse_query_args(args)
+    if fast is None:
+        return  # click will parse it (and report the error) itself
+    slow = click_parse(args)
+    assert slow is not None, f"the fast path accepted {args!r}, which click refuses"
+    assert fast["query"] == slow["query"]
+    for key in ("timeout_ms", "limit", "state_dir", "backends_json", "config"):
+        assert fast.get(key) == slow[key], key
+    assert fast.get("mode") == slow["daemon_mode"]
+    assert fast.get("pretty", False) == slow["pretty"]
+    assert fast.get("spawn", False) == slow["spawn"]
+
+
+@pytest.mark.parametrize("args", [
+    ["auth"], ["auth", "--pretty", "--limit", "5"], ["--timeout-ms=2000", "find the function x"],
+    ["-", "--state-dir", "/tmp/s"], ["--", "--pretty"], ["x", "--daemon", "require", "--spawn"],
+])
+def test_fast_parser_handles_the_usual_invocations(args: list[str]) -> None:
+    assert client.parse_query_args(args) is not None
+    assert click_parse(args) is not None
+
+
+@pytest.mark.parametrize("args", [[], ["a", "b"], ["--help"], ["x", "--limit", "0"], ["x", "--limit"], ["x", "--nope"]])
+def test_fast_parser_leaves_errors_and_help_to_click(args: list[str]) -> None:
+    assert client.parse_query_args(args) is None
+
+
+NAMES = st.one_of(st.none(), st.sampled_from(["", "/abs/dir", "rel/dir", "~/home-rel", "~", "./x/../y"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(state_flag=NAMES, state_env=NAMES, backends_flag=NAMES, config_flag=NAMES, config_env=NAMES)
+def test_client_paths_match_memory_router_paths(state_flag, state_env, backends_flag, config_flag, config_env) -> None:
+    env = {k: v for k, v in {"OPENCLAW_STATE_DIR": state_env, "MEMORY_ROUTER_CONFIG": config_env}.items() if v is not None}
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("OPENCLAW_STATE_DIR", "MEMORY_ROUTER_CONFIG"):
+            mp.delenv(key, raising=False)
+        for key, value in env.items():
+            mp.setenv(key, value)
+        state = client.resolve_state_dir(state_flag)
+        assert Path(state) == paths.state_dir(state_flag, environ=os.environ)
+        assert Path(client.resolve_backends_json(state, backends_flag)) == paths.backends_json(Path(state), backends_flag)
+        expected_config = paths.config_file(config_flag, environ=os.environ) or paths.packaged_config()
+        assert Path(client.resolve_config(config_flag)) == expected_config
+
+
+def test_context_covers_what_changes_an_answer(tmp_path: Path) -> None:
+    base = dict(cwd=str(tmp_path), state_dir="s", backends_json="s/backends.json", config="c.json")
+    env = {"OPENCLAW_REPO_ROOT": "/r", "PATH": "/bin", "HOME": "/h", "TERM": "xterm", "MEMORY_ROUTER_DAEMON": "auto"}
+    mine = client.context(environ=env, **base)
+    assert mine["state_dir"] == str(tmp_path / "s")  # relative paths resolve against the cwd
+    assert set(mine["env"]) == {"OPENCLAW_REPO_ROOT", "PATH", "HOME"}  # TERM and the daemon switch do not matter
+    assert client.context_diff(mine, client.context(environ={**env, "TERM": "dumb"}, **base)) == []
+    other = client.context(environ={**env, "OPENCLAW_REPO_ROOT": "/elsewhere", "QMD_INDEX": "x"}, **base)
+    assert client.context_diff(mine, other) == ["env.OPENCLAW_REPO_ROOT", "env.QMD_INDEX"]
+    moved = client.context(environ=env, **{**base, "cwd": str(tmp_path / "sub")})
+    assert client.context_diff(mine, moved) == ["cwd", "state_dir", "backends_json", "config"]
+    assert client.context_diff(mine, "garbage") == ["context"]
