@@ -36,9 +36,11 @@ files that changed.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 import os
 import re
+import stat
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -295,20 +297,64 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]
 
 def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
     """(tier, path) for every memory file under ``root``, in Total Recall's search order."""
-    working = root / "CLAUDE.local.md"
-    if working.is_file():
-        yield "working", working
-    for tier, folder, recursive in (
-        ("registers", root / "memory" / "registers", False),
-        ("daily", root / "memory" / "daily", False),
-        ("archive", root / "memory" / "archive", True),
-    ):
-        if not folder.is_dir():
+    for tier, rel, _ in _scan(root):
+        yield tier, root.joinpath(*rel.split("/"))
+
+
+def _scan(root: Path) -> list[tuple[str, str, os.stat_result]]:
+    """(tier, relative posix path, stat) of every memory file, in :func:`memory_files` order.
+
+    One ``os.scandir`` walk instead of pathlib's glob + is_file + stat: the daemon runs this on
+    every query to notice changed files, and with 10,000 files pathlib's per-path objects cost
+    more than the system calls. Same selection as ``folder.glob("*.md")`` /
+    ``folder.rglob("*.md")`` + ``is_file()`` (symlinked files count, symlinked directories are
+    not descended into, unreadable directories are skipped), sorted as pathlib sorts paths
+    (by path components).
+    """
+    out: list[tuple[str, str, os.stat_result]] = []
+    base = os.fspath(root)
+    try:
+        st = os.stat(os.path.join(base, "CLAUDE.local.md"))
+        if stat.S_ISREG(st.st_mode):
+            out.append(("working", "CLAUDE.local.md", st))
+    except OSError:
+        pass
+    for tier, folder, recursive in (("registers", "registers", False), ("daily", "daily", False),
+                                    ("archive", "archive", True)):
+        top = os.path.join(base, "memory", folder)
+        if not os.path.isdir(top):
             continue
-        paths = folder.rglob("*.md") if recursive else folder.glob("*.md")
-        for path in sorted(paths):
-            if path.name != "_index.md" and path.is_file():
-                yield tier, path
+        found: list[tuple[tuple[str, ...], os.stat_result]] = []
+        _scan_dir(top, ("memory", folder), recursive, found)
+        found.sort(key=lambda item: item[0])
+        out.extend((tier, "/".join(parts), st) for parts, st in found)
+    return out
+
+
+def _scan_dir(directory: str, parts: tuple[str, ...], recursive: bool,
+              found: list[tuple[tuple[str, ...], os.stat_result]]) -> None:
+    try:
+        with os.scandir(directory) as it:
+            entries = list(it)
+    except PermissionError:
+        return
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if name.endswith(".md") and name != "_index.md":
+            try:
+                if entry.is_file():
+                    found.append(((*parts, name), entry.stat()))
+            except OSError:
+                pass  # vanished or unreadable between the listing and the stat: not a file now
+        if recursive:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                _scan_dir(entry.path, (*parts, name), True, found)
 
 
 @dataclass
@@ -319,37 +365,51 @@ class _Index:
     entries: list[Entry] = field(default_factory=list)
     postings: dict[str, list[int]] = field(default_factory=dict)
     idf: dict[str, float] = field(default_factory=dict)
+    term_sets: list[frozenset[str]] = field(default_factory=list)  # per entry, for scoring
+    _by_time: list[Entry] | None = None  # entries newest first, built on first use
 
     def refresh(self, root: Path) -> None:
         changed = False
         seen: set[str] = set()
-        for tier, path in memory_files(root):
-            key = str(path)
-            seen.add(key)
-            st = path.stat()
+        files = self.files
+        for tier, rel, st in _scan(root):
+            seen.add(rel)
             signature = (st.st_mtime_ns, st.st_size)
-            cached = self.files.get(key)
+            cached = files.get(rel)
             if cached is not None and cached[0] == signature:
                 continue
+            path = root.joinpath(*rel.split("/"))
             text = path.read_bytes().decode("utf-8", "replace")
-            rel = path.relative_to(root).as_posix()
-            self.files[key] = (signature, parse_file(tier, rel, text, st.st_mtime))
+            files[rel] = (signature, parse_file(tier, rel, text, st.st_mtime))
             changed = True
-        for gone in set(self.files) - seen:
-            del self.files[gone]
-            changed = True
+        if len(seen) != len(files):
+            for gone in set(files) - seen:
+                del files[gone]
+                changed = True
         if changed or not self.entries and self.files:
             self._rebuild()
 
     def _rebuild(self) -> None:
         self.entries = [e for _, entries in self.files.values() for e in entries]
         postings: dict[str, list[int]] = defaultdict(list)
+        term_sets: list[frozenset[str]] = []
         for i, entry in enumerate(self.entries):
-            for term in set(entry.terms):
+            present = frozenset(entry.terms)
+            term_sets.append(present)
+            for term in present:
                 postings[term].append(i)
         n = len(self.entries)
         self.postings = dict(postings)
+        self.term_sets = term_sets
         self.idf = {t: math.log(1 + n / (1 + len(ids))) for t, ids in postings.items()}
+        self._by_time = None
+
+    def by_time(self) -> list[Entry]:
+        """All entries, newest first (a stable sort, so ties keep index order); cached."""
+        if self._by_time is None:
+            stamp = datetime.min.replace(tzinfo=timezone.utc)
+            self._by_time = sorted(self.entries, key=lambda e: e.timestamp or stamp, reverse=True)
+        return self._by_time
 
     def idf_of(self, term: str) -> float:
         # A term the memory never mentions weighs the most: the memory cannot answer that part.
@@ -371,37 +431,111 @@ def _phrase_bonus(terms: list[str], entry_terms: tuple[str, ...]) -> float:
     return min(0.2, 0.1 * hits)
 
 
+# Up to this many candidates are simply all scored; beyond it, score() scores them by groups
+# of equal coverage, best group first, and stops early. More distinct query terms than
+# SUBSET_TERMS_LIMIT (2**n groups) also means scoring them all.
+ALL_CANDIDATES_LIMIT = 2000
+SUBSET_TERMS_LIMIT = 8
+
+
 def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[float, Entry]]:
+    """The ``limit`` best entries for ``query``, best first, as ``(relevance, entry)``.
+
+    Exactly what scoring every candidate (every entry holding a query term) and sorting would
+    return, ties included. With many candidates (common words over a 10,000-file memory: tens of
+    thousands) not all are scored: see :func:`_score_by_term_subsets`.
+    """
     terms = query_terms(query)
     if not terms:
-        recent = sorted(
-            index.entries,
-            key=lambda e: e.timestamp or datetime.min.replace(tzinfo=timezone.utc),
-            reverse=True,
-        )[:limit]
-        return [(round(NO_TERMS_RELEVANCE * _recency(e.timestamp, now), 4), e) for e in recent]
+        return [(round(NO_TERMS_RELEVANCE * _recency(e.timestamp, now), 4), e) for e in index.by_time()[:limit]]
     weights = {t: index.idf_of(t) for t in terms}
     total = sum(weights.values())
+    postings = index.postings
     candidates: set[int] = set()
     for term in terms:
-        candidates.update(index.postings.get(term, ()))
+        candidates.update(postings.get(term, ()))
+    if not candidates or limit <= 0:
+        return []
     quoted = [a or b for a, b in _QUOTED.findall(query)]
-    scored: list[tuple[float, Entry]] = []
-    for i in candidates:
-        entry = index.entries[i]
-        present = set(entry.terms)
-        coverage = sum(w for t, w in weights.items() if t in present) / total
-        bonus = _phrase_bonus(terms, entry.terms)
+    pairs = list(zip(terms, terms[1:]))
+    entries, term_sets = index.entries, index.term_sets
+    weight_items = tuple(weights.items())
+
+    def relevance_of(i: int) -> float:
+        entry = entries[i]
+        present = term_sets[i]
+        coverage = sum(w for t, w in weight_items if t in present) / total
+        bonus = 0.0
+        if pairs and any(a in present and b in present for a, b in pairs):
+            bonus = _phrase_bonus(terms, entry.terms)  # 0 unless both terms of a pair are present
         if quoted and any(q.lower() in entry.text.lower() for q in quoted):
             bonus += 0.2
         relevance = min(1.0, coverage + bonus)
         relevance *= TIER_WEIGHTS[entry.tier] * _recency(entry.timestamp, now)
         if entry.superseded:
             relevance *= SUPERSEDED_FACTOR
-        scored.append((round(relevance, 4), entry))
+        return round(relevance, 4)
+
+    held = [t for t, _ in weight_items if t in postings]  # query terms the memory holds at all
+    if len(candidates) <= max(limit, ALL_CANDIDATES_LIMIT) or len(held) > SUBSET_TERMS_LIMIT:
+        scored = {i: relevance_of(i) for i in candidates}
+    else:
+        scored = _score_by_term_subsets(held, weights, total, pairs, bool(quoted), postings, relevance_of, limit)
+    # Rank in the order the full candidate set would have been ranked in (set iteration order,
+    # stable sort), so ties come out exactly as when every candidate is scored.
     stamp = datetime.min.replace(tzinfo=timezone.utc)
-    scored.sort(key=lambda se: (se[0], se[1].timestamp or stamp), reverse=True)
-    return scored[:limit]
+    ranked = [(scored[i], entries[i]) for i in candidates if i in scored]
+    return heapq.nlargest(limit, ranked, key=lambda se: (se[0], se[1].timestamp or stamp))
+
+
+def _score_by_term_subsets(held: list[str], weights: dict[str, float], total: float,
+                           pairs: list[tuple[str, str]], quoted: bool, postings: dict[str, list[int]],
+                           relevance_of, limit: int) -> dict[int, float]:
+    """Score the candidates group by group, a group being the entries holding exactly the same
+    subset S of the query's terms, in falling order of the group's bound, until the bound is
+    below the ``limit``-th best score found (the entries left then rank strictly below).
+
+    Every entry of group S has coverage exactly ``w(S) / total`` (the same sum as in the
+    relevance), a phrase bonus of at most 0.1 per query pair inside S (at most 0.2), at most
+    0.2 for a quoted phrase, and tier weight, recency and superseded factor at most 1; so its
+    relevance is at most ``bound(S) = min(1, w(S)/total + phrase + quote)``. Most entries of a
+    big memory hold one common query word; their groups' bounds are low and are never scored.
+    """
+    groups = []
+    for mask in range(1, 1 << len(held)):
+        subset = [t for j, t in enumerate(held) if mask >> j & 1]
+        inside = set(subset)
+        coverage = sum(weights[t] for t in subset) / total
+        hits = sum(1 for a, b in pairs if a in inside and b in inside)
+        bound = min(1.0, coverage + min(0.2, 0.1 * hits) + (0.2 if quoted else 0.0))
+        # 1e-9: the bound adds in another order than the relevance; allow for float rounding.
+        groups.append((round(bound * (1 + 1e-9) + 1e-12, 4), mask, subset))
+    groups.sort(key=lambda g: g[0], reverse=True)
+    sets: dict[str, set[int]] = {}
+
+    def posting_set(term: str) -> set[int]:
+        found = sets.get(term)
+        if found is None:
+            found = sets[term] = set(postings[term])
+        return found
+
+    scored: dict[int, float] = {}
+    best: list[float] = []  # min-heap of the `limit` best scores so far
+    for bound, mask, subset in groups:
+        if len(best) >= limit and bound < best[0]:
+            break
+        members = set.intersection(*sorted((posting_set(t) for t in subset), key=len))
+        for j, term in enumerate(held):
+            if not mask >> j & 1 and members:
+                members -= posting_set(term)
+        for i in members:
+            value = relevance_of(i)
+            scored[i] = value
+            if len(best) < limit:
+                heapq.heappush(best, value)
+            elif value > best[0]:
+                heapq.heapreplace(best, value)
+    return scored
 
 
 def _iso(ts: datetime | None) -> str | None:

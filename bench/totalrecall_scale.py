@@ -1,8 +1,11 @@
 """Total Recall over 100 / 1,000 / 10,000 memory files: cold and warm search time.
 
 A generated memory root in Total Recall's layout (CLAUDE.local.md, memory/registers/*.md,
-memory/daily/YYYY-MM-DD.md, memory/archive/**.md; ~12 entries per file, topic words drawn from a
-Zipf-like vocabulary so common words are common) is searched through the adapter:
+memory/daily/YYYY-MM-DD.md, memory/archive/**.md; ~12 entries per file) is searched through the
+adapter. Words follow Zipf's law (frequency ~ 1/rank) over a 2,000-word vocabulary with the
+domain words of the queries at ranks 10-110, so "database" is in ~10% of entries
+(``--vocab realistic``); ``--vocab dense`` draws from those 100 domain words only, so the query
+words are in most entries (a worst case for scoring).
 
 * cold - a new backend instance per query (the CLI: every file read and parsed);
 * warm - the same instance again (the daemon: files unchanged, so only the stat() walk that
@@ -48,17 +51,46 @@ WORDS = ("database schema migration postgres index query cache redis auth token 
 PEOPLE = ["Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Goran", "Hana"]
 
 
-def sentence(rng: random.Random) -> str:
-    # Zipf-like: low-index words far more frequent.
-    words = [WORDS[min(len(WORDS) - 1, int(rng.paretovariate(1.2)) - 1)] for _ in range(rng.randint(6, 14))]
+GENERIC = "update fix added check issue work team today plan".split()
+
+
+def vocabulary(kind: str) -> tuple[list[str], list[float]]:
+    """(words, cumulative weights) for ``random.choices``."""
+    if kind == "dense":
+        words = list(WORDS)
+        weights = [1 / (r + 1) ** 1.2 for r in range(len(words))]
+    else:
+        rng = random.Random(99)
+        syllables = "ka lo mi ren sto vak pel dri nor tas qui bel zon fer gu lat".split()
+        filler: set[str] = set()
+        while len(filler) < 1900:
+            filler.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 3))))
+        domain = list(WORDS)
+        rng.shuffle(domain)
+        words = [*GENERIC, *domain, *sorted(filler)]
+        weights = [1 / (r + 1) for r in range(len(words))]
+    cumulative, acc = [], 0.0
+    for w in weights:
+        acc += w
+        cumulative.append(acc)
+    return words, cumulative
+
+
+def make_sentence(rng: random.Random, vocab: tuple[list[str], list[float]]) -> str:
+    words = rng.choices(vocab[0], cum_weights=vocab[1], k=rng.randint(6, 14))
     if rng.random() < 0.15:
         words.insert(rng.randrange(len(words)), rng.choice(["parseAuthToken", "UserService", "retry_with_backoff"]))
     return f"{rng.choice(PEOPLE)} " + " ".join(words)
 
 
-def build_root(root: Path, files: int, seed: int = 3) -> Path:
+def build_root(root: Path, files: int, seed: int = 3, vocab_kind: str = "realistic") -> Path:
     """A Total Recall memory root with ``files`` files (1 working, ~2% registers, ~60% daily, rest archive)."""
     rng = random.Random(seed)
+    vocab = vocabulary(vocab_kind)
+
+    def sentence(rng: random.Random) -> str:
+        return make_sentence(rng, vocab)
+
     registers = max(1, files // 50)
     daily = max(1, (files - 1 - registers) * 6 // 10)
     archive = max(0, files - 1 - registers - daily)
@@ -100,15 +132,17 @@ def timed_search(backend: TotalRecallBackend, query: str) -> float:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--sizes", default=None, help="comma-separated file counts (default 100,1000,10000)")
+    p.add_argument("--vocab", choices=["realistic", "dense"], default="realistic",
+                   help="word distribution of the generated memory (see above)")
     args = p.parse_args()
     sizes = [int(s) for s in (args.sizes or ("20,60" if args.quick else "100,1000,10000")).split(",")]
     reps = repeats(args, 5)
     rows, parts = [], []
-    print(f"Total Recall scaling: queries {QUERIES}; {environment_line()}")
+    print(f"Total Recall scaling: {args.vocab} vocabulary; queries {QUERIES}; {environment_line()}")
     for size in sizes:
         tmp = Path(tempfile.mkdtemp(prefix="mr-bench-tr-"))
         try:
-            root = build_root(tmp, size)
+            root = build_root(tmp, size, vocab_kind=args.vocab)
             entries = 0
             cold: list[float] = []
             cold_reps = reps if size < 10_000 else max(1, min(reps, 3))

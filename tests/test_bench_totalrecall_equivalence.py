@@ -1,0 +1,209 @@
+"""The Total Recall hot-path optimisations (bench issue) change speed, not answers.
+
+``reference_memory_files`` and ``reference_score`` are the adapter's original, straightforward
+implementations (pathlib glob + stat; score every candidate, sort everything), kept here verbatim
+as the specification. The optimised ``_scan``/``memory_files`` and the pruned ``score`` must
+return exactly the same files and the same ranked entries (ties included) for any memory and
+any query.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_router.backends import totalrecall
+from memory_router.backends.totalrecall import (
+    NO_TERMS_RELEVANCE,
+    SUPERSEDED_FACTOR,
+    TIER_WEIGHTS,
+    _QUOTED,
+    _Index,
+    _phrase_bonus,
+    _recency,
+    memory_files,
+    query_terms,
+    score,
+)
+
+
+def reference_memory_files(root: Path):
+    working = root / "CLAUDE.local.md"
+    if working.is_file():
+        yield "working", working
+    for tier, folder, recursive in (
+        ("registers", root / "memory" / "registers", False),
+        ("daily", root / "memory" / "daily", False),
+        ("archive", root / "memory" / "archive", True),
+    ):
+        if not folder.is_dir():
+            continue
+        paths = folder.rglob("*.md") if recursive else folder.glob("*.md")
+        for path in sorted(paths):
+            if path.name != "_index.md" and path.is_file():
+                yield tier, path
+
+
+def reference_score(index: _Index, query: str, limit: int, now: datetime):
+    terms = query_terms(query)
+    if not terms:
+        recent = sorted(
+            index.entries,
+            key=lambda e: e.timestamp or datetime.min.replace(tzinfo=timezone.utc),
+            reverse=True,
+        )[:limit]
+        return [(round(NO_TERMS_RELEVANCE * _recency(e.timestamp, now), 4), e) for e in recent]
+    weights = {t: index.idf_of(t) for t in terms}
+    total = sum(weights.values())
+    candidates: set[int] = set()
+    for term in terms:
+        candidates.update(index.postings.get(term, ()))
+    quoted = [a or b for a, b in _QUOTED.findall(query)]
+    scored = []
+    for i in candidates:
+        entry = index.entries[i]
+        present = set(entry.terms)
+        coverage = sum(w for t, w in weights.items() if t in present) / total
+        bonus = _phrase_bonus(terms, entry.terms)
+        if quoted and any(q.lower() in entry.text.lower() for q in quoted):
+            bonus += 0.2
+        relevance = min(1.0, coverage + bonus)
+        relevance *= TIER_WEIGHTS[entry.tier] * _recency(entry.timestamp, now)
+        if entry.superseded:
+            relevance *= SUPERSEDED_FACTOR
+        scored.append((round(relevance, 4), entry))
+    stamp = datetime.min.replace(tzinfo=timezone.utc)
+    scored.sort(key=lambda se: (se[0], se[1].timestamp or stamp), reverse=True)
+    return scored[:limit]
+
+
+def test_scan_selects_and_orders_files_like_pathlib_glob(tmp_path: Path) -> None:
+    root = tmp_path
+    (root / "CLAUDE.local.md").write_text("- working\n")
+    reg = root / "memory" / "registers"
+    reg.mkdir(parents=True)
+    for name in ("b.md", "a.md", "_index.md", "notes.txt", ".hidden.md", ".md", "UPPER.MD"):
+        (reg / name).write_text("- x\n")
+    (reg / "dir.md").mkdir()  # a directory named like a memory file is not one
+    (reg / "link.md").symlink_to(reg / "a.md")  # a symlinked file is a file
+    (reg / "dangling.md").symlink_to(reg / "missing.md")
+    daily = root / "memory" / "daily"
+    daily.mkdir()
+    (daily / "2026-11-02.md").write_text("- [09:00] y\n")
+    (daily / "2026-11-01.md").write_text("- [09:00] y\n")
+    arch = root / "memory" / "archive"
+    for rel in ("a/x.md", "a-b/x.md", "a/b/c.md", "a.b/z.md", ".hid/h.md", "top.md", "a/_index.md"):
+        (arch / rel).parent.mkdir(parents=True, exist_ok=True)
+        (arch / rel).write_text("old\n")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "o.md").write_text("outside\n")
+    (arch / "linked-dir").symlink_to(outside, target_is_directory=True)  # not descended into
+
+    got = list(memory_files(root))
+    assert got == list(reference_memory_files(root))
+    assert ("registers", reg / "link.md") in got and ("registers", reg / "dir.md") not in got
+
+
+def test_scan_without_memory_folders(tmp_path: Path) -> None:
+    assert list(memory_files(tmp_path)) == list(reference_memory_files(tmp_path)) == []
+    (tmp_path / "CLAUDE.local.md").mkdir()  # not a file
+    assert list(memory_files(tmp_path)) == []
+
+
+# A small vocabulary, so entries share terms, tie on scores and hit the pruning bounds.
+VOCAB = ["database", "schema", "cache", "redis", "auth", "token", "session", "queue", "retry",
+         "webhook", "deploy", "parseAuthToken", "user_service", "decided", "decision", "tokens"]
+
+
+def build_memory(root: Path, rng: random.Random, files: int) -> None:
+    today = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    (root / "memory" / "registers").mkdir(parents=True)
+    (root / "memory" / "daily").mkdir()
+    (root / "memory" / "archive" / "2025").mkdir(parents=True)
+
+    def words() -> str:
+        return " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 6)))
+
+    (root / "CLAUDE.local.md").write_text("# Working\n" + "".join(f"- {words()}\n" for _ in range(4)))
+    for f in range(files):
+        kind = f % 3
+        if kind == 0:
+            body = f"# Register {f}\n## [superseded: old] {words()}\n- **claim**: {words()}\n## Now\n- **claim**: {words()}\n"
+            (root / "memory" / "registers" / f"r{f}.md").write_text(body)
+        elif kind == 1:
+            day = (today - timedelta(days=f)).date().isoformat()
+            body = "".join(f"- [{h:02d}:00] {words()}\n" for h in range(8, 8 + rng.randint(1, 5)))
+            (root / "memory" / "daily" / f"{day}.md").write_text(body)
+        else:
+            body = "\n\n".join(words() for _ in range(rng.randint(1, 4)))
+            (root / "memory" / "archive" / "2025" / f"a{f}.md").write_text(body + "\n")
+    # Undated files take their mtime as time: make those older than the daily logs.
+    old = (today - timedelta(days=400)).timestamp()
+    for path in [root / "CLAUDE.local.md", *(root / "memory").rglob("*.md")]:
+        if "daily" not in path.parts:
+            os.utime(path, (old, old))
+
+
+@pytest.fixture(scope="module")
+def memory_index(tmp_path_factory: pytest.TempPathFactory) -> _Index:
+    root = tmp_path_factory.mktemp("tr-equivalence")
+    build_memory(root, random.Random(5), 60)
+    index = _Index()
+    index.refresh(root)
+    assert len(index.entries) > 100
+    return index
+
+
+query_text = st.lists(
+    st.one_of(st.sampled_from(VOCAB), st.sampled_from(["the", "what", "did", "we", "about", "recently"]),
+              st.sampled_from(VOCAB).map(lambda w: f'"{w}"'), st.sampled_from(["zebra", "x"])),
+    min_size=0, max_size=6,
+).map(" ".join)
+
+
+@pytest.mark.parametrize("all_candidates_limit", [totalrecall.ALL_CANDIDATES_LIMIT, 0],
+                         ids=["as-configured", "always-best-first"])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=query_text, limit=st.sampled_from([1, 2, 3, 5, 10, 40, 1000]),
+       now=st.sampled_from([datetime(2026, 12, 1, 12, tzinfo=timezone.utc),  # after every entry
+                            datetime(2026, 11, 20, tzinfo=timezone.utc),      # some entries in the future
+                            datetime(2031, 1, 1, tzinfo=timezone.utc)]))      # everything old: ties
+def test_pruned_score_equals_scoring_every_candidate(
+    memory_index: _Index, all_candidates_limit: int, query: str, limit: int, now: datetime
+) -> None:
+    """Both paths: few candidates are all scored; many are scored best-first (forced here with
+    a limit of 0, so this small memory exercises the pruning and its tie handling)."""
+    saved = totalrecall.ALL_CANDIDATES_LIMIT
+    totalrecall.ALL_CANDIDATES_LIMIT = all_candidates_limit
+    try:
+        got = score(memory_index, query, limit, now)
+    finally:
+        totalrecall.ALL_CANDIDATES_LIMIT = saved
+    want = reference_score(memory_index, query, limit, now)
+    assert [(r, e.path, e.line) for r, e in got] == [(r, e.path, e.line) for r, e in want]
+
+
+def test_score_follows_file_changes(tmp_path: Path) -> None:
+    build_memory(tmp_path, random.Random(9), 12)
+    index = _Index()
+    index.refresh(tmp_path)
+    now = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
+    before = score(index, "what was the last thing", 5, now)
+    newest = tmp_path / "memory" / "daily" / "2026-12-01.md"
+    newest.write_text("- [23:59] the newest redis cache decision\n")
+    os.utime(newest, None)
+    index.refresh(tmp_path)
+    after = score(index, "what was the last thing", 5, now)
+    assert after[0][1].path == "memory/daily/2026-12-01.md" and after != before
+    assert score(index, "redis cache", 3, now) == reference_score(index, "redis cache", 3, now)
+    newest.unlink()
+    index.refresh(tmp_path)
+    assert all(e.path != "memory/daily/2026-12-01.md" for e in index.entries)
+    assert score(index, "what was the last thing", 5, now) == reference_score(index, "what was the last thing", 5, now)
