@@ -23,7 +23,10 @@ when it is a single list). ``R`` is, per search type:
                    its two nodes and of the relation, identifiers also split into their
                    camelCase/snake_case parts; an identifier in the query also counts as
                    covered when all of its parts are
-    relevance    = coverage
+    relevance    = coverage, capped at 0.35 for Cognee's own structural edges (is_part_of,
+                   contains, is_a, made_from, belongs_to_set: a text chunk's place in its
+                   document, an entity's type), which tie text to documents, not entities
+                   to each other
 
 So "what depends on Postgres" scores 1.0 for every ``X --[depends_on]--> Postgres``; "how does
 ApiGateway relate to AuthService" scores 1.0 for the edge between them and 0.5 for an edge that
@@ -44,6 +47,10 @@ from .base import Result
 from .totalrecall import META_WORDS, STOPWORDS, _identifier_parts, index_terms, stem
 
 NO_TERMS_RELEVANCE = 0.35
+# Edges Cognee's own data model adds around the user's graph (chunk -> document, chunk ->
+# entity, entity -> type, summary -> chunk, node -> node set): context, never a strong answer.
+STRUCTURAL_RELATIONS = frozenset({"is_part_of", "contains", "is_a", "made_from", "belongs_to_set"})
+STRUCTURAL_CAP = NO_TERMS_RELEVANCE
 MAX_CONTENT_CHARS = 2000
 
 # Words that ask for *some* relation rather than naming an entity.
@@ -54,6 +61,7 @@ _RELATION_WORDS = frozenset(
 )
 _WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*", re.UNICODE)
 
+_NO_DATA = re.compile(r"No data found|NoDataError|No valid chunks")
 _CONNECTION = re.compile(r"^(?P<src>\S.*?) --\[(?P<rel>[^\]\n]+)\]--> (?P<dst>.+?)(?:\s{2,}\((?P<text>.*)\))?$")
 _NODE = re.compile(r"^Node: (?P<name>[^\n]+)\n__node_content_start__\n(?P<content>.*?)\n__node_content_end__", re.M | re.S)
 
@@ -87,8 +95,11 @@ def unwrap(payload: Any) -> tuple[list[DatasetAnswer], list[str]]:
         answers, errors = [], []
         for item in payload:
             name = item.get("dataset_name") or item.get("dataset_id")
-            if item.get("error"):
-                errors.append(f"dataset {name}: {item['error']}")
+            error = item.get("error")
+            # "No data found ..." is Cognee's NoDataError for a dataset with nothing of this
+            # kind (no chunks in a graph-only dataset): that dataset is empty, not failing.
+            if error and not _NO_DATA.search(str(error)):
+                errors.append(f"dataset {name}: {error}")
             if item.get("search_result") is not None:
                 answers.append(DatasetAnswer(name, item["search_result"]))
         return answers, errors
@@ -185,6 +196,8 @@ def relationship_results(
         score = relevance(terms, f"{rel.source} {rel.relation} {rel.target}")
         if score <= 0.0:
             continue
+        if rel.relation in STRUCTURAL_RELATIONS:
+            score = min(score, STRUCTURAL_CAP)
         content = rel.line + (f"  ({rel.text})" if rel.text else "")
         extra: dict[str, Any] = {"relationship": {"source": rel.source, "relation": rel.relation, "target": rel.target}}
         if nodes:

@@ -85,6 +85,18 @@ def test_unwraps_the_per_dataset_shape_and_the_bare_list():
     assert [(a.dataset, a.result) for a in answers] == [(None, [REAL_CONTEXT])] and errors == []
 
 
+def test_a_dataset_with_no_data_of_that_kind_is_empty_not_failing():
+    # real answer: CHUNKS over all datasets, one of which holds only a graph
+    no_chunks = {"dataset_id": "9a", "dataset_name": "arch", "dataset_tenant_id": None, "search_result": [],
+                 "error": "No data found in the system, please add data first."}
+    chunk = {"text": "Postgres failover: promote the replica", "document_name": "runbook.md", "score": 0.3}
+    with_chunks = {"dataset_id": "fb", "dataset_name": "runbooks", "dataset_tenant_id": None, "search_result": [chunk]}
+    results, errors = adapter.to_results([no_chunks, with_chunks], "chunks", "postgres failover", "cognee")
+    assert errors == [] and [(r.dataset, r.relevance) for r in results] == [("runbooks", 0.7)]
+    r = mapped(200, json=[no_chunks])
+    assert (r.status, r.error_code) == ("empty", None)
+
+
 def test_access_control_off_gives_the_same_results_without_a_dataset():
     on, _ = adapter.to_results(WRAPPED, "graph", "what depends on Postgres", "cognee")
     off, _ = adapter.to_results([REAL_CONTEXT], "graph", "what depends on Postgres", "cognee")
@@ -111,6 +123,13 @@ def test_entity_terms_drop_stopwords_and_relation_words_and_split_identifiers():
     # "api gateway" in the query is covered by the node ApiGateway, and ApiGateway by "Api Gateway"
     assert relevance(entity_terms("what calls the api gateway"), "ApiGateway depends_on AuthService") == 1.0
     assert relevance(entity_terms("what calls ApiGateway"), "Api Gateway depends_on AuthService") == 1.0
+
+
+def test_structural_edges_are_never_strong():
+    context = ("Connections:\nPostgres failover: promote the replica... [postgres, failover] --[is_part_of]--> runbook.md\n"
+               "AuthService --[depends_on]--> Postgres  (AuthService depends on Postgres.)")
+    results, _ = adapter.to_results([context], "graph", "what depends on Postgres", "cognee")
+    assert [(r.relationship["relation"], r.relevance) for r in results] == [("depends_on", 1.0), ("is_part_of", 0.35)]
 
 
 def test_a_query_naming_no_entity_is_weak_everywhere():

@@ -38,15 +38,39 @@ POSTGRES_DEPENDENTS = {"AuthService", "OrderService", "BillingWorker"}
 
 
 @pytest.fixture(scope="session")
-def cognee():
-    try:
-        srv = cognee_harness.start(PYTHON)
-    except cognee_harness.ServerStartError as exc:
-        pytest.fail(f"the real Cognee server did not come up: {exc}", pytrace=False)
-    print(f"\ncognee test server: {srv.timings}", file=sys.stderr)
-    yield srv
-    srv.stop()
-    shutil.rmtree(srv.root, ignore_errors=True)
+def servers():
+    """Two real servers, started in parallel: access control on (the default) and off."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        futures = {ac: pool.submit(cognee_harness.start, PYTHON, access_control=ac) for ac in (True, False)}
+        started, failures = {}, []
+        for ac, future in futures.items():
+            try:
+                started[ac] = future.result()
+            except cognee_harness.ServerStartError as exc:
+                failures.append(f"access_control={ac}: {exc}")
+    if failures:
+        for srv in started.values():
+            srv.stop()
+        pytest.fail("the real Cognee server did not come up: " + "\n".join(failures), pytrace=False)
+    for ac, srv in started.items():
+        print(f"\ncognee test server (access control {'on' if ac else 'off'}): {srv.timings}", file=sys.stderr)
+    yield started
+    for srv in started.values():
+        srv.stop()
+        shutil.rmtree(srv.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cognee(servers):
+    return servers[True]
+
+
+@pytest.fixture(scope="session")
+def cognee_open(servers):
+    """Access control off: no auth, and answers are a bare list (no per-dataset objects)."""
+    return servers[False]
 
 
 @pytest.fixture
@@ -65,6 +89,8 @@ def write_setup(tmp_path: Path, workspace: Path, cognee_settings: dict | None = 
                 chain_mode: str | None = None) -> tuple[Path, Path]:
     config = orjson.loads(packaged_config().read_bytes())
     config["backends"]["cognee"] = {"type": "cognee", "datasets": ["arch"], **(cognee_settings or {})}
+    if config["backends"]["cognee"]["datasets"] is None:
+        del config["backends"]["cognee"]["datasets"]
     config["backends"]["totalrecall"] = {"type": "totalrecall", "root": str(workspace)}
     if chain_mode:
         rule = next(r for r in config["rules"] if r["id"] == "relationship")
@@ -163,6 +189,52 @@ def test_no_searchable_chunks_is_empty_not_an_error(cognee, tmp_path, workspace)
     assert env["attempts"][0]["status"] == "empty"
     assert env["attempts"][0]["error_code"] is None
     assert log == ""
+
+
+def test_chunks_mode_scores_by_distance(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace, {"datasets": ["runbooks"]}, chain_mode="chunks")
+    env, _, _ = route(tmp_path, config, backends, "what depends on Postgres failover", key_env(cognee))
+    first = env["attempts"][0]
+    assert (first["backend"], first["mode"], first["status"]) == ("cognee", "chunks", "success")
+    # relevance = 1 - cosine distance; chunks at distance >= 1 are dropped. With the FAKE hashed
+    # embeddings the distances are large, so the best chunk is weak and the router moves on.
+    assert first["result_count"] >= 1
+    assert 0.0 < first["normalized_relevance"] < 1.0
+    if not first["accepted"]:
+        assert env["routed_to"] == "totalrecall"
+
+
+def test_lexical_mode_scores_by_coverage(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace, {"datasets": ["runbooks"]}, chain_mode="lexical")
+    env, _, _ = route(tmp_path, config, backends, "what depends on Postgres failover", key_env(cognee))
+    assert (env["status"], env["routed_to"], env["routed_mode"]) == ("success", "cognee", "lexical")
+    best = env["results"][0]
+    assert best["content"].startswith("Postgres failover: promote the replica")
+    assert (best["relevance"], best["document_name"], best["dataset"]) == (1.0, "runbook.md", "runbooks")
+
+
+def test_all_datasets_when_none_is_configured(cognee, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace, {"datasets": None})
+    env, _, _ = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee))
+    assert (env["status"], env["routed_to"]) == ("success", "cognee")
+    strong = [r for r in env["results"] if r["relevance"] >= 0.4]
+    assert {(r["relationship"]["source"], r["relationship"]["target"]) for r in strong} == {
+        (s, "Postgres") for s in POSTGRES_DEPENDENTS}
+    assert {r["dataset"] for r in strong} == {"arch"}
+    # the runbook dataset's chunk that mentions Postgres comes along, weak (structural edge)
+    assert all(r["relationship"]["relation"] == "is_part_of" and r["relevance"] == 0.35
+               for r in env["results"] if r["relevance"] < 0.4)
+
+
+def test_access_control_off_answers_a_bare_list(cognee_open, tmp_path, workspace):
+    config, backends = write_setup(tmp_path, workspace)
+    env, _, _ = route(tmp_path, config, backends, "what depends on Postgres", {"COGNEE_BASE_URL": cognee_open.base_url})
+    assert (env["status"], env["routed_to"]) == ("success", "cognee")
+    # One shared graph when access control is off: the runbook chunk's is_part_of edge shows
+    # up too, capped at 0.35 as a structural edge.
+    assert {(s, t) for s, _, t, rel in relationships(env) if rel == 1.0} == {(s, "Postgres") for s in POSTGRES_DEPENDENTS}
+    assert all(rel == 0.35 and r == "is_part_of" for _, r, _, rel in relationships(env) if rel < 1.0)
+    assert all("dataset" not in r for r in env["results"])  # no per-dataset wrapper to name it
 
 
 def test_cognee_down_falls_back_to_totalrecall(cognee, tmp_path, workspace):

@@ -47,6 +47,7 @@ import fake_embeddings  # noqa: E402
 
 DIM = 64
 DATASET = "arch"
+CHUNK_DATASET = "runbooks"
 USER = "default_user@example.com"
 TOKENIZER_MODEL = "local/fake-tok"
 # A minimal word-level tokenizer in the `tokenizers` library's JSON format: Cognee only counts
@@ -171,8 +172,12 @@ class ServerStartError(RuntimeError):
     pass
 
 
-def start(python: Path, root: Path | None = None, *, startup_timeout: float = 150.0) -> CogneeServer:
-    """Start everything; raise :class:`ServerStartError` with the server's log on failure."""
+def start(python: Path, root: Path | None = None, *, startup_timeout: float = 150.0,
+          access_control: bool = True) -> CogneeServer:
+    """Start everything; raise :class:`ServerStartError` with the server's log on failure.
+
+    ``access_control=False`` runs Cognee's single-user mode: no authentication, and search
+    answers come as a bare list instead of per-dataset objects (no API key is made)."""
     t0 = time.perf_counter()
     root = Path(root or tempfile.mkdtemp(prefix="cognee-test-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -208,7 +213,7 @@ def start(python: Path, root: Path | None = None, *, startup_timeout: float = 15
         "COGNEE_SKIP_CONNECTION_TEST": "true",
         "CACHING": "false",
         "ALLOW_CYPHER_QUERY": "true",
-        "ENABLE_BACKEND_ACCESS_CONTROL": "true",
+        "ENABLE_BACKEND_ACCESS_CONTROL": "true" if access_control else "false",
         "DEFAULT_USER_PASSWORD": password,
         "FASTAPI_USERS_JWT_SECRET": secrets.token_urlsafe(24),
         "HTTP_API_HOST": "127.0.0.1",
@@ -221,7 +226,7 @@ def start(python: Path, root: Path | None = None, *, startup_timeout: float = 15
 
     t = time.perf_counter()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(python), str(HERE / "serve.py"), DATASET], cwd=root, env=env,
+        proc = subprocess.Popen([str(python), str(HERE / "serve.py"), DATASET, CHUNK_DATASET], cwd=root, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     server = CogneeServer(f"http://127.0.0.1:{port}", "", password, DATASET, root, proc, log_path,
@@ -243,6 +248,9 @@ def start(python: Path, root: Path | None = None, *, startup_timeout: float = 15
         time.sleep(0.25)
     timings["server_start_s"] = time.perf_counter() - t
 
+    if not access_control:
+        timings["total_s"] = time.perf_counter() - t0
+        return server
     status, token = http_json("POST", server.base_url + "/api/v1/auth/login",
                               form={"username": USER, "password": password})
     if status != 200 or not isinstance(token, dict):

@@ -8,9 +8,10 @@ one JSON line.
 
 With access control on, data lives in a dataset owned by a user, so the points are written by a
 ``run_tasks`` pipeline over a dataset created for the default user, exactly as Cognee's own
-pipelines do. Prints one JSON line: the dataset id and the counts.
+pipelines do. A second dataset holds a few text chunks of one document (``DocumentChunk``
+points, the same way), so the chunk searches have something to find.
 
-    python load_graph.py arch
+    python load_graph.py [GRAPH_DATASET [CHUNK_DATASET]]     # arch, runbooks
 """
 
 from __future__ import annotations
@@ -32,12 +33,36 @@ COMPONENTS: list[tuple[str, str, list[str]]] = [
 ]
 
 
-async def load(dataset_name: str) -> dict:
-    from cognee.low_level import DataPoint, setup
+# A second dataset of text chunks (one runbook), for the chunks/lexical modes.
+RUNBOOK = "runbook.md"
+CHUNKS: list[str] = [
+    "Postgres failover: promote the replica, then restart AuthService and OrderService so they reconnect.",
+    "Flushing Redis logs every user out, because AuthService keeps its sessions there.",
+    "Kafka carries payment events from PaymentService to BillingWorker; replay them after an outage.",
+]
+
+
+async def _write(dataset_name: str, points: list, user) -> str:  # noqa: ANN001
     from cognee.modules.data.methods import load_or_create_datasets
     from cognee.modules.pipelines import Task, run_tasks
-    from cognee.modules.users.methods import get_default_user
     from cognee.tasks.storage import add_data_points
+
+    [dataset] = await load_or_create_datasets([dataset_name], [], user)
+
+    async def build(_data: object) -> list:
+        return points
+
+    tasks = [Task(build, needs_llm=False), Task(add_data_points, needs_llm=False)]
+    async for _info in run_tasks(tasks, dataset.id, data=[None], user=user, pipeline_name="router_test_data"):
+        pass
+    return str(dataset.id)
+
+
+async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> dict:
+    from cognee.low_level import DataPoint, setup
+    from cognee.modules.chunking.models import DocumentChunk
+    from cognee.modules.data.processing.document_types import TextDocument
+    from cognee.modules.users.methods import get_default_user
 
     class Component(DataPoint):
         name: str
@@ -51,19 +76,21 @@ async def load(dataset_name: str) -> dict:
     for name, _, deps in COMPONENTS:
         by_name[name].depends_on = [by_name[d] for d in deps]
 
+    doc = TextDocument(name=RUNBOOK, raw_data_location=RUNBOOK, external_metadata=None, mime_type="text/markdown")
+    chunks = [
+        DocumentChunk(text=text, chunk_size=len(text.split()), chunk_index=i, cut_type="paragraph_end",
+                      is_part_of=doc, contains=[], document_id=str(doc.id), document_name=RUNBOOK)
+        for i, text in enumerate(CHUNKS)
+    ]
+
     await setup()
     user = await get_default_user()
-    [dataset] = await load_or_create_datasets([dataset_name], [], user)
-
-    async def build(_data: object) -> list:
-        return list(by_name.values())
-
-    tasks = [Task(build, needs_llm=False), Task(add_data_points, needs_llm=False)]
-    async for _info in run_tasks(tasks, dataset.id, data=[None], user=user, pipeline_name="router_test_graph"):
-        pass
+    graph_id = await _write(graph_dataset, list(by_name.values()), user)
+    chunks_id = await _write(chunk_dataset, chunks, user)
     edges = sum(len(d) for _, _, d in COMPONENTS)
-    return {"dataset_id": str(dataset.id), "dataset_name": dataset_name, "nodes": len(COMPONENTS), "edges": edges}
+    return {graph_dataset: {"id": graph_id, "nodes": len(COMPONENTS), "edges": edges},
+            chunk_dataset: {"id": chunks_id, "chunks": len(chunks)}}
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(load(sys.argv[1] if len(sys.argv) > 1 else "arch"))), flush=True)
+    print(json.dumps(asyncio.run(load(*sys.argv[1:3]))), flush=True)

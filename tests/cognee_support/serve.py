@@ -3,7 +3,7 @@
 Runs under the Cognee venv's Python. Cognee's lifespan runs first (database migrations, the
 default user and its password); then :func:`load_graph.load` writes the test graph with
 ``add_data_points``; only then does uvicorn accept connections, so ``GET /health`` answering
-means the graph is there. Host, port and dataset: ``HTTP_API_HOST``, ``HTTP_API_PORT``, argv[1].
+means the graph is there. Host, port, datasets: ``HTTP_API_HOST``, ``HTTP_API_PORT``, argv[1:3] (graph, chunks).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def main(dataset: str) -> None:
+def main(datasets: list[str]) -> None:
     import uvicorn
     from cognee.api.client import app, lifespan
 
@@ -27,7 +27,7 @@ def main(dataset: str) -> None:
     @asynccontextmanager
     async def lifespan_with_graph(application):  # noqa: ANN001
         async with lifespan(application):
-            info = await load(dataset)
+            info = await load(*datasets)
             print("LOADED " + json.dumps(info), flush=True)
             yield
 
@@ -38,4 +38,4 @@ def main(dataset: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "arch")
+    main(sys.argv[1:3])
