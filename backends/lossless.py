@@ -405,7 +405,10 @@ class LosslessBackend:
             return BackendResponse.failure(self.name, request.query, BACKEND_UNAVAILABLE,
                                            self._unavailable_message(loc), duration_ms=watch.ms)
         try:
-            conn = connect_readonly(loc.path, busy_timeout_ms=self.settings.busy_timeout_ms)
+            # A lock wait is not interruptible (the progress handler does not run while SQLite
+            # sleeps on a busy lock), so it must not be allowed to outlive the router's timeout.
+            busy_ms = min(self.settings.busy_timeout_ms, max(1, int(request.timeout_s * 1000)))
+            conn = connect_readonly(loc.path, busy_timeout_ms=busy_ms)
         except sqlite3.Error as exc:
             return BackendResponse.failure(
                 self.name, request.query, BACKEND_UNAVAILABLE,

@@ -12,6 +12,7 @@ JSON goes to stdout, human diagnostics to stderr. Exit codes:
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,7 +133,7 @@ def query(query: str, pretty: bool, timeout_ms: int | None, limit: int | None, d
                 sys.exit(code)
         session = Session(Options(**kw))
         installed = session.installed()
-        envelope = asyncio.run(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
+        envelope = _run_abandoning(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
     except RouterError as exc:
         _say(str(exc))
         _write_json(error_envelope(text if text != "-" else "", exc.error_code, str(exc)).to_json(pretty=pretty))
@@ -141,9 +142,42 @@ def query(query: str, pretty: bool, timeout_ms: int | None, limit: int | None, d
     if envelope.status == "error":
         if envelope.error_code in ("EMPTY_QUERY", "QUERY_TOO_LONG"):
             _say(envelope.error_message or "")
-            sys.exit(EXIT_USAGE)
+            _leave(EXIT_USAGE)
         _say(envelope.error_message or "all backends failed")
-        sys.exit(EXIT_ERROR)
+        _leave(EXIT_ERROR)
+    _leave(EXIT_OK)
+
+
+def _run_abandoning(coro: Any) -> Any:
+    """``asyncio.run`` minus its final wait for the default executor: a worker thread the router
+    abandoned at its timeout (SQLite waiting on a lock, a slow file scan) must not hold the answer
+    back. Subprocess backends are already killed by then; threads cannot be, so they are left."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the default executor down without waiting
+
+
+def _leave(code: int) -> None:
+    """Exit once the answer is out. If abandoned backend threads are still running, leave without
+    joining them (interpreter exit would wait for them): the caller has its answer and waits for
+    our exit, not for work the router already gave up on."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + 0.05  # idle executor workers are on their way out: let them go
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 @main.command()

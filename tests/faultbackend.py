@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """A memory backend that misbehaves on request: the fault-injection program of the test suite.
 
 It speaks the OpenClaw stack's backend contract exactly like a skill's ``wrapper.sh``::
@@ -56,14 +57,17 @@ def record(piddir: str | None, *pids: int) -> None:
 def main(argv: list[str]) -> int:
     args: dict[str, str] = {}
     rest = list(argv)
-    while rest:
+    # FAULT_MODE set: stand in for another program (a fake `qmd` for the qmd adapter's fault
+    # tests) whose arguments are not ours to parse.
+    impersonating = os.environ.get("FAULT_MODE")
+    while rest and not impersonating:
         flag = rest.pop(0)
         if flag.startswith("--") and rest:
             args[flag[2:]] = rest.pop(0)
         else:
             print(f"faultbackend: unexpected argument {flag!r}", file=sys.stderr)
             return 64
-    fault = args.get("fault", "ok")
+    fault = impersonating or args.get("fault", "ok")
     query = args.get("adapter", "")
     delay = int(args.get("delay-ms", "0")) / 1000
     relevance = float(args.get("relevance", "0.9"))

@@ -223,11 +223,14 @@ def run_daemon(args: Sequence[str], requests: Sequence[Any], *, after_each: Any 
 _SECTIONS = {
     "matrix": ("Fault matrix", ["fault", "position", "transport", "status", "routed_to", "fallbacks_used", "exit", "log",
                                 "faulty_ms", "peak_rss_mb", "leftovers", "message"]),
+    "adapters": ("Faults of each adapter's own transport (CLI, falling back to a healthy backend)",
+                 ["adapter", "fault", "status", "log", "adapter_ms", "cli_wall_ms", "message"]),
     "bad_input": ("Bad input", ["input", "exit", "status", "error_code", "answered", "message"]),
     "log": ("router.log and files", ["check", "outcome"]),
     "properties": ("Properties (hypothesis)", ["property", "examples", "outcomes", "result"]),
 }
-_HEADINGS = {"fallbacks_used": "fallbacks", "faulty_ms": "faulty call ms", "peak_rss_mb": "peak RSS MB",
+_HEADINGS = {"adapter_ms": "adapter call ms", "cli_wall_ms": "CLI wall ms (incl. ~0.4 s start-up)",
+             "fallbacks_used": "fallbacks", "faulty_ms": "faulty call ms", "peak_rss_mb": "peak RSS MB",
              "log": "router.log", "message": "error_message (abridged)"}
 
 
@@ -247,7 +250,8 @@ def _figures() -> list[str]:
     if huge:
         parts = [f"{r['transport']} {r['position']}: {r['peak_rss_mb']}" for r in huge]
         out.append("* 50 MB of backend output: peak RSS of the router in MB (vs. a healthy query): " + "; ".join(parts)
-                   + ". stdout is capped at 8 MiB and the program killed there.")
+                   + ". stdout is capped at 8 MiB and the program killed there (the daemon's figure is its "
+                   "high-water mark so far, after every earlier cell).")
     left = sum(int(r["leftovers"]) for r in rows.values())
     if rows:
         out.append(f"* Backend processes left alive after a cell (its whole process group, grandchildren included): {left}.")

@@ -104,6 +104,13 @@ def test_answers_with_the_programs_contract(tmp_path: Path) -> None:
     assert hit.model_extra == {"path": "memory/fault.md", "line": 1}  # extra keys survive
 
 
+def test_runs_an_executable_script_directly_like_a_skills_wrapper(tmp_path: Path) -> None:
+    """argv[0] is the script itself (shebang, x bit), as with a stack skill's wrapper.sh."""
+    response = search(backend(tmp_path, [str(FAULT_PROGRAM), "--fault", "ok", "--adapter", "{query}", ["--hint", "{mode}"]]),
+                      "auth middleware", mode="fast")
+    assert response.status == "success" and response.results[0].content == "answer to auth middleware"
+
+
 def test_mode_limit_env_cwd_and_stdin_reach_the_program(tmp_path: Path) -> None:
     workdir = tmp_path / "skill"
     workdir.mkdir()
@@ -155,7 +162,7 @@ def test_hostile_queries_are_one_verbatim_argument_and_run_nothing(tmp_path_fact
         (["/nonexistent/skills/viking/wrapper.sh", "--adapter", "{query}"], {}, BACKEND_UNAVAILABLE,
          ["cannot run /nonexistent/skills/viking/wrapper.sh: No such file or directory",
           "backends.fx.argv[0]", "install the backend or fix the path"]),
-        ([str(FAULT_PROGRAM)], {}, BACKEND_UNAVAILABLE, ["Permission denied"]),  # not executable
+        ([__file__], {}, BACKEND_UNAVAILABLE, ["Permission denied"]),  # a file without the x bit
         ([sys.executable, "-c", "import sys; sys.exit(127)"], {}, BACKEND_UNAVAILABLE,
          ["exited with code 127 (a program it runs is missing or not executable)"]),
         ([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], {}, BACKEND_ERROR,
