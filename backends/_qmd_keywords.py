@@ -50,6 +50,7 @@ META_WORDS = frozenset(
 )
 
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|`([^`]+)`|(?<![\w\'])\'([^\']+)\'(?![\w\'])')
+_STRAY_QUOTES = str.maketrans({'"': " ", "“": " ", "”": " ", "`": " "})
 _EDGE_PUNCT = "\"'`“”‘’,;:!?()[]{}<>"
 _CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
 _SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]")
@@ -180,7 +181,8 @@ def extract_terms(query: str, signal: str | None = None) -> list[Term]:
                 add(_phrase(words) if len(words) > 1 else words[0], 2, position)
                 position += 1
             continue
-        for raw in text.split():
+        # A stray (unpaired) quote inside a token would reach qmd as an unmatched phrase quote.
+        for raw in text.translate(_STRAY_QUOTES).split():
             position += 1
             token = raw.strip(_EDGE_PUNCT).lstrip("-").rstrip(".")
             if not token:

@@ -239,6 +239,18 @@ class QmdBackend:
             return Path(env["XDG_CONFIG_HOME"]) / "qmd" / name
         return Path(env.get("HOME") or os.path.expanduser("~")) / ".config" / "qmd" / name
 
+    def index_file(self, env: Mapping[str, str]) -> Path | None:
+        """qmd's SQLite index as qmd resolves it (INDEX_PATH, then the cache folder); None when
+        a project-local ``.qmd/`` decides (``working_dir`` without ``index``)."""
+        if env.get("INDEX_PATH"):
+            return Path(env["INDEX_PATH"])
+        name = self.index_name()
+        if name is None:
+            return None
+        cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else \
+            Path(env.get("HOME") or os.path.expanduser("~")) / ".cache"
+        return cache / "qmd" / f"{name}.sqlite"
+
     def transport(self) -> CliTransport:
         """The CLI transport; resolution (and the node version check) happens once."""
         if self._transport is None:
@@ -302,13 +314,15 @@ class QmdBackend:
         env = transport.env
         command = transport.command
         missing = missing_models("query", self.config_file(env), env)
+        index_file = self.index_file(env)
         facts = {
             "qmd": str(command.qmd),
             "qmd_version": qmd_version(command),
             "node": str(command.node) if command.node else None,
             "node_version": command.node_version,
             "working_dir": str(transport.cwd),
-            "index_path": env.get("INDEX_PATH"),
+            "index_path": str(index_file) if index_file else None,
+            "index_exists": index_file.is_file() if index_file else None,
             "config_file": str(self.config_file(env)),
             "collections": list(self.settings.collections),
             "models_dir": str(models_dir(env)),
@@ -319,6 +333,8 @@ class QmdBackend:
             detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search ready; vsearch/query need `qmd pull` ({len(missing)} model(s) missing)"
         else:
             detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search, vsearch, query ready"
+        if index_file is not None and not index_file.is_file():
+            detail += f"; no index at {index_file} yet (`qmd collection add <dir> --name <name>`), searches will be empty"
         return Probe(True, detail, facts)
 
 

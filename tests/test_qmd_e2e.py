@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
@@ -152,7 +153,15 @@ def test_probe_reports_versions_and_modes(corpus: dict) -> None:
     assert probe.ok
     assert probe.facts["node_version"].startswith("v") and int(probe.facts["node_version"][1:].split(".")[0]) >= 22
     assert "search" in probe.facts["modes_ready"]
-    assert probe.facts["qmd_version"]
+    assert probe.facts["qmd_version"] and probe.facts["index_exists"] is True
+
+
+@needs_qmd
+def test_probe_says_when_the_index_is_not_built(tmp_path: Path) -> None:
+    probe = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(index_path=str(tmp_path / "none.sqlite")),
+                                   BackendContext(state_dir=tmp_path)).probe()
+    assert probe.ok and probe.facts["index_exists"] is False
+    assert "no index at" in probe.detail and "qmd collection add" in probe.detail
 
 
 @needs_qmd
@@ -204,3 +213,14 @@ def test_index_writers_wait_for_the_lock(tmp_path: Path) -> None:
     thread.join()
     response = asyncio.run(backend.search(BackendRequest("alpha", mode="search")))
     assert response.status == "success"
+
+
+@needs_qmd
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["consensus", "parseAuthToken", "src/auth", "token.ts", "a_b", "DEC-1", "v2.8",
+                                 '"', "'", "`", "-", "--", "*", "/", ".", ":", "(", "é", "日本", "$x", " ", " ", "AND", "OR",
+                                 "NOT", "NEAR", "^", "+"]), min_size=1, max_size=8).map("".join))
+def test_any_query_gives_an_answer_never_a_qmd_error(corpus: dict, query: str) -> None:
+    # Whatever an agent types, the rewritten query is valid qmd syntax: success or empty.
+    response = asyncio.run(backend_for(corpus).search(BackendRequest(query, mode="search")))
+    assert response.status in ("success", "empty"), (query, response.query_sent, response.error_message)

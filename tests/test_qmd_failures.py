@@ -141,3 +141,16 @@ def test_unknown_mode_is_a_backend_error(tmp_path: Path) -> None:
 def test_settings_reject_unknown_keys() -> None:
     with pytest.raises(Exception, match="extra"):
         qmd_adapter.Settings(colections=["a"])
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(st.text(max_size=40), st.lists(st.text(min_size=1, max_size=8), max_size=3))
+def test_argv_puts_options_first_then_double_dash_then_the_query(query: str, collections: list[str]) -> None:
+    command = qmd_adapter.QmdCommand(("/n/node", "/q/qmd.js"), Path("/q/qmd.js"), Path("/n/node"), "v22.0.0")
+    transport = qmd_adapter.CliTransport(command, env={}, cwd=Path("/tmp"), index="index")
+    options = ["--json", "-n", "5"] + [x for c in collections for x in ("-c", c)]
+    argv = transport.argv("search", options, query)
+    assert argv[:5] == ["/n/node", "/q/qmd.js", "--index", "index", "search"]
+    assert argv[5:-2] == options and argv[-2:] == ["--", query]
