@@ -4,12 +4,16 @@ Two tools:
 
 * ``memory_query(query, limit?, timeout_ms?)`` routes the query and returns the router envelope
   (the same JSON ``memory-router query`` prints) as structured content and as JSON text;
-* ``memory_route(query)`` is the dry run: the rule that matched and the chain that would run.
+* ``memory_route(query)`` is the dry run: the rule that matched, the planned and usable chain,
+  the skipped steps (and backends in cooldown).
 
-One router (config loaded once, adapters kept warm) serves the whole session; backends.json is
-re-read on every call so the installer's changes apply without a restart. Bad input and missing
-state never raise out of ``memory_query``: like the CLI it answers with an error envelope.
-stdout belongs to the JSON-RPC stream, so every diagnostic goes to stderr.
+Both are served by the daemon's transport-independent
+:class:`~memory_router.daemon.service.Service`, so an MCP session gets what ``serve`` gets: one
+warm router (adapters and their caches kept), hot reload of router-config.json and backends.json,
+the dead-backend cooldown and the deadline. The service is created on the first call: a broken
+config or a missing backends.json is answered per call (an error envelope naming the file) rather
+than killing the server before the host can show why. stdout belongs to the JSON-RPC stream, so
+every diagnostic goes to stderr.
 
 The SDK is an optional extra (``pip install 'memory-router[mcp]'``); this module is imported only
 when the ``mcp`` subcommand runs.
@@ -24,7 +28,7 @@ import click
 from pydantic import Field
 
 from . import __version__
-from .cli import Options, Session, common_options
+from .cli import Options, common_options
 from .errors import RouterError
 
 INSTRUCTIONS = (
@@ -37,20 +41,21 @@ INSTRUCTIONS = (
 
 
 def build_server(opts: Options) -> Any:
-    """The MCPServer with both tools, bound to one router for ``opts``."""
+    """The MCPServer with both tools, bound to one Service for ``opts``."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from .daemon.service import Service
     from .envelope import error_envelope
 
-    state: dict[str, Session] = {}
+    state: dict[str, Service] = {}
 
-    def session() -> Session:
-        # Created on first use so that a broken config is reported per call (as an error
-        # envelope) instead of killing the server before the client can see why.
-        if "session" not in state:
-            state["session"] = Session(opts)
-        return state["session"]
+    async def service() -> Service:
+        if "service" not in state:
+            created = Service.from_options(state_dir=opts.state_dir, backends_json=opts.backends_json, config=opts.config)
+            await created.start()  # hot reload for the rest of the session
+            state["service"] = created
+        return state["service"]
 
     server = MCPServer(name="memory-router", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -68,25 +73,37 @@ def build_server(opts: Options) -> Any:
     ) -> dict[str, Any]:
         # The SDK validates the bounds above against the input schema before this runs.
         try:
-            current = session()
-            envelope = await current.router.route(query, current.installed(), timeout_ms=timeout_ms, limit=limit)
+            current = await service()
         except RouterError as exc:
             print(f"memory-router mcp: {exc}", file=sys.stderr)
-            envelope = error_envelope(query, exc.error_code, str(exc))
-        return envelope.model_dump(mode="json")
+            return error_envelope(query, exc.error_code, str(exc)).model_dump(mode="json")
+        request: dict[str, Any] = {"query": query}
+        if limit is not None:
+            request["limit"] = limit
+        if timeout_ms is not None:
+            request["timeout_ms"] = timeout_ms
+        response = await current.handle(request)
+        response.pop("id", None)
+        return response
 
     @server.tool(
         description=(
             "Dry run: which routing rule QUERY matches (rule number, id, the signal and the matched "
-            "text), the planned backend chain and which steps backends.json removes. Calls no backend."
+            "text), the planned backend chain, which steps backends.json removes and which backends "
+            "are cooling down. Calls no backend."
         ),
     )
-    def memory_route(query: Annotated[str, Field(description="The question to plan.")]) -> dict[str, Any]:
+    async def memory_route(query: Annotated[str, Field(description="The question to plan.")]) -> dict[str, Any]:
         try:
-            current = session()
-            return current.router.plan(query, current.installed()).as_dict()
+            current = await service()
         except RouterError as exc:
             raise ToolError(f"{exc.error_code}: {exc}") from None
+        response = await current.handle({"query": query, "explain": True})
+        if response.get("status") != "plan":
+            raise ToolError(f"{response.get('error_code')}: {response.get('error_message')}")
+        for key in ("id", "status", "error_code", "error_message"):
+            response.pop(key, None)
+        return response
 
     return server
 

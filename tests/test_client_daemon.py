@@ -2,7 +2,7 @@
 socket daemon, and the in-process fallback, all through real processes.
 
 Whether a query was answered by the daemon is read from ``python -X importtime``: the client
-path never imports the router (``memory_router.router``), the in-process path always does.
+path never imports the click application (``memory_router.cli``), the in-process path always does.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ class Answer:
 
     @property
     def by_daemon(self) -> bool:
-        return "memory_router.router" not in self.imported
+        # The in-process path always runs the click app; the client path never imports it.
+        return "memory_router.cli" not in self.imported
 
     @property
     def envelope(self) -> dict:
@@ -428,3 +429,16 @@ def test_sigterm_finishes_cleanly(ws: Workspace) -> None:
     code, err = stop(proc)
     assert code == 0
     assert not ws.socket.exists()
+
+
+def test_without_a_daemon_auto_is_the_in_process_cli(ws: Workspace) -> None:
+    # The console script looked for a daemon (and read stdin for it) before falling back: the
+    # in-process path must still see the same query, and answer exactly as with the daemon off.
+    for args, stdin in ((("-",), "what did we decide about the database schema".encode()), (("-",), b"\xff bad"),
+                        (("auth", "--pretty"), None), (("",), None)):
+        auto = ws.query(*args, input=stdin)
+        off = ws.query(*args, input=stdin, env={"MEMORY_ROUTER_DAEMON": "off"})
+        assert not auto.by_daemon
+        assert_same_answer(auto.envelope, off.envelope, repr(args))
+        assert (auto.code, auto.stderr) == (off.code, off.stderr)
+    assert not ws.socket.exists()  # nothing was spawned without --spawn

@@ -83,7 +83,9 @@ def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspa
         # The text content is the same envelope, for hosts that only read text.
         assert json.loads(queried.content[0].text) == queried.structured_content
         cli_plan = json.loads(run_cli("route", "--json", q, *flags).stdout)
-        assert routed.structured_content == cli_plan
+        plan = routed.structured_content
+        assert {k: plan[k] for k in cli_plan} == cli_plan  # the CLI's dry run, plus:
+        assert plan["query_echo"] == q and plan["cooldown"] == {}
     statuses = [q.structured_content["status"] for q, _ in answers]
     assert statuses == ["success", "partial", "empty", "success"]
 
@@ -108,6 +110,7 @@ def test_bad_input_is_an_answer_not_a_crash(workspace: tuple[Path, Path]) -> Non
 
 
 def test_broken_state_is_reported_per_call_and_the_fix_is_picked_up(tmp_path: Path) -> None:
+    """A missing backends.json is answered per call; writing it fixes the running server."""
     state, config = starter_workspace(tmp_path / "demo")
     good_backends = (state / "backends.json").read_text()
     (state / "backends.json").unlink()
@@ -115,7 +118,12 @@ def test_broken_state_is_reported_per_call_and_the_fix_is_picked_up(tmp_path: Pa
     async def body(session: ClientSession) -> Any:
         missing = await session.call_tool("memory_query", {"query": "auth"})
         (state / "backends.json").write_text(good_backends)
-        fixed = await session.call_tool("memory_query", {"query": "auth"})
+        # Hot reload (watchfiles, debounced): the fix is picked up without a restart.
+        for _ in range(100):
+            fixed = await session.call_tool("memory_query", {"query": "auth"})
+            if fixed.structured_content["status"] != "error":
+                break
+            await asyncio.sleep(0.1)
         return missing, fixed
 
     missing, fixed = with_session(["--state-dir", str(state), "--config", str(config)], body)
@@ -133,3 +141,22 @@ def test_without_the_sdk_the_command_says_how_to_install_it() -> None:
     assert proc.returncode == 2
     assert "pip install 'memory-router[mcp]'" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_broken_config_is_an_error_envelope_until_fixed(tmp_path: Path) -> None:
+    state, config = starter_workspace(tmp_path / "demo")
+    good = config.read_text()
+    config.write_text(good.replace('"threshold": 0.4', '"threshold": 7'))
+
+    async def body(session: ClientSession) -> Any:
+        broken = await session.call_tool("memory_query", {"query": "auth"})
+        route = await session.call_tool("memory_route", {"query": "auth"})
+        config.write_text(good)
+        fixed = await session.call_tool("memory_query", {"query": "auth"})
+        return broken, route, fixed
+
+    broken, route, fixed = with_session(["--state-dir", str(state), "--config", str(config)], body)
+    assert broken.structured_content["error_code"] == "CONFIG_INVALID"
+    assert "threshold" in broken.structured_content["error_message"]
+    assert route.is_error and "CONFIG_INVALID" in route.content[0].text
+    assert fixed.structured_content["status"] == "success"
