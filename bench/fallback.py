@@ -8,6 +8,10 @@ In-process Router, per-backend timeout T; the answering backend is instant (mock
   router cancels, ``_process`` kills the process group and reaps it -> fallback;
 * two hanging primaries (rule 2: cognee -> qmd -> totalrecall): 2 T + fallback.
 
+Then the daemon's dead-backend cooldown (``memory_router.cooldown``, as ``serve`` configures it
+from router-config.json ``"cooldown": {"failures": 3, "seconds": 30}``): consecutive queries
+against a hanging primary pay T until the third failure, then none while it cools down.
+
 ``excess`` = wall time - (timeouts x T): what a timeout costs beyond the budget itself.
 
     python bench/fallback.py [--quick] [--timeout-ms 200]
@@ -25,6 +29,7 @@ from _common import environment_line, fmt, median, parser, repeats, table, verdi
 from memory_router.backends import BackendContext, command
 from memory_router.backends.mock import MockBackend, answer, fail, hang
 from memory_router.config import load_config
+from memory_router.cooldown import Cooldown
 from memory_router.installed import parse_installed
 from memory_router.router import Router
 from memory_router.routerlog import RouterLog
@@ -85,10 +90,36 @@ def main() -> None:
         wall = median(walls)
         excess = wall - timeouts * timeout_ms
         rows.append([label, timeouts, fmt(wall), fmt(max(walls)), fmt(excess), verdict(excess, EXCESS_BOUND_MS)])
+    # Cooldown: a fresh router per series, one hanging primary, queries one after another.
+    cooldown_rows = []
+    series_len = 6
+    walls_by_query: list[list[float]] = [[] for _ in range(series_len)]
+    skipped_by_query: list[int] = [0] * series_len
+    for _ in range(max(1, min(reps, 3))):
+        backends = {"totalrecall": ok, "lossless": ok, "cognee": ok, "qmd": MockBackend("qmd", hang())}
+        router = Router(config, context=BackendContext(state_dir=state), log=RouterLog(None), backends=backends,
+                        cooldown=Cooldown(failures=3, seconds=30))
+
+        async def run_series() -> None:
+            for n in range(series_len):
+                wall, envelope = await timed_route(router, DEFAULT_QUERY, installed, timeout_ms)
+                walls_by_query[n].append(wall)
+                skipped_by_query[n] += any(a.get("error_code") == "COOLDOWN" for a in envelope.attempts)
+
+        asyncio.run(run_series())
+    for n in range(series_len):
+        wall = median(walls_by_query[n])
+        cooling = skipped_by_query[n] > 0
+        cooldown_rows.append([f"query {n + 1}", "skipped (COOLDOWN)" if cooling else "called, timed out",
+                              fmt(wall), "ok" if (wall < EXCESS_BOUND_MS) == cooling else "MISSED"])
+
     print(f"fallback cost: timeout {timeout_ms} ms, {reps} repeats; {environment_line()}")
     table(f"Fallback cost, ms (timeout T = {timeout_ms} ms, fallback backend instant)",
           ["scenario", "timeouts", "wall median", "wall max", "excess over n x T", f"excess < {EXCESS_BOUND_MS:.0f} ms"],
           rows, note="excess = wall - timeouts x T: the cost of timing out beyond the budget itself.")
+    table(f"Cooldown on (failures=3, seconds=30): dead primary qmd, T = {timeout_ms} ms, fallback instant",
+          ["", "primary", "wall median ms", "no timeout once cooling"], cooldown_rows,
+          note="After the third consecutive failure the primary is skipped: no timeout is paid at all.")
 
 
 if __name__ == "__main__":

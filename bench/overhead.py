@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import tempfile
 import time
 from pathlib import Path
 
+import orjson
 from _common import environment_line, fmt, median, parser, percentile, repeats, table, verdict
 from corpus import generate
 
@@ -67,6 +69,35 @@ def build_router(handlers: dict[str, object]) -> tuple[Router, dict[str, Timed]]
     state = Path(tempfile.mkdtemp(prefix="mr-bench-"))
     router = Router(config, context=default_context(state), log=RouterLog(None), backends=timed)
     return router, timed
+
+
+async def measure_service(service, timed: dict[str, Timed], corpus: list[str], reps: int):
+    """The daemon's per-request path: Service.handle_line (parse the JSON line, route, envelope
+    to JSON), minus backend time."""
+    over_p50, over_p99, cpu_p50, cpu_p99, total_p50 = [], [], [], [], []
+    clock, cpu = time.perf_counter_ns, time.thread_time_ns
+    lines = [orjson.dumps({"id": i, "query": q}) + b"\n" for i, q in enumerate(corpus)]
+    for line in lines[:200]:
+        await service.handle_line(line)
+    for _ in range(reps):
+        overhead, cpu_overhead, total = [], [], []
+        for line in lines:
+            before = sum(t.ns for t in timed.values())
+            before_cpu = sum(t.cpu_ns for t in timed.values())
+            c0 = cpu()
+            t0 = clock()
+            await service.handle_line(line)
+            t1 = clock()
+            c1 = cpu()
+            overhead.append((t1 - t0 - (sum(t.ns for t in timed.values()) - before)) / 1000)
+            cpu_overhead.append((c1 - c0 - (sum(t.cpu_ns for t in timed.values()) - before_cpu)) / 1000)
+            total.append((t1 - t0) / 1000)
+        over_p50.append(median(overhead))
+        over_p99.append(percentile(overhead, 99))
+        cpu_p50.append(median(cpu_overhead))
+        cpu_p99.append(percentile(cpu_overhead, 99))
+        total_p50.append(median(total))
+    return (median(over_p50), median(over_p99), median(cpu_p50), median(cpu_p99), math.nan, median(total_p50))
 
 
 async def measure(router: Router, timed: dict[str, Timed], installed, corpus: list[str], reps: int):
@@ -122,6 +153,19 @@ def main() -> None:
             o50, o99, c50, c99, s50, t50 = asyncio.run(measure(router, timed, installed, corpus, reps))
             rows.append([label, fmt(o50), fmt(o99), fmt(c50), fmt(c99), fmt(s50), fmt(t50),
                          f"wall {verdict(o99, TARGET_P99_US)}, cpu {verdict(c99, TARGET_P99_US)}"])
+        # The daemon's request path, in-process (no pipes): memory_router.daemon.service.Service.
+        from memory_router.daemon.service import Service
+
+        state = Path(tempfile.mkdtemp(prefix="mr-bench-svc-"))
+        (state / "backends.json").write_bytes(orjson.dumps({"backends": ["qmd", "totalrecall", "cognee", "lossless"]}))
+        _, timed = build_router({})
+        service = Service(state_dir=state, backends_path=state / "backends.json", backends=timed,
+                          diagnostics=lambda message: None)
+        service.log = RouterLog(None)
+        service.router.log = service.log
+        o50, o99, c50, c99, s50, t50 = asyncio.run(measure_service(service, timed, corpus, reps))
+        rows.append(["daemon Service.handle_line (JSON in/out)", fmt(o50), fmt(o99), fmt(c50), fmt(c99), "incl.",
+                     fmt(t50), f"wall {verdict(o99, TARGET_P99_US)}, cpu {verdict(c99, TARGET_P99_US)}"])
     finally:
         gc.enable()
     print(f"router overhead: {n} queries x {reps} repeats, instant in-process backends; {environment_line()}")
