@@ -30,7 +30,10 @@ terms at all ("what was the last thing") returns the most recent entries at 0.35
 which the router treats as weak.
 
 Parsed entries are cached per file by (mtime, size), so a long-lived process re-reads only
-files that changed.
+files that changed. In the daemon the memory tree is also *watched* (:meth:`watch_paths`,
+:meth:`set_watched`, :meth:`invalidate`): a warm query then skips even the walk that stats every
+file, until a change under the root (or :data:`WATCHED_RESCAN_S` without one, as a safety net
+for missed events) marks the index stale.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -58,6 +62,7 @@ SUPERSEDED_FACTOR = 0.6
 RECENCY_HALF_LIFE_DAYS = 14.0
 NO_TERMS_RELEVANCE = 0.35
 MAX_CONTENT_CHARS = 2000
+WATCHED_RESCAN_S = 5.0  # even when watched, walk the tree at least this often
 
 
 class Settings(BaseModel):
@@ -548,6 +553,24 @@ class TotalRecallBackend:
         self.root = root
         self._index = _Index()
         self._lock = threading.Lock()
+        self._watched = False  # a watcher calls invalidate() on changes under watch_paths()
+        self._stale = True
+        self._walked_at = 0.0
+
+    def watch_paths(self) -> list[tuple[Path, bool]]:
+        """``(folder, recursive)`` whose changes can alter the index: the root itself (for
+        CLAUDE.local.md) and ``memory/``. Empty when they do not all exist (nothing to rely on)."""
+        if self.root is None or not (self.root / "memory").is_dir():
+            return []
+        return [(self.root, False), (self.root / "memory", True)]
+
+    def set_watched(self, watched: bool) -> None:
+        """A watcher is (or is no longer) reporting changes under :meth:`watch_paths`."""
+        self._watched, self._stale = watched, True
+
+    def invalidate(self) -> None:
+        """Something under the root changed: the next query walks the tree again."""
+        self._stale = True
 
     def probe(self) -> Probe:
         if self.root is None:
@@ -571,9 +594,14 @@ class TotalRecallBackend:
             )
         try:
             with self._lock:
-                self._index.refresh(self.root)
+                now = time.monotonic()
+                if not self._watched or self._stale or now - self._walked_at > WATCHED_RESCAN_S:
+                    self._stale = False  # before the walk: a change during it marks it stale again
+                    self._walked_at = now
+                    self._index.refresh(self.root)
                 hits = score(self._index, request.query, request.limit, datetime.now(timezone.utc))
         except OSError as exc:
+            self._stale = True  # the walk did not finish: never trust a partial index
             return BackendResponse.failure(
                 self.name, request.query, BACKEND_ERROR,
                 f"reading Total Recall memory under {self.root}: {exc}", duration_ms=watch.ms,

@@ -19,6 +19,10 @@ Hot reload: both files are re-read when they change on disk (watchfiles watches 
 directories, so editors that write a temporary file and rename it are seen). A file that fails
 validation is reported on stderr and in router.log and the last good version keeps serving. A
 config reload keeps the instances of backends whose settings did not change.
+
+Adapter caches: a backend instance that offers ``watch_paths() -> [(folder, recursive)]``,
+``set_watched(bool)`` and ``invalidate()`` (Total Recall does) gets its folders watched too, and
+is told about every change, so a warm query need not walk its data to find out what changed.
 """
 
 from __future__ import annotations
@@ -111,6 +115,9 @@ class Service:
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._watch_stop: asyncio.Event | None = None
+        # id(backend instance) -> (instance, its watcher's stop event or None if not watchable)
+        self._backend_watches: dict[int, tuple[Any, asyncio.Event | None]] = {}
+        self._rewatch = False  # a config reload replaced backend instances
 
         config = load_config(self.config_path)
         self._config_file = _Watched(self.config_path, _signature(self.config_path))
@@ -250,6 +257,9 @@ class Service:
                 )
         finally:
             self._in_flight -= 1
+        if self._watch_task is not None and (self._rewatch or len(self._backend_watches) != len(router.instances())):
+            self._rewatch = False
+            await self._watch_backends()  # a backend was created by this query: watch its data
         response = {"id": request.id, **envelope.model_dump(mode="json")}
         self.stats.query(response, (time.perf_counter() - started) * 1000)
         return response
@@ -316,6 +326,7 @@ class Service:
                 self._cooldown.forget(name)
                 _close_quietly(instance)
         self.router = self._make_router(config, keep)
+        self._rewatch = True
         return self._reloaded(f"{self.config_path} reloaded: {len(config.rules.rules)} rules, "
                               f"backends {', '.join(config.backends)}")
 
@@ -357,18 +368,67 @@ class Service:
         for _ in range(3):
             await asyncio.sleep(0)
         self.reload()
+        await self._watch_backends()
 
     async def aclose(self) -> None:
         """Stop watching (in-flight requests are the transport's business)."""
         task, self._watch_task = self._watch_task, None
         if task is None:
             return
+        for instance, stop in self._backend_watches.values():
+            if stop is not None:
+                stop.set()
+                instance.set_watched(False)
+        self._backend_watches.clear()
         assert self._watch_stop is not None
         self._watch_stop.set()
         try:
             await asyncio.wait_for(task, 2.0)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             task.cancel()
+
+    async def _watch_backends(self) -> None:
+        """Watch the data folders of backend instances that can use it; stop watching replaced ones."""
+        instances = {id(b): b for b in self.router.instances().values()}
+        for key in [k for k in self._backend_watches if k not in instances]:
+            instance, stop = self._backend_watches.pop(key)
+            if stop is not None:
+                stop.set()
+                instance.set_watched(False)
+        started = False
+        for key, instance in instances.items():
+            if key in self._backend_watches:
+                continue
+            folders = instance.watch_paths() if all(
+                callable(getattr(instance, a, None)) for a in ("watch_paths", "set_watched", "invalidate")) else []
+            if not folders:
+                self._backend_watches[key] = (instance, None)
+                continue
+            stop = asyncio.Event()
+            self._backend_watches[key] = (instance, stop)
+            for folder, recursive in folders:
+                asyncio.create_task(self._watch_folder(instance, Path(folder), recursive, stop),
+                                    name=f"memory-router-watch-{getattr(instance, 'name', '?')}")
+            started = True
+        if started:
+            for _ in range(3):  # let the watchers register before the backends rely on them
+                await asyncio.sleep(0)
+            for instance, stop in self._backend_watches.values():
+                if stop is not None and not stop.is_set():
+                    instance.set_watched(True)
+
+    async def _watch_folder(self, instance: Any, folder: Path, recursive: bool, stop: asyncio.Event) -> None:
+        from watchfiles import awatch
+
+        try:
+            async for _changes in awatch(folder, stop_event=stop, recursive=recursive, debounce=400, step=5):
+                instance.invalidate()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the folder vanished, too many watches...: back to walking
+            stop.set()
+            instance.set_watched(False)
+            self.say(f"warning: stopped watching {folder} for {getattr(instance, 'name', 'a backend')}: {exc}")
 
     async def __aenter__(self) -> Service:
         await self.start()
