@@ -29,15 +29,15 @@ def memory_tree(root: Path) -> Path:
 
 @pytest.fixture
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Every walk of a memory tree (Total Recall's _Index.refresh lists files through this)."""
+    """Every walk of a memory tree (Total Recall's _Index.refresh lists files through _scan)."""
     seen: list[Path] = []
-    real = totalrecall.memory_files
+    real = totalrecall._scan
 
     def counting(root: Path):
         seen.append(root)
         return real(root)
 
-    monkeypatch.setattr(totalrecall, "memory_files", counting)
+    monkeypatch.setattr(totalrecall, "_scan", counting)
     return seen
 
 
