@@ -184,7 +184,7 @@ def _vm_hwm_kb(pid: int) -> int:
 
 
 def run_daemon(args: Sequence[str], requests: Sequence[Any], *, after_each: Any = None,
-               timeout: float = 30) -> DaemonRun:
+               concurrent: bool = False, timeout: float = 30) -> DaemonRun:
     """Start ``memory-router serve ARGS`` and send the requests one at a time (each JSON line
     waits for its answer); after each answer read the daemon's peak RSS and call
     ``after_each(index)`` while the daemon still runs. Then close stdin and wait for its exit."""
@@ -198,6 +198,17 @@ def run_daemon(args: Sequence[str], requests: Sequence[Any], *, after_each: Any 
     assert proc.stdin is not None and proc.stdout is not None
     responses, peaks, extra = [], [], []
     try:
+        if concurrent:  # all at once, then read every answer (they come back as they complete)
+            proc.stdin.write(b"".join(orjson.dumps(r) + b"\n" for r in requests))
+            proc.stdin.flush()
+            for _ in requests:
+                ready, _, _ = select.select([proc.stdout], [], [], timeout)
+                line = proc.stdout.readline() if ready else b""
+                if not line:
+                    raise AssertionError(f"memory-router serve answered {len(responses)} of {len(requests)} within {timeout} s")
+                responses.append(orjson.loads(line))
+            peaks.append(_vm_hwm_kb(proc.pid))
+            requests = []
         for index, request in enumerate(requests):
             proc.stdin.write(orjson.dumps(request) + b"\n")
             proc.stdin.flush()
@@ -244,7 +255,8 @@ def _figures() -> list[str]:
     hangs = [(k, int(r["faulty_ms"]), int(r["timeout_ms"])) for k, r in rows.items() if k.startswith("hang/")]
     if hangs:
         over = sorted(ms - timeout for _, ms, timeout in hangs)
-        out.append(f"* Hang abandonment: the hanging backend's call ended {over[0]}-{over[-1]} ms after "
+        span = f"{over[0]}" if over[0] == over[-1] else f"{over[0]}-{over[-1]}"
+        out.append(f"* Hang abandonment: the hanging backend's call ended {span} ms after "
                    f"`timeout_ms` ({hangs[0][2]} ms) over {len(hangs)} cells (bound: +100 ms), measured by the router.")
     huge = [r for k, r in rows.items() if k.startswith("huge/")]
     if huge:

@@ -130,11 +130,9 @@ def ask_cli(root: Path, cell: Cell) -> Answer:
     return Answer(run.envelope, run.returncode, run.maxrss_kb, log_lines(state), cell)
 
 
-@pytest.fixture(scope="module")
-def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
-    """One long-lived ``memory-router serve`` answers every cell in turn (a rule per cell picks
-    its chain), so the daemon must survive all 16 faults; its peak RSS is read after each answer."""
-    root = tmp_path_factory.mktemp("daemon")
+def daemon_setup(root: Path, **config: Any) -> tuple[Path, Path, list[Cell], Cell]:
+    """A state dir and config serving every cell at once: one rule per cell (its marker in the
+    query picks its chain), backend names prefixed per cell."""
     cells = [make_cell(root, f, p, prefix=f"{f.name}-{p}-") for f in FAULTS for p in POSITIONS]
     healthy = make_cell(root, next(f for f in FAULTS if f.name == "slow"), "primary", prefix="healthy-", label="healthy")
     backends: dict[str, Any] = {}
@@ -144,10 +142,19 @@ def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
         rules.append({"number": number, "id": f"r{number}", "strong": [re.escape(cell.marker) + r"\b"],
                       "chain": [{"backend": b} for b in cell.chain]})
     rules.append({"number": len(rules) + 1, "id": "default", "chain": [{"backend": healthy.name("good")}]})
-    state, config = write_setup(root, backends, [], timeout_ms=TIMEOUT_MS)
-    cfg = orjson.loads(config.read_bytes())
+    state, config_path = write_setup(root, backends, [], timeout_ms=TIMEOUT_MS, **config)
+    cfg = orjson.loads(config_path.read_bytes())
     cfg["rules"] = rules
-    config.write_bytes(orjson.dumps(cfg))
+    config_path.write_bytes(orjson.dumps(cfg))
+    return state, config_path, cells, healthy
+
+
+@pytest.fixture(scope="module")
+def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
+    """One long-lived ``memory-router serve`` answers every cell in turn (a rule per cell picks
+    its chain), so the daemon must survive all 16 faults; its peak RSS is read after each answer."""
+    root = tmp_path_factory.mktemp("daemon")
+    state, config, cells, healthy = daemon_setup(root)
 
     requests = [{"id": i, "query": c.query} for i, c in enumerate([healthy, healthy, *cells])]
     sequence = [healthy, healthy, *cells]
@@ -274,3 +281,33 @@ def test_every_backend_failing_is_an_error_envelope_with_exit_1(tmp_path: Path) 
            status=data["status"], routed_to=None, fallbacks_used=data["fallbacks_used"], exit=run.returncode,
            log="FALLBACK + TIMEOUT", faulty_ms=data["attempts"][1]["duration_ms"], peak_rss_mb=f"{run.maxrss_kb / 1024:.0f}",
            leftovers=0, message=data["error_code"])
+
+
+def test_daemon_fault_storm(tmp_path: Path) -> None:
+    """All 16 cells sent to one daemon at once (concurrency 16): every answer is still right, each
+    hang is still cut at the timeout, and no backend process survives."""
+    state, config, cells, _ = daemon_setup(tmp_path)
+    requests = [{"id": i, "query": c.query} for i, c in enumerate(cells)]
+    run = run_daemon(["--state-dir", str(state), "--config", str(config), "--concurrency", "16"], requests,
+                     concurrent=True)
+    assert run.exit_code == 0, run.stderr
+    by_id = {r["id"]: r for r in run.responses}
+    assert sorted(by_id) == list(range(len(cells)))
+    hang_ms = []
+    for i, cell in enumerate(cells):
+        data = by_id[i]
+        want = expected_outcome(cell.fault, cell.position)
+        assert (data["status"], data["routed_to"], data["fallbacks_used"]) == (
+            want["status"], cell.name(want["routed_to"]), want["fallbacks_used"]), (cell.label, data["attempts"])
+        faulty = data["attempts"][cell.chain.index(cell.name("faulty"))]
+        assert faulty["error_code"] == cell.fault.error_code
+        if cell.fault.name == "hang":
+            hang_ms.append(faulty["duration_ms"])
+            assert TIMEOUT_MS <= faulty["duration_ms"] <= TIMEOUT_MS + HANG_SLACK_MS, faulty
+    assert sum(1 for line in log_lines(state) if "] FALLBACK " in line or "] TIMEOUT " in line) == 14
+    for cell in cells:
+        assert wait_no_leftovers(cell.piddir) == []
+    report("matrix", "storm/both/daemon", order="98", fault="all 16 cells at once (concurrency 16)", position="both",
+           transport="daemon", status="as in the cells above", routed_to="as above", fallbacks_used="as above",
+           exit=run.exit_code, log="14 lines (FALLBACK/TIMEOUT)", faulty_ms=f"hangs: {', '.join(map(str, hang_ms))}",
+           timeout_ms=TIMEOUT_MS, peak_rss_mb=f"{max(run.peak_rss_kb) / 1024:.0f}", leftovers=0, message="")
