@@ -44,7 +44,12 @@ DEFAULT_MODELS = {
     "rerank": "hf:ggml-org/Qwen3-Reranker-0.6B-Q8_0-GGUF/qwen3-reranker-0.6b-q8_0.gguf",
 }
 MODEL_ENV = {"embed": "QMD_EMBED_MODEL", "generate": "QMD_GENERATE_MODEL", "rerank": "QMD_RERANK_MODEL"}
-MODES_NEED = {"vsearch": ("embed", "generate"), "query": ("embed", "generate", "rerank")}
+MODES_NEED = {
+    "vsearch": ("embed", "generate"),
+    "query": ("embed", "generate", "rerank"),
+    # `qmd query` given a typed lex:/vec: document skips the expansion (generate) model.
+    "query-structured": ("embed", "rerank"),
+}
 
 
 class QmdNotFound(Exception):

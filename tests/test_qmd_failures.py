@@ -154,3 +154,20 @@ def test_argv_puts_options_first_then_double_dash_then_the_query(query: str, col
     argv = transport.argv("search", options, query)
     assert argv[:5] == ["/n/node", "/q/qmd.js", "--index", "index", "search"]
     assert argv[5:-2] == options and argv[-2:] == ["--", query]
+
+
+@needs_qmd
+def test_query_without_expansion_needs_no_generate_model_and_sends_a_typed_document(tmp_path: Path) -> None:
+    # query_expansion=false: `qmd query` gets "lex: <keywords>\nvec: <query>", which skips the
+    # 1.7B expansion model. With embed + rerank present (and CI set, so qmd stops before loading
+    # them) qmd accepts the document and gets as far as model work.
+    _fake_models(tmp_path, roles=("embed", "rerank"))
+    b = backend(tmp_path, environ={**os.environ, "CI": "true"}, query_expansion=False)
+    qmd_adapter.build_collection(b.transport(), _corpus(tmp_path), "kb", "**/*.md", tmp_path / "lock")
+    response, _ = ask(b, "-leader election", "query")
+    assert response.query_sent == "lex: leader election\nvec: leader election"
+    assert response.error_code == "BACKEND_UNAVAILABLE" and "disabled in CI" in response.error_message
+    # the same backend with qmd's own expansion needs the generate model, which is missing
+    expanding = backend(tmp_path, environ={**os.environ, "CI": "true"})
+    response, _ = ask(expanding, "how does leader election work", "query")
+    assert "generate:" in response.error_message and "qmd pull" in response.error_message
