@@ -289,7 +289,8 @@ def route_via_daemon(
     except DaemonError as exc:
         if not spawn:
             return unavailable(str(exc))
-        spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config)
+        if spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config) is None:
+            return unavailable(f"{exc}; not starting a daemon: the state directory {state} does not exist")
         if mode != "require":
             return None  # this query runs in-process; the next one finds the daemon warm
         try:
@@ -353,20 +354,24 @@ def route_via_daemon(
 # ---------------------------------------------------------------------- spawning
 
 
-def spawn_daemon(*, state_dir: str | None, backends_json: str | None, config: str | None, idle_exit: float | None = None) -> int:
+def spawn_daemon(*, state_dir: str | None, backends_json: str | None, config: str | None,
+                 idle_exit: float | None = None) -> int | None:
     """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
     process's working directory, environment and flags, so that it serves this context. Returns
-    its pid. Its stderr goes to ``<state dir>/daemon.log``."""
+    its pid, or ``None`` when the state directory does not exist (there is nothing to serve, and
+    creating the user's state directory is the installer's business). Its stderr goes to
+    ``<state dir>/daemon.log``."""
     import subprocess
 
+    state = resolve_state_dir(state_dir)
+    if not os.path.isdir(state):
+        return None
     if idle_exit is None:
         idle_exit = float(os.environ.get("MEMORY_ROUTER_IDLE_EXIT") or 600)
     argv = [sys.executable, "-m", "memory_router", "serve", "--socket", "--idle-exit", f"{idle_exit:g}"]
     for flag, value in (("--state-dir", state_dir), ("--backends-json", backends_json), ("--config", config)):
         if value:
             argv += [flag, value]
-    state = resolve_state_dir(state_dir)
-    os.makedirs(state, mode=0o700, exist_ok=True)
     log_fd = os.open(os.path.join(state, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         proc = subprocess.Popen(

@@ -123,6 +123,10 @@ def start(idle_exit: float | None, **kw: Any) -> None:
         pass
     pid = client.spawn_daemon(state_dir=kw.get("state_dir"), backends_json=kw.get("backends_json"),
                               config=kw.get("config"), idle_exit=idle_exit)
+    if pid is None:
+        click.echo(f"memory-router: the state directory {state} does not exist; run the stack's installer "
+                   "or pass --state-dir", err=True)
+        sys.exit(2)
     try:
         client.wait_for_daemon(path).close()
     except client.DaemonError as exc:

@@ -442,3 +442,13 @@ def test_without_a_daemon_auto_is_the_in_process_cli(ws: Workspace) -> None:
         assert_same_answer(auto.envelope, off.envelope, repr(args))
         assert (auto.code, auto.stderr) == (off.code, off.stderr)
     assert not ws.socket.exists()  # nothing was spawned without --spawn
+
+
+def test_spawn_never_creates_a_missing_state_dir(ws: Workspace, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-state"
+    answer = ws.query("auth", "--spawn", env={"OPENCLAW_STATE_DIR": str(missing)})
+    assert answer.code == 2 and answer.envelope["error_code"] == "BACKENDS_JSON_MISSING"  # as without --spawn
+    assert not missing.exists()
+    start = subprocess.run([PY, "-m", "memory_router", "daemon", "start", "--state-dir", str(missing)], env=ws.env,
+                           cwd=ws.cwd, capture_output=True, text=True, timeout=60)
+    assert start.returncode == 2 and "does not exist" in start.stderr and not missing.exists()
