@@ -18,6 +18,10 @@ _CONTROL = regex.compile(r"[\p{Cc}\p{Cs}\u2028\u2029]+")
 
 
 def normalise(text: str) -> str:
+    # str.isprintable() is False for every character _CONTROL matches (categories Cc, Cs, Zl,
+    # Zp), so printable text skips the regex pass: the common case, on every query.
+    if text.isprintable():
+        return " ".join(text.split())
     return " ".join(_CONTROL.sub(" ", text).split())
 
 

@@ -112,11 +112,23 @@ def compile_rule(
 class RuleTable:
     """The ordered rules; :meth:`match` is the router's whole routing decision."""
 
-    __slots__ = ("rules", "regex_timeout_s")
+    __slots__ = ("rules", "regex_timeout_s", "_passes")
 
     def __init__(self, rules: tuple[Rule, ...], regex_timeout_s: float = 0.05) -> None:
         self.rules = rules
         self.regex_timeout_s = regex_timeout_s
+        # The two passes flattened once: (strength, [(rule, pattern, sources, group -> index)]),
+        # rules without signals of that strength left out. match() runs on every query.
+        self._passes: tuple[tuple[Strength, tuple[tuple[Rule, regex.Pattern[str], tuple[str, ...], dict[str, int]], ...]], ...] = tuple(
+            (strength, tuple(
+                (rule, pattern, sources, {f"s{i}": i for i in range(len(sources))})
+                for rule in rules
+                for pattern, sources in [(rule.strong, rule.strong_sources) if strength == "strong"
+                                         else (rule.weak, rule.weak_sources)]
+                if pattern is not None
+            ))
+            for strength in ("strong", "weak")
+        )
 
     @property
     def default(self) -> Rule:
@@ -127,18 +139,20 @@ class RuleTable:
 
     def match(self, query: str) -> RuleMatch:
         timed_out: list[int] = []
-        for strength in ("strong", "weak"):
-            for rule in self.rules:
-                pattern = rule.strong if strength == "strong" else rule.weak
-                if pattern is None:
-                    continue
+        timeout = self.regex_timeout_s
+        for strength, candidates in self._passes:
+            for rule, pattern, sources, groups in candidates:
                 try:
-                    m = pattern.search(query, timeout=self.regex_timeout_s)
+                    m = pattern.search(query, timeout=timeout)
                 except TimeoutError:
                     timed_out.append(rule.number)
                     continue
                 if m is not None:
-                    sources = rule.strong_sources if strength == "strong" else rule.weak_sources
-                    index = next(int(k[1:]) for k, v in m.groupdict().items() if v is not None and k[1:].isdigit())
+                    # The signal groups are the pattern's only top-level groups and exactly one
+                    # took part, so it is the last group closed; scan only if a signal's own
+                    # groups make that ambiguous.
+                    index = groups.get(m.lastgroup or "")
+                    if index is None or m.group(m.lastgroup) is None:
+                        index = next(int(k[1:]) for k, v in m.groupdict().items() if v is not None and k[1:].isdigit())
                     return RuleMatch(rule, strength, sources[index], m.group(), m.span(), tuple(timed_out))
         return RuleMatch(self.default, "default", timed_out=tuple(timed_out))
