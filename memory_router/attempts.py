@@ -75,11 +75,20 @@ class Attempt:
         }
 
 
+_timeout = getattr(asyncio, "timeout", None)  # Python >= 3.11
+
+
 async def call_backend(backend: Backend, request: BackendRequest, timeout_s: float) -> tuple[BackendResponse, int]:
     """One backend call under the router's timeout; never raises (except our own cancellation)."""
     started = time.perf_counter()
     try:
-        response = await asyncio.wait_for(backend.search(request), timeout_s)
+        if _timeout is not None:
+            # Python 3.11+: the call runs in this task under a cancel scope; wait_for would
+            # create a task per backend call (a third of the router's own cost per query).
+            async with _timeout(timeout_s):
+                response = await backend.search(request)
+        else:
+            response = await asyncio.wait_for(backend.search(request), timeout_s)
     except asyncio.TimeoutError:
         response = BackendResponse.failure(
             backend.name, request.query, QUERY_TIMEOUT, f"no answer within {int(timeout_s * 1000)} ms"
