@@ -285,6 +285,21 @@ def test_login_with_username_and_password_gets_a_bearer_token(cognee, tmp_path, 
     assert_no_secret(cognee, proc.stdout.decode(), log)
 
 
+def test_an_expired_bearer_token_is_renewed_once(cognee):
+    # The daemon keeps a backend (and its token) for hours; Cognee's JWT lives an hour.
+    import asyncio
+
+    from memory_router.backends import cognee as adapter
+    from memory_router.backends.base import BackendRequest
+
+    backend = adapter.CogneeBackend("cognee", adapter.Settings(datasets=("arch",)), {
+        "COGNEE_BASE_URL": cognee.base_url, "COGNEE_USERNAME": cognee_harness.USER, "COGNEE_PASSWORD": cognee.password})
+    backend._token = "a.stale.token"
+    response = asyncio.run(backend.search(BackendRequest("what depends on Postgres")))
+    assert (response.status, response.result_count) == ("success", 3)
+    assert backend._token not in (None, "a.stale.token")
+
+
 def test_wrong_password_is_a_backend_error_without_the_password(cognee, tmp_path, workspace):
     config, backends = write_setup(tmp_path, workspace)
     env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", {
