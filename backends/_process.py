@@ -101,6 +101,13 @@ async def run(
         raise ExecutableNotFound(f"{argv[0]}: {exc.strerror or exc}") from exc
     readers: list[asyncio.Task[bytes]] = []
     try:
+        assert proc.stdout is not None and proc.stderr is not None
+        # Readers first: a program that writes a lot before reading all of its stdin must not
+        # deadlock against our stdin write.
+        readers = [
+            asyncio.ensure_future(_read_capped(proc.stdout, max_stdout, strict=True)),
+            asyncio.ensure_future(_read_capped(proc.stderr, max_stderr, strict=False)),
+        ]
         if stdin is not None:
             assert proc.stdin is not None
             try:
@@ -109,11 +116,6 @@ async def run(
                 proc.stdin.close()
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the program does not read stdin; its output still counts
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = [
-            asyncio.ensure_future(_read_capped(proc.stdout, max_stdout, strict=True)),
-            asyncio.ensure_future(_read_capped(proc.stderr, max_stderr, strict=False)),
-        ]
         out, err = await asyncio.gather(*readers)
         returncode = await proc.wait()
     except BaseException:

@@ -272,3 +272,19 @@ def test_oversized_output_is_abandoned_at_once_not_after_the_reap_timeout() -> N
 
     durations = [asyncio.run(once()) for _ in range(6)]
     assert max(durations) < 1.5, durations
+
+
+def test_large_stdin_and_large_stdout_do_not_deadlock(tmp_path: Path) -> None:
+    """A program that prints 1 MB before reading its 1 MB stdin: both pipes must flow at once."""
+    program = [sys.executable, "-c",
+               "import json, sys\n"
+               "sys.stdout.write(' ' * 1_000_000)\n"
+               "q = sys.stdin.read()\n"
+               "json.dump({'status': 'success', 'results': [{'content': str(len(q)), 'relevance': 0.9}]}, sys.stdout)"]
+    response = search(backend(tmp_path, program, stdin="query"), "x" * 1_000_000, timeout_s=20)
+    assert response.status == "success" and response.results[0].content == "1000000"
+
+
+def test_a_program_that_ignores_stdin_still_answers(tmp_path: Path) -> None:
+    program = [sys.executable, "-c", "print('{\"status\": \"empty\", \"results\": []}')"]
+    assert search(backend(tmp_path, program, stdin="query"), "y" * 300_000).status == "empty"
