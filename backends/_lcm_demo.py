@@ -72,7 +72,9 @@ def build_demo_db(path: Path, *, day: date | None = None) -> Path:
     """Write the demo database at ``path`` (replacing a previous demo file). Returns ``path``."""
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
-    day = day or datetime.now(timezone.utc).date()
+    if day is None:  # the most recent morning that is over: no timestamps in the future
+        now = datetime.now(timezone.utc)
+        day = now.date() if now.time() >= time(11, 0) else now.date() - timedelta(days=1)
     morning = datetime.combine(day, time(9, 0), tzinfo=timezone.utc)
     conn = create_lcm_db(path, "current")
     try:

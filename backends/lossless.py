@@ -103,6 +103,9 @@ class Settings(BaseModel):
     include_messages: bool = True
     """Also search raw messages (summaries are always searched and preferred)."""
     max_content_chars: int = Field(default=2000, ge=100, le=1_000_000)
+    session_key: str | None = None
+    """Only this OpenClaw session family (``conversations.session_key``, e.g. ``agent:main:main``;
+    ``session_id`` on databases older than v0.4.0). Default: every conversation in the file."""
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> LosslessBackend:
@@ -246,6 +249,8 @@ _QUOTED = re.compile(r'"([^"]*)"')
 _EDGE_PUNCT = re.compile(r"^[^\w]+|[^\w]+$", re.UNICODE)
 _CLITIC = re.compile(r"^(\w+)['’](?:s|t|re|ve|ll|d|m)$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul, Thai.
+_UNSEGMENTED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u0e00-\u0e7f\uf900-\ufaff]")
 
 
 @dataclass(frozen=True)
@@ -464,11 +469,24 @@ class LosslessBackend:
             tables.append("messages")
         if not terms:
             return self._recent(conn, schema, tables, pool), None
-        for op in (("AND", "OR") if len(terms) > 1 else ("AND",)):
+        ops = ("AND", "OR") if len(terms) > 1 else ("AND",)
+        hits, sent = self._ladder(ops, tables, lambda t, op: self._search_table(conn, schema, t, terms, op, pool))
+        if not hits and any(_UNSEGMENTED.search(t.text) for t in terms):
+            # unicode61 keeps a run of CJK characters as one token, so FTS5 only matches it whole;
+            # a substring search finds it inside longer runs (lossless-claw falls back likewise).
+            hits, like_sent = self._ladder(ops, tables, lambda t, op: self._like(conn, schema, t, terms, op, pool))
+            sent = f"{sent} | {like_sent}" if hits else sent
+        return hits, sent
+
+    @staticmethod
+    def _ladder(ops: tuple[str, ...], tables: list[str], run: Any) -> tuple[list[_Hit], str]:
+        """Strict AND first; relax to OR only when no table found anything."""
+        sent: list[str] = []
+        for op in ops:
             hits: list[_Hit] = []
-            sent: list[str] = []
+            sent = []
             for table in tables:
-                found, how = self._search_table(conn, schema, table, terms, op, pool)
+                found, how = run(table, op)
                 hits.extend(found)
                 if how not in sent:
                     sent.append(how)
@@ -488,6 +506,16 @@ class LosslessBackend:
                     raise
                 # A MATCH the FTS table refuses (or a broken FTS table): search the base table.
         return self._like(conn, schema, table, terms, op, pool)
+
+    def _scope(self, schema: Schema, alias: str) -> str:
+        """SQL restricting rows to the configured session family (all conversations by default)."""
+        if self.settings.session_key is None:
+            return "1"
+        column = "session_key" if "session_key" in schema.conversations else "session_id"
+        return f"{alias}.conversation_id IN (SELECT conversation_id FROM conversations WHERE {column} = ?)"
+
+    def _scope_args(self) -> tuple[str, ...]:
+        return () if self.settings.session_key is None else (self.settings.session_key,)
 
     def _select_list(self, schema: Schema, table: str, alias: str) -> str:
         if table == "summaries":
@@ -522,8 +550,9 @@ class LosslessBackend:
         col = 1 if table == "summaries" else 0
         sql = (f"SELECT f.rowid AS fts_rowid, f.rank AS rank, snippet({fts}, {col}, '', '', '...', 32) AS snippet, "
                f"{self._select_list(schema, table, 's')} "
-               f"FROM {fts} f JOIN {table} s ON {join} WHERE {fts} MATCH ? ORDER BY f.rank LIMIT ?")
-        rows = _rows(conn.execute(sql, (expr, pool)))
+               f"FROM {fts} f JOIN {table} s ON {join} WHERE {fts} MATCH ? AND {self._scope(schema, 's')} "
+               f"ORDER BY f.rank LIMIT ?")
+        rows = _rows(conn.execute(sql, (expr, *self._scope_args(), pool)))
         rows = _dedupe(rows, "summary_id" if table == "summaries" else "message_id")
         if not rows:
             return []
@@ -559,12 +588,13 @@ class LosslessBackend:
         select = self._select_list(schema, table, "s")
         if op == "AND":
             where = " AND ".join([like] * len(patterns))
-            sql = f"SELECT {select} FROM {table} s WHERE {where} ORDER BY s.rowid DESC LIMIT ?"
+            sql = f"SELECT {select} FROM {table} s WHERE ({where}) AND {self._scope(schema, 's')} ORDER BY s.rowid DESC LIMIT ?"
         else:  # each row's LIKEs are evaluated once, in the subquery
             hits = " + ".join([f"({like})"] * len(patterns))
             sql = (f"SELECT {select} FROM (SELECT s.rowid AS rid, {hits} AS hits FROM {table} s) h "
-                   f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 ORDER BY h.hits DESC, h.rid DESC LIMIT ?")
-        rows = _rows(conn.execute(sql, (*patterns, pool)))
+                   f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 AND {self._scope(schema, 's')} "
+                   f"ORDER BY h.hits DESC, h.rid DESC LIMIT ?")
+        rows = _rows(conn.execute(sql, (*patterns, *self._scope_args(), pool)))
         hits = []
         for r in rows:
             low = (r["content"] or "").lower()
@@ -581,9 +611,9 @@ class LosslessBackend:
         """
         for table in tables:
             sql = (f"SELECT {self._select_list(schema, table, 's')} FROM "
-                   f"(SELECT * FROM {table} ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
+                   f"(SELECT * FROM {table} t WHERE {self._scope(schema, 't')} ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
                    f"ORDER BY {_newest_first(schema, table)} LIMIT ?")
-            rows = _rows(conn.execute(sql, (pool,)))
+            rows = _rows(conn.execute(sql, (*self._scope_args(), pool)))
             if rows:
                 return [_Hit(table, r, 0.0, 0.0, "recent") for r in rows]
         return []

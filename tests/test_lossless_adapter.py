@@ -350,3 +350,33 @@ def test_router_timeout_cancels_the_search(tmp_path: Path) -> None:
         assert (await b.search(BackendRequest("database schema"))).status == "success"
 
     asyncio.run(run())
+
+
+def test_cjk_query_inside_a_longer_run_is_found_by_substring(tmp_path: Path) -> None:
+    db = build_small_db(tmp_path / "lcm.db")
+    conn = sqlite3.connect(db, isolation_level=None)
+    LcmWriter(conn).summary(1, "决定：端到端测试结果保存在数据库中，因为需要审计。", latest=NOW, summary_id="sum_00000000000000d1")
+    conn.close()
+    resp = search(backend(tmp_path, db), "端到端测试")
+    assert resp.results and resp.results[0].model_extra["summary_id"] == "sum_00000000000000d1"
+    assert resp.query_sent == '"端到端测试" | LIKE %端到端测试%'
+
+
+@pytest.mark.parametrize("variant", ["current", "legacy", "no_fts"])
+def test_session_key_limits_search_to_one_session_family(tmp_path: Path, variant: str) -> None:
+    db = build_small_db(tmp_path / "lcm.db", variant)
+    conn = sqlite3.connect(db, isolation_level=None)
+    w = LcmWriter(conn)
+    other = w.conversation("sess-2", session_key="agent:other:main")
+    w.summary(other, "Database schema decision in another agent: we chose MongoDB.", latest=NOW,
+              summary_id="sum_00000000000000e1")
+    conn.close()
+    everything = search(backend(tmp_path, db), "database schema")
+    assert "sum_00000000000000e1" in {r.model_extra.get("summary_id") for r in everything.results}
+    # Legacy databases have no session_key column: the session_id is matched instead.
+    key = "sess-1" if variant == "legacy" else "agent:main:main"
+    scoped = backend(tmp_path, db, session_key=key)
+    for query in ("database schema", "MongoDB database", "why did we"):
+        ids = {r.model_extra.get("summary_id") for r in search(scoped, query).results}
+        assert "sum_00000000000000e1" not in ids, query
+    assert search(scoped, "database schema").results[0].model_extra["conversation_id"] == 1
