@@ -22,8 +22,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "totalrecall_scale.py": (["--quick"], ["Total Recall search", "Warm search split"]),
     "fallback.py": (["--quick"], ["Fallback cost", "Cooldown on"]),
     "serve_throughput.py": (["--quick"], ["`memory-router serve` over stdin/stdout"]),
-    # Written by the Lossless, QMD and client issues; only checked to run.
-    "bench_lossless.py": (["--sizes", "1000", "--repeats", "1"], []),
+    "lossless_scale.py": (["--quick"], ["Lossless search (ms per query, open to close)", "Database build (s)"]),
+    # Written by the QMD and client issues; only checked to run.
     "daemon_client.py": (["--quick"], []),
     "qmd_search.py": (["--repeats", "1"], []),
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
