@@ -449,6 +449,12 @@ class LosslessBackend:
                 return BackendResponse.failure(self.name, request.query, QUERY_TIMEOUT,
                                                f"SQLite search of {loc.path} stopped at the {int(request.timeout_s * 1000)} ms deadline",
                                                duration_ms=watch.ms, query_sent=sent)
+            if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+                return BackendResponse.failure(
+                    self.name, request.query, BACKEND_ERROR,
+                    f"{loc.path} stayed locked for {busy_ms} ms ({exc}): lossless-claw is probably migrating "
+                    f"or checkpointing it; retry, or raise backends.{self.name}.busy_timeout_ms",
+                    duration_ms=watch.ms, query_sent=sent)
             return BackendResponse.failure(self.name, request.query, BACKEND_ERROR,
                                            f"reading {loc.path}: {exc}", duration_ms=watch.ms, query_sent=sent)
         except sqlite3.Error as exc:  # DatabaseError: not a database, corrupt file...

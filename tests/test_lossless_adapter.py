@@ -380,3 +380,22 @@ def test_session_key_limits_search_to_one_session_family(tmp_path: Path, variant
         ids = {r.model_extra.get("summary_id") for r in search(scoped, query).results}
         assert "sum_00000000000000e1" not in ids, query
     assert search(scoped, "database schema").results[0].model_extra["conversation_id"] == 1
+
+
+def test_a_database_locked_by_the_plugin_is_a_clear_error_within_the_busy_timeout(tmp_path: Path) -> None:
+    db = build_small_db(tmp_path / "lcm.db")
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA locking_mode=EXCLUSIVE")  # WAL without shared memory: readers are shut out
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute("UPDATE conversations SET title = 'x'")
+    try:
+        b = backend(tmp_path, db, busy_timeout_ms=200)
+        started = time.perf_counter()
+        resp = search(b, "database schema")
+        assert time.perf_counter() - started < 3.0
+        assert resp.status == "error" and resp.error_code == "BACKEND_ERROR"
+        assert "locked" in resp.error_message and "busy_timeout_ms" in resp.error_message
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert search(backend(tmp_path, db), "database schema").status == "success"
