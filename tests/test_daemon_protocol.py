@@ -3,6 +3,9 @@ precise code, never an exception of any other kind; ids survive."""
 
 from __future__ import annotations
 
+import os
+import threading
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -18,6 +21,7 @@ from memory_router.daemon.protocol import (
     parse_line,
     sniff_id,
 )
+from memory_router.daemon.stdio import _Eof, _Oversized, read_lines
 
 LIMIT = 4096
 
@@ -120,3 +124,41 @@ def test_stats_request(line: bytes) -> None:
 def test_sniff_id_ignores_a_later_id_key() -> None:
     assert sniff_id(b'{"query": "x", "id": 3') is None
     assert sniff_id(b'{"id": "a\\"b", "query"') == 'a"b'
+
+
+# ------------------------------------------------------------------ the stdin line splitter
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=120).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    max_line=st.integers(1, 100),
+    trailing_newline=st.booleans(),
+    chunk=st.integers(1, 50),
+)
+def test_read_lines_splits_any_stream_and_flags_long_lines(lines, max_line, trailing_newline, chunk) -> None:
+    data = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
+    read_fd, write_fd = os.pipe()
+
+    def writer() -> None:
+        for i in range(0, len(data), chunk):  # arbitrary write boundaries
+            os.write(write_fd, data[i : i + chunk])
+        os.close(write_fd)
+
+    got: list[object] = []
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        read_lines(read_fd, max_line, lambda item: got.append(item) or True)
+    finally:
+        thread.join()
+        os.close(read_fd)
+    assert isinstance(got.pop(), _Eof)
+    expected = list(lines)
+    if expected and expected[-1] == b"" and not trailing_newline:
+        expected.pop()  # a stream ending in "\n" has no empty last line
+    assert len(got) == len(expected)
+    for item, line in zip(got, expected):
+        if len(line) > max_line:
+            assert isinstance(item, _Oversized) and item.length == len(line) and line.startswith(item.prefix)
+        else:
+            assert item == line

@@ -291,3 +291,20 @@ def test_invalid_cooldown_and_deadline_settings_are_refused(tmp_path: Path) -> N
         load_config(write_config(tmp_path, cooldown={"secs": 3}))
     with pytest.raises(InvalidConfig, match=r"deadline_ms"):
         load_config(write_config(tmp_path, deadline_ms=-5))
+
+
+def test_missing_backends_json_is_answered_per_query_until_it_appears(tmp_path: Path) -> None:
+    said: list[str] = []
+    state = tmp_path / "state"
+    state.mkdir()
+    service = Service(state_dir=state, backends_path=state / "backends.json", config_path=write_config(tmp_path),
+                      backends={"qmd": MockBackend("qmd", answer(0.9))}, diagnostics=said.append)
+    assert "does not exist" in said[0]
+    response = ask(service, {"id": 1, "query": QUERY})
+    assert (response["id"], response["status"], response["error_code"]) == (1, "error", "BACKENDS_JSON_MISSING")
+    assert ask(service, {"id": 2, "query": QUERY, "explain": True})["error_code"] == "BACKENDS_JSON_MISSING"
+
+    (state / "backends.json").write_bytes(orjson.dumps({"backends": ["qmd", "totalrecall"]}))
+    assert service.reload() == {"backends.json": "reloaded"}
+    assert ask(service, {"id": 3, "query": QUERY})["status"] == "success"
+    assert service.reload() == {}  # nothing changed on disk: nothing re-read
