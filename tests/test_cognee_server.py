@@ -254,6 +254,23 @@ def test_cognee_down_falls_back_to_totalrecall(cognee, tmp_path, workspace):
     assert_no_secret(cognee, proc.stdout.decode(), log)
 
 
+def test_cognee_down_on_the_full_pro_chain_goes_on_to_qmd(cognee, tmp_path, workspace):
+    # The spec's chain: cognee -> qmd/vsearch -> totalrecall. What qmd answers depends on this
+    # machine (installed or not, an index or not); the cognee step and its log line do not.
+    config, backends = write_setup(tmp_path, workspace)
+    backends.write_bytes(orjson.dumps({"tier": "pro", "backends": {
+        "cognee": "ready", "qmd": "ready", "totalrecall": "ready"}}))
+    dead = f"http://127.0.0.1:{cognee_harness.free_port()}"
+    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", {"COGNEE_BASE_URL": dead})
+    assert env["fallback_chain"] == ["cognee", "qmd", "totalrecall"]
+    assert (env["attempts"][0]["backend"], env["attempts"][0]["error_code"]) == ("cognee", "BACKEND_UNAVAILABLE")
+    assert env["attempts"][1]["backend"] == "qmd" and env["attempts"][1]["mode"] == "vsearch"
+    assert env["routed_to"] in ("qmd", "totalrecall") and env["status"] in ("success", "partial")
+    first_line = log.splitlines()[0]
+    assert " FALLBACK " in first_line and " backend=cognee error_code=BACKEND_UNAVAILABLE " in first_line
+    assert first_line.endswith(" next=qmd")
+
+
 def test_auth_with_a_wrong_key_is_a_clear_backend_error(cognee, tmp_path, workspace):
     config, backends = write_setup(tmp_path, workspace)
     wrong = "wrong-" + cognee.api_key[:10]

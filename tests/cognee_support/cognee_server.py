@@ -199,6 +199,9 @@ def start(python: Path, root: Path | None = None, *, startup_timeout: float = 15
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TELEMETRY_DISABLED": "1",
+        # litellm would fetch its model cost map from the internet at import: use the bundled one
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_OFFLINE_MODE": "true",
         "ENV": "test",
         "EMBEDDING_PROVIDER": "openai_compatible",
         "EMBEDDING_MODEL": TOKENIZER_MODEL,
