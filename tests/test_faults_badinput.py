@@ -18,6 +18,11 @@ from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md 
 from memory_router.envelope import Envelope
 
 
+def keyed(*cases: tuple) -> list:
+    """Parameter sets named by their first element (the report key), not by their payloads."""
+    return [pytest.param(*case, id=case[0]) for case in cases]
+
+
 def setup_dirs(tmp_path: Path, **config: Any) -> tuple[Path, Path]:
     """A crashing primary (so every query writes one FALLBACK line) and an echo fallback."""
     backends = {"primary": command_backend("crash"), "echo": command_backend("echo")}
@@ -50,7 +55,7 @@ def row(key: str, description: str, run, data: dict, answered: bool, note: str =
 
 @pytest.mark.parametrize(
     ("key", "description", "argv", "stdin", "code", "fragment"),
-    [
+    keyed(
         ("empty", "empty query", "", None, "EMPTY_QUERY", "the query is empty or only whitespace"),
         ("blank", "whitespace-only query (spaces, tab, newline)", " \t\n  ", None, "EMPTY_QUERY", "only whitespace"),
         ("control_only", "only control characters and NULs (stdin)", None, b"\x00\x01\x1b\x7f", "EMPTY_QUERY", "only whitespace"),
@@ -59,8 +64,7 @@ def row(key: str, description: str, run, data: dict, answered: bool, note: str =
         ("hundred_kb", "100 kB query (argv)", "y" * 100_000, None, "QUERY_TOO_LONG", "the query is 100000 characters"),
         ("bad_utf8", "invalid UTF-8 on stdin", None, b"caf\xe9 au lait", "INVALID_UTF8",
          "standard input is not valid UTF-8 (byte 3)"),
-    ],
-    ids=lambda v: v if isinstance(v, str) and len(v) < 30 and re.fullmatch(r"[a-z_0-9]+", v) else "",
+    ),
 )
 def test_unanswerable_queries_are_exit_2_with_a_precise_message(tmp_path: Path, key, description, argv, stdin, code, fragment) -> None:
     state, config = setup_dirs(tmp_path)
@@ -132,7 +136,7 @@ def test_backtracking_query_is_cut_by_the_regex_timeout(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("key", "description", "content", "exit", "code", "fragment"),
-    [
+    keyed(
         ("bj_string", "backends.json is a JSON string", b'"qmd"', 2, "BACKENDS_JSON_INVALID",
          "the top level must be an object or a list, got str"),
         ("bj_number", "backends.json is a number", b"42", 2, "BACKENDS_JSON_INVALID", "got int"),
@@ -144,8 +148,7 @@ def test_backtracking_query_is_cut_by_the_regex_timeout(tmp_path: Path) -> None:
          1, "NO_BACKEND_AVAILABLE", "primary: unknown status 'bogus' in backends.json (usable: ready, degraded)"),
         ("bj_bad_status_type", "a status that is not a string", b'{"backends": {"echo": {"status": 1}}}', 2,
          "BACKENDS_JSON_INVALID", "backends.echo.status: must be a string, got 1"),
-    ],
-    ids=lambda v: v if isinstance(v, str) and len(v) < 30 and re.fullmatch(r"[a-z_0-9]+", v) else "",
+    ),
 )
 def test_bad_backends_json(tmp_path: Path, key, description, content, exit, code, fragment) -> None:
     state, config = setup_dirs(tmp_path)
@@ -174,7 +177,7 @@ def test_unknown_status_skips_that_backend_and_still_answers(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     ("key", "description", "change", "fragment"),
-    [
+    keyed(
         ("cfg_regex", "an invalid regex", lambda c: c["rules"].insert(0, {"number": 1, "id": "broken", "strong": ["(unclosed"], "chain": [{"backend": "echo"}]}),
          "rules[0] (broken).strong[0]: invalid regex '(unclosed'"),
         ("cfg_unknown_backend", "a rule naming an unknown backend", lambda c: c["rules"][0]["chain"].append({"backend": "cogne"}),
@@ -185,8 +188,7 @@ def test_unknown_status_skips_that_backend_and_still_answers(tmp_path: Path) -> 
          "threshold: Input should be less than or equal to 1 (got 1.5)"),
         ("cfg_not_object", "router-config.json is a list", lambda c: "LIST",
          "the top level must be a JSON object, got list"),
-    ],
-    ids=lambda v: v if isinstance(v, str) and len(v) < 30 and re.fullmatch(r"[a-z_0-9]+", v) else "",
+    ),
 )
 def test_bad_router_config(tmp_path: Path, key, description, change, fragment) -> None:
     state, config = setup_dirs(tmp_path)
