@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
 import re
 import sqlite3
 import threading
@@ -128,8 +129,7 @@ def resolve_db_path(name: str, settings: Settings, context: BackendContext) -> L
     """The lossless-claw database per the order in the module docstring. Never creates anything."""
     env = context.environ
     if settings.db_path:
-        raw = os.path.expandvars(settings.db_path) if "$" in settings.db_path else settings.db_path
-        path = _expand_home(raw, env)
+        path = _expand_home(_expand_vars(settings.db_path, env), env)
         if not path.is_absolute():
             path = context.cwd / path
         src = f"backends.{name}.db_path"
@@ -148,7 +148,21 @@ def resolve_db_path(name: str, settings: Settings, context: BackendContext) -> L
 
 
 def _home(env: Any) -> Path:
-    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+    """``$HOME`` from the context's environment, else the account's home directory."""
+    if env.get("HOME"):
+        return Path(env["HOME"])
+    try:
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except (KeyError, AttributeError):  # no passwd entry (or not POSIX)
+        return Path("~").expanduser()
+
+
+_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def _expand_vars(raw: str, env: Any) -> str:
+    """``$NAME``/``${NAME}`` from the context's environment; unknown names stay as written."""
+    return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), raw)
 
 
 def _expand_home(raw: str, env: Any) -> Path:

@@ -399,3 +399,14 @@ def test_a_database_locked_by_the_plugin_is_a_clear_error_within_the_busy_timeou
         writer.execute("ROLLBACK")
         writer.close()
     assert search(backend(tmp_path, db), "database schema").status == "success"
+
+
+def test_db_path_expands_variables_and_home_from_the_context_not_the_process(tmp_path: Path, monkeypatch) -> None:
+    build_small_db(tmp_path / "lcm.db")
+    monkeypatch.setenv("MR_TEST_LCM_DIR", "/nowhere")  # the process environment must not be used
+    ctx = BackendContext(state_dir=tmp_path, environ={"MR_TEST_LCM_DIR": str(tmp_path), "HOME": str(tmp_path)}, cwd=tmp_path)
+    for raw in ("$MR_TEST_LCM_DIR/lcm.db", "${MR_TEST_LCM_DIR}/lcm.db", "~/lcm.db", "lcm.db"):
+        loc = L.resolve_db_path("lossless", L.Settings(db_path=raw), ctx)
+        assert loc.path == tmp_path / "lcm.db", raw
+    loc = L.resolve_db_path("lossless", L.Settings(db_path="$UNSET_NAME/lcm.db"), ctx)
+    assert loc.path is None and "$UNSET_NAME/lcm.db" in loc.describe_tried()
