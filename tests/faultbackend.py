@@ -50,8 +50,10 @@ def record(piddir: str | None, *pids: int) -> None:
     if not piddir:
         return
     path = os.path.join(piddir, f"{os.getpid()}.pids")
-    with open(path, "w") as fh:
+    # Write aside, then rename: a reader polling the folder never sees a half-written record.
+    with open(path + ".tmp", "w") as fh:
         fh.write(" ".join(str(p) for p in (os.getpid(), os.getpgid(0), *pids)) + "\n")
+    os.replace(path + ".tmp", path)
 
 
 def main(argv: list[str]) -> int:
