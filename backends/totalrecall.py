@@ -166,6 +166,7 @@ class Entry:
     timestamp: datetime | None
     superseded: bool
     terms: tuple[str, ...]
+    dated: bool = True  # False: the timestamp is only the file's mtime (a checkout resets it)
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -210,6 +211,7 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]
         m = _DAILY_NAME.match(Path(rel_path).name)
         if m:
             file_time = _parse_date("-".join(m.groups()))
+    file_dated = file_time is not None
     if file_time is None:
         file_time = datetime.fromtimestamp(mtime, tz=timezone.utc)
     file_label = Path(rel_path).stem.replace("-", " ").replace("_", " ")
@@ -228,10 +230,11 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]
         if body:
             heading = " > ".join(h for _, h in headings)
             when = block_time or file_time
+            dated = block_time is not None or file_dated
             if block_kind == "claim":
                 verified = re.search(r"\*\*last_verified\*\*\s*:\s*(\S+)", body)
-                if verified:
-                    when = _parse_date(verified.group(1)) or when
+                if verified and (verified_time := _parse_date(verified.group(1))):
+                    when, dated = verified_time, True
             entries.append(
                 Entry(
                     tier=tier,
@@ -242,6 +245,7 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]
                     timestamp=when,
                     superseded=superseded_level is not None,
                     terms=tuple(index_terms(f"{heading} {file_label} {body}")),
+                    dated=dated,
                 )
             )
         block, block_kind, block_time = [], "", None
@@ -410,10 +414,14 @@ class _Index:
         self._by_time = None
 
     def by_time(self) -> list[Entry]:
-        """All entries, newest first (a stable sort, so ties keep index order); cached."""
+        """All entries, newest first (a stable sort, so ties keep index order); cached.
+
+        Entries whose time is written down (a ``[HH:MM]`` daily line, a dated file, frontmatter,
+        ``last_verified``) come before entries known only by their file's mtime: a fresh checkout
+        or a copy gives every file "now", which says nothing about when the memory was made."""
         if self._by_time is None:
             stamp = datetime.min.replace(tzinfo=timezone.utc)
-            self._by_time = sorted(self.entries, key=lambda e: e.timestamp or stamp, reverse=True)
+            self._by_time = sorted(self.entries, key=lambda e: (e.dated, e.timestamp or stamp), reverse=True)
         return self._by_time
 
     def idf_of(self, term: str) -> float:

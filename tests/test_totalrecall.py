@@ -155,3 +155,11 @@ def test_any_markdown_parses_and_any_query_scores_in_range(text):
         response = search(TotalRecallBackend("t", Path(root)), text[:50] or "x")
         assert response.status in ("success", "empty")
         assert all(0 <= r.relevance <= 1 for r in response.results)
+
+
+def test_no_term_query_prefers_written_dates_over_file_mtimes(tmp_path):
+    # An undated archive file touched just now must not pass for the latest memory.
+    write(tmp_path, f"memory/daily/{(TODAY - timedelta(days=1)).isoformat()}.md", "[08:00] Rotated the signing keys.\n")
+    write(tmp_path, "memory/archive/notes.md", "- An old note with no date at all.\n")
+    response = search(TotalRecallBackend("totalrecall", tmp_path), "why did we do it that way", limit=1)
+    assert [r.content for r in response.results] == ["[08:00] Rotated the signing keys."]
