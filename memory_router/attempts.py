@@ -11,8 +11,9 @@ Two optional brakes, both off unless asked for (the one-shot CLI uses neither by
 * an overall deadline (``Policy.deadline_s``): each call gets ``min(timeout, time left)``; when
   the time is up the chain stops with a ``DEADLINE_EXCEEDED`` attempt (the call that was cut, or
   the step that was not started) and the envelope is built from what was answered so far;
-* a :class:`~memory_router.cooldown.Cooldown` (the daemon's): a backend that keeps failing is
-  skipped with a ``COOLDOWN`` attempt instead of being called.
+* a :class:`~memory_router.cooldown.Cooldown` (the daemon's): a backend (per search mode: qmd's
+  ``search`` may work while ``vsearch`` has no model) that keeps failing is skipped with a
+  ``COOLDOWN`` attempt instead of being called.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ async def run_attempts(
                 break
             if left < timeout_s:
                 timeout_s, cut_by_deadline = left, True
-        if cooldown is not None and (why := cooldown.admit(step.backend)) is not None:
+        health_key = step.backend if step.mode is None else f"{step.backend}/{step.mode}"
+        if cooldown is not None and (why := cooldown.admit(health_key)) is not None:
             attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False))
             continue
         request = BackendRequest(query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s,
@@ -154,7 +156,7 @@ async def run_attempts(
             response, elapsed = await call_backend(backend_for(step.backend), request, timeout_s)
         except BaseException:
             if cooldown is not None:
-                cooldown.release(step.backend)
+                cooldown.release(health_key)
             raise
         if cut_by_deadline and response.error_code == QUERY_TIMEOUT:
             response = response.model_copy(update={
@@ -163,9 +165,10 @@ async def run_attempts(
             })
         if cooldown is not None:
             if response.error_code == DEADLINE_EXCEEDED:
-                cooldown.release(step.backend)
+                cooldown.release(health_key)
             else:
-                cooldown.record(step.backend, response.status == "error", response.error_code or BACKEND_ERROR)
+                cooldown.record(health_key, response.status == "error", response.error_code or BACKEND_ERROR,
+                                response.error_message or "")
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
         attempts.append(Attempt(step, response, elapsed, accepted))
         if accepted:

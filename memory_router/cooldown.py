@@ -1,6 +1,8 @@
 """Dead-backend cooldown: stop paying a dead backend's timeout on every query.
 
-A long-lived router (the daemon) keeps one :class:`Cooldown`. After ``failures`` consecutive
+A long-lived router (the daemon) keeps one :class:`Cooldown`, keyed by backend name, or
+``backend/mode`` for a step with a mode (one mode of qmd can be broken while another works).
+After ``failures`` consecutive
 failed calls (status ``error``: an error response or a timeout) a backend is *cooling down* for
 ``seconds``: :meth:`Cooldown.admit` refuses it and the attempt is recorded with the ``COOLDOWN``
 code instead of being called. When the time is up exactly one *trial* call is let through (other
@@ -26,6 +28,7 @@ EventSink = Callable[[str, str], None]  # (kind, message), e.g. RouterLog.event
 class _Health:
     failures: int = 0  # consecutive
     last_error: str = ""
+    last_message: str = ""
     until: float | None = None  # monotonic end of the current cooldown; None: not cooling
     trial: bool = False  # a trial call is in flight
 
@@ -50,8 +53,10 @@ class Cooldown:
         self.failures, self.seconds = failures, seconds
 
     def forget(self, backend: str) -> None:
-        """Drop what we know about a backend (its settings changed: it is a new backend)."""
-        self._health.pop(backend, None)
+        """Drop what we know about a backend, all its modes included (its settings changed: it
+        is a new backend)."""
+        for key in [k for k in self._health if k == backend or k.startswith(backend + "/")]:
+            del self._health[key]
 
     def admit(self, backend: str) -> str | None:
         """``None`` if ``backend`` may be called now, else why it is skipped."""
@@ -61,7 +66,8 @@ class Cooldown:
         left = health.until - self._clock()
         if left > 0:
             return (
-                f"skipped: {backend} failed {health.failures} times in a row (last: {health.last_error}); "
+                f"skipped: {backend} failed {health.failures} times in a row (last: {health.last_error}"
+                f"{': ' + health.last_message[:300] if health.last_message else ''}); "
                 f"cooling down for another {left:.1f} s, then one trial call decides whether it is back"
             )
         if health.trial:
@@ -69,7 +75,7 @@ class Cooldown:
         health.trial = True
         return None
 
-    def record(self, backend: str, failed: bool, error: str = "") -> None:
+    def record(self, backend: str, failed: bool, error: str = "", message: str = "") -> None:
         """The outcome of a call that :meth:`admit` let through."""
         health = self._health.get(backend)
         if not failed:
@@ -81,7 +87,7 @@ class Cooldown:
         if health is None:
             health = self._health[backend] = _Health()
         health.failures += 1
-        health.last_error = error
+        health.last_error, health.last_message = error, message
         was_trial = health.until is not None and health.trial
         if was_trial or (health.until is None and health.failures >= self.failures):
             health.until = self._clock() + self.seconds

@@ -116,7 +116,7 @@ def test_stats_count_requests_attempts_and_latency(tmp_path: Path) -> None:
     assert stats["backends"]["qmd"] == {"calls": 3, "error": 3, "cooldown_skips": 1}
     assert stats["backends"]["totalrecall"] == {"calls": 4, "success": 4}
     assert stats["latency_ms"]["window"] == 4 and 0 <= stats["latency_ms"]["p50"] <= stats["latency_ms"]["p99"]
-    assert stats["cooldown"]["qmd"]["cooling_down"] is True
+    assert stats["cooldown"]["qmd/query"]["cooling_down"] is True
 
 
 def test_concurrency_limit_bounds_requests_routed_at_once(tmp_path: Path) -> None:
@@ -162,7 +162,8 @@ def test_dead_backend_is_skipped_with_cooldown_then_one_trial_decides(tmp_path: 
     skipped = ask(service, {"id": 3, "query": QUERY})
     assert codes(skipped) == [("qmd", "COOLDOWN"), ("totalrecall", None)]
     assert skipped["status"] == "success" and skipped["routed_to"] == "totalrecall"
-    assert skipped["attempts"][0]["status"] == "error" and "failed 2 times in a row" in skipped["attempts"][0]["error_message"]
+    assert skipped["attempts"][0]["status"] == "error"
+    assert "qmd/query failed 2 times in a row (last: BACKEND_ERROR: exit 1)" in skipped["attempts"][0]["error_message"]
     assert len(qmd.requests) == 2  # not called while cooling down
 
     time.sleep(0.35)
@@ -176,8 +177,8 @@ def test_dead_backend_is_skipped_with_cooldown_then_one_trial_decides(tmp_path: 
     assert (back["routed_to"], codes(back)) == ("qmd", [("qmd", None)])
     assert codes(ask(service, {"id": 7, "query": QUERY})) == [("qmd", None)]
     log = (tmp_path / "state" / "router.log").read_text()
-    assert "COOLDOWN message=\"backend qmd: 2 consecutive failures" in log
-    assert "RECOVERED message=\"backend qmd answered again" in log
+    assert "COOLDOWN message=\"backend qmd/query: 2 consecutive failures (last: BACKEND_ERROR)" in log
+    assert "RECOVERED message=\"backend qmd/query answered again" in log
 
 
 def test_cooldown_stops_a_hanging_backend_from_costing_its_timeout(tmp_path: Path) -> None:
@@ -308,3 +309,24 @@ def test_missing_backends_json_is_answered_per_query_until_it_appears(tmp_path: 
     assert service.reload() == {"backends.json": "reloaded"}
     assert ask(service, {"id": 3, "query": QUERY})["status"] == "success"
     assert service.reload() == {}  # nothing changed on disk: nothing re-read
+
+
+def test_cooldown_is_per_search_mode(tmp_path: Path) -> None:
+    def qmd_handler(request: BackendRequest) -> BackendResponse:
+        if request.mode == "vsearch":  # e.g. its embedding model is missing; BM25 search still works
+            return BackendResponse.failure("qmd", request.query, "BACKEND_UNAVAILABLE", "model missing: run qmd pull")
+        return BackendResponse.from_results("qmd", request.query, [Result(content="x", relevance=0.9, source="qmd")])
+
+    qmd = MockBackend("qmd", qmd_handler)
+    service = make_service(tmp_path, {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))},
+                           cooldown={"failures": 1, "seconds": 60})
+    concept = "explain the caching strategy"  # rule 4: qmd/vsearch -> qmd/query -> totalrecall
+    first = ask(service, {"id": 1, "query": concept})
+    assert codes(first)[:2] == [("qmd", "BACKEND_UNAVAILABLE"), ("qmd", None)]
+    second = ask(service, {"id": 2, "query": concept})
+    assert codes(second)[:2] == [("qmd", "COOLDOWN"), ("qmd", None)] and second["routed_mode"] == "query"
+    assert "model missing: run qmd pull" in second["attempts"][0]["error_message"]  # the fix stays visible
+    symbol = ask(service, {"id": 3, "query": "find the function parseAuthToken"})  # qmd/search
+    assert (symbol["routed_to"], symbol["routed_mode"], codes(symbol)) == ("qmd", "search", [("qmd", None)])
+    plan = ask(service, {"id": 4, "query": concept, "explain": True})
+    assert list(plan["cooldown"]) == ["qmd/vsearch"] and plan["cooldown"]["qmd/vsearch"]["cooling_down"]

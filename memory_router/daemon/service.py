@@ -231,7 +231,7 @@ class Service:
         return {
             "id": request.id, "query_echo": request.query, "status": "plan",
             "error_code": None, "error_message": None, **plan.as_dict(),
-            "cooldown": {s.backend: cooling[s.backend] for s in plan.steps if s.backend in cooling},
+            "cooldown": {key: cooling[key] for key in (_health_key(s) for s in plan.steps) if key in cooling},
         }
 
     def _installed_error(self, request: Request) -> dict[str, Any]:
@@ -461,6 +461,11 @@ class Service:
             raise
         except Exception as exc:
             self.say(f"warning: stopped watching {', '.join(folders)}: {exc}; restart serve to pick up changes")
+
+
+def _health_key(step: Any) -> str:
+    """The cooldown's key for a plan step (as in attempts.run_attempts)."""
+    return step.backend if step.mode is None else f"{step.backend}/{step.mode}"
 
 
 def _close_quietly(instance: object) -> None:
