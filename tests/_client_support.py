@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from memory_router.demo import WORKSPACE
@@ -35,6 +35,13 @@ def starter_workspace(dest: Path, *, today: date | None = None) -> tuple[Path, P
     for template in sorted(daily.glob("DAY-*.md")):
         days_ago = int(template.stem.split("-")[1])
         template.replace(daily / f"{(today - timedelta(days=days_ago)).isoformat()}.md")
+    # Undated files (working memory, registers, archive) are dated by mtime: pin it to the start
+    # of today, so today's timestamped daily entries ("[16:40] ...") stay the most recent ones
+    # whatever the time of day (otherwise a copy made after 16:40 outranks them in a no-term query).
+    midnight = datetime.combine(today, datetime.min.time(), tzinfo=timezone.utc).timestamp()
+    for path in dest.rglob("*.md"):
+        if daily not in path.parents:
+            os.utime(path, (midnight, midnight))
     state = dest / "state"
     state.mkdir(exist_ok=True)
     config = json.loads(packaged_config().read_text(encoding="utf-8"))
