@@ -49,7 +49,7 @@ import json
 import os
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from . import BackendContext
 from .base import (
@@ -96,6 +96,18 @@ class Settings(BaseModel):
     default_mode: Literal["graph", "completion", "chunks", "lexical", "cypher"] = "graph"
     graph_search_type: Literal[GRAPH_SEARCH_TYPES] = "GRAPH_COMPLETION"  # type: ignore[valid-type]
     probe_timeout_s: float = Field(default=1.0, gt=0, le=30)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not _is_http_url(value):
+            raise ValueError("must be an http:// or https:// URL such as http://127.0.0.1:8000")
+        return value
+
+
+def _is_http_url(value: str) -> bool:
+    head, sep, rest = value.partition("://")
+    return bool(sep) and head.lower() in ("http", "https") and bool(rest.strip("/"))
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> CogneeBackend:
@@ -189,6 +201,9 @@ class CogneeBackend:
         import httpx  # lazy: only a Cognee query pays for it
 
         sw = Stopwatch()
+        if not _is_http_url(self.base_url):  # only $COGNEE_BASE_URL can get here (Settings check theirs)
+            return self._fail(request, BACKEND_ERROR, f"COGNEE_BASE_URL={self.base_url!r} is not an http:// or "
+                              "https:// URL; set it like http://127.0.0.1:8000", sw)
         mode = request.mode or self.settings.default_mode
         if mode not in MODES:
             return self._fail(request, BACKEND_ERROR, f"unknown cognee mode {mode!r}; use one of {sorted(MODES)}", sw)
@@ -253,6 +268,8 @@ class CogneeBackend:
     def probe(self) -> Probe:
         """``GET /health`` with a short timeout (no query, no auth needed)."""
         facts: dict[str, Any] = {"base_url": self.base_url, "auth": self.auth_kind}
+        if not _is_http_url(self.base_url):
+            return Probe(False, f"COGNEE_BASE_URL={self.base_url!r} is not an http:// or https:// URL", facts)
         health = fetch_health(self.base_url, self.settings.probe_timeout_s)
         if isinstance(health, str):
             return Probe(False, f"cannot reach Cognee at {self.base_url}: {health}", facts)

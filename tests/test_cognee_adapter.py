@@ -258,6 +258,12 @@ def test_connection_refused_is_backend_unavailable():
     assert not probe.ok and "Connection refused" in probe.detail
 
 
+def test_a_base_url_without_a_scheme_from_the_environment_is_a_clear_error():
+    b = adapter.CogneeBackend("cognee", adapter.Settings(), {"COGNEE_BASE_URL": "127.0.0.1:8000"})
+    r = asyncio.run(b.search(BackendRequest("what depends on Postgres")))
+    assert r.error_code == "BACKEND_ERROR" and "COGNEE_BASE_URL='127.0.0.1:8000' is not an http://" in r.error_message
+
+
 def test_demo_setup_needs_a_reachable_server(monkeypatch):
     monkeypatch.setenv("COGNEE_BASE_URL", "http://127.0.0.1:9")
     with pytest.raises(DemoUnavailable, match="no Cognee server at http://127.0.0.1:9"):
@@ -295,6 +301,7 @@ def test_settings_come_from_config_then_environment():
     ({"default_mode": "insights"}, None, "backends.cognee.default_mode"),
     ({"graph_search_type": "INSIGHTS"}, None, "backends.cognee.graph_search_type"),
     ({"top_k": 0}, None, "backends.cognee.top_k"),
+    ({"base_url": "127.0.0.1:8000"}, None, "backends.cognee.base_url"),
     ({}, "vector", "rules[1] (relationship).chain[0].mode"),
 ])
 def test_bad_settings_are_refused_with_the_field(cognee, mode, where):
