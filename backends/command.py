@@ -182,6 +182,23 @@ class _WireContract(BaseModel):
     backend: str | None = None
 
 
+MAX_REPORTED_MESSAGE = 1000
+_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+
+
+def _reported_error(contract: _WireContract) -> tuple[str, str]:
+    """The program's own error code and message, kept within bounds: a code must look like one
+    (``BACKEND_ERROR``, ``QUOTA_EXCEEDED``), a message is cut at 1000 characters."""
+    message = contract.error_message or ""
+    if len(message) > MAX_REPORTED_MESSAGE:
+        message = message[:MAX_REPORTED_MESSAGE] + f"... ({len(message)} characters)"
+    code = contract.error_code or BACKEND_ERROR
+    if not _CODE.fullmatch(code):
+        message += f" (its error_code was not a code: {code[:40]!r})"
+        code = BACKEND_ERROR
+    return code, message
+
+
 class ContractError(Exception):
     """stdout is not a valid contract; the message says why, precisely."""
 
@@ -305,8 +322,8 @@ class CommandBackend:
             else:
                 how = f"exited with code {result.returncode}"
             if contract is not None and contract.status == "error" and contract.error_message:
-                code = contract.error_code or BACKEND_ERROR
-                return fail(code, f"{contract.error_message} ({self.program} {how})")
+                code, message = _reported_error(contract)
+                return fail(code, f"{message} ({self.program} {how})")
             unavailable = result.returncode in (126, 127)
             return fail(BACKEND_UNAVAILABLE if unavailable else BACKEND_ERROR,
                         f"{self.program} {how}" + (" (a program it runs is missing or not executable)" if unavailable else "")
@@ -314,8 +331,8 @@ class CommandBackend:
         if contract is None:
             return fail(BACKEND_ERROR, f"{self.program} {problem}")
         if contract.status == "error":
-            return fail(contract.error_code or BACKEND_ERROR,
-                        contract.error_message or f"{self.program} reported status error without a message")
+            code, message = _reported_error(contract)
+            return fail(code, message or f"{self.program} reported status error without a message")
         results = tuple(
             Result.model_validate({**r.model_dump(), "source": r.source or self.name}) for r in contract.results
         )

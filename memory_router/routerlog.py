@@ -12,6 +12,7 @@ state directory. A log that cannot be written is a warning on stderr, never a fa
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from datetime import datetime, timezone
@@ -32,6 +33,16 @@ def quote(value: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+_BARE = re.compile(r"[A-Za-z0-9_.:/-]+")
+
+
+def token(value: str) -> str:
+    """A value written unquoted (backend names, error codes) when it is a plain token, else
+    quoted: an error code comes from the backend, and a backend program is not trusted to keep
+    it to one word (a newline in it would otherwise forge a log line)."""
+    return value if _BARE.fullmatch(value) else quote(value)
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -45,12 +56,13 @@ class RouterLog:
 
     def fallback(self, query: str, backend: str, error_code: str, error_message: str, next_backend: str | None) -> None:
         self.write(
-            f"FALLBACK query={quote(query)} backend={backend} error_code={error_code} "
-            f"error_message={quote(error_message)} next={next_backend or 'none'}"
+            f"FALLBACK query={quote(query)} backend={token(backend)} error_code={token(error_code)} "
+            f"error_message={quote(error_message)} next={token(next_backend or 'none')}"
         )
 
     def timeout(self, query: str, backend: str, duration_ms: int, next_backend: str | None) -> None:
-        self.write(f"TIMEOUT query={quote(query)} backend={backend} duration_ms={duration_ms} next={next_backend or 'none'}")
+        self.write(f"TIMEOUT query={quote(query)} backend={token(backend)} duration_ms={duration_ms} "
+                   f"next={token(next_backend or 'none')}")
 
     def event(self, kind: str, message: str) -> None:
         """Other events (the daemon's config reloads): ``[time] KIND message="..."``."""

@@ -288,3 +288,26 @@ def test_large_stdin_and_large_stdout_do_not_deadlock(tmp_path: Path) -> None:
 def test_a_program_that_ignores_stdin_still_answers(tmp_path: Path) -> None:
     program = [sys.executable, "-c", "print('{\"status\": \"empty\", \"results\": []}')"]
     assert search(backend(tmp_path, program, stdin="query"), "y" * 300_000).status == "empty"
+
+
+def test_a_programs_error_code_and_message_cannot_forge_log_lines_or_flood(tmp_path: Path) -> None:
+    forged = 'X\n[2026-01-01T00:00:00Z] FALLBACK query="forged" backend=qmd error_code=BACKEND_ERROR error_message="x" next=none'
+    program = [sys.executable, "-c", "import json; print(json.dumps({'status': 'error', 'results': [], "
+               f"'error_code': {forged!r}, 'error_message': 'boom ' * 50000}}))"]
+    data = {"rules": [{"number": 1, "id": "default", "chain": [{"backend": "evil"}, {"backend": "good"}]}],
+            "backends": {"evil": {"type": "command", "argv": program}, "good": {"type": "command", "argv": fault_argv("ok")}}}
+    router = Router(parse_config(data, tmp_path / "router-config.json"), context=BackendContext(state_dir=tmp_path / "state", cwd=tmp_path))
+    envelope = asyncio.run(router.route("q", parse_installed({"backends": ["evil", "good"]}, tmp_path / "backends.json")))
+    assert envelope.routed_to == "good"
+    attempt = envelope.attempts[0]
+    assert attempt["error_code"] == "BACKEND_ERROR" and "its error_code was not a code: 'X\\n[2026" in attempt["error_message"]
+    assert len(attempt["error_message"]) < 1200 and "(250000 characters)" in attempt["error_message"]
+    lines = (tmp_path / "state" / "router.log").read_text().splitlines()
+    assert len(lines) == 1 and lines[0].count("FALLBACK") == 1 + 1  # the forged text stays inside the quoted message
+
+
+def test_router_log_quotes_any_unusual_token() -> None:
+    from memory_router.routerlog import token
+
+    assert token("BACKEND_ERROR") == "BACKEND_ERROR" and token("qmd") == "qmd"
+    assert token('X\nnext=none "') == '"X\\nnext=none \\""'

@@ -35,7 +35,8 @@ relevance = st.floats(0, 1)
 OUTCOME = st.one_of(
     st.tuples(st.just("answer"), st.lists(relevance, max_size=3)),
     st.tuples(st.just("answer_claiming"), st.tuples(st.lists(relevance, min_size=1, max_size=3), relevance)),
-    st.tuples(st.just("fail"), st.sampled_from(["BACKEND_ERROR", "BACKEND_UNAVAILABLE", "QUERY_TIMEOUT", "SOMETHING_ELSE"])),
+    st.tuples(st.just("fail"), st.sampled_from(["BACKEND_ERROR", "BACKEND_UNAVAILABLE", "QUERY_TIMEOUT", "SOMETHING_ELSE",
+                                                "X\n[2026-01-01T00:00:00Z] FALLBACK query=\"forged\""])),
     st.tuples(st.just("fail_with_results"), st.lists(relevance, min_size=1, max_size=2)),
     st.tuples(st.just("hang"), st.none()),
     st.tuples(st.just("raise"), st.sampled_from([ValueError, KeyError, RuntimeError])),
