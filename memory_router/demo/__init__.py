@@ -14,11 +14,12 @@ demo's backends.json marks such a backend ``unavailable`` and the router skips i
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, time as dtime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,23 @@ class DemoWorkspace:
     statuses: dict[str, str]
 
 
+ARCHIVE_AGE_DAYS = 60
+
+
+def date_workspace(dest: Path, today: date) -> None:
+    """Date every file of a copied workspace relative to ``today``, never by when it was copied
+    or checked out: memory without a date of its own is dated by its mtime, so the demo's (and
+    SKILL.md's) answers would otherwise change with the time of day. Working memory, registers
+    and docs: today 00:00 UTC (older than any of today's ``[HH:MM]`` daily entries); the archive:
+    60 days earlier. Daily logs are dated by their file names."""
+    midnight = datetime.combine(today, dtime.min, tzinfo=timezone.utc).timestamp()
+    for path in dest.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            archived = "archive" in path.relative_to(dest).parts
+            stamp = midnight - (ARCHIVE_AGE_DAYS * 86400 if archived else 0)
+            os.utime(path, (stamp, stamp))
+
+
 def materialize(dest: Path, *, today: date | None = None, log=print) -> DemoWorkspace:
     """Copy the workspace to ``dest``, date the daily logs, prepare each backend, write configs."""
     from memory_router.backends import DemoUnavailable, adapter_module
@@ -72,14 +90,12 @@ def materialize(dest: Path, *, today: date | None = None, log=print) -> DemoWork
 
     today = today or date.today()
     dest.mkdir(parents=True, exist_ok=True)
-    # shutil.copy, not copy2: the copies are dated now, not when the package was checked out or
-    # installed, so recency scores (and the documented examples) do not drift with the checkout's age.
-    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"),
-                    copy_function=shutil.copy)
+    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"))
     daily = dest / "memory" / "daily"
     for template in sorted(daily.glob("DAY-*.md")):
         days_ago = int(template.stem.split("-")[1])
         template.replace(daily / f"{(today - timedelta(days=days_ago)).isoformat()}.md")
+    date_workspace(dest, today)
 
     state_dir = dest / "state"
     state_dir.mkdir(exist_ok=True)
