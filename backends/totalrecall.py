@@ -39,6 +39,7 @@ for missed events) marks the index stale.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import math
 import os
@@ -131,15 +132,24 @@ def _identifier_parts(word: str) -> list[str]:
     return parts
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """The terms one word contributes: its stem, then its identifier parts' stems if it has
+    several. Cached: parsing a memory stems the same few thousand words over and over."""
+    lower = word.lower()
+    if lower == word and word.isascii() and word.isalpha():
+        return (stem(lower),)  # plain lowercase ASCII: exactly one identifier part, itself
+    parts = _identifier_parts(word)
+    if len(parts) > 1:
+        return (stem(lower), *(stem(p) for p in parts))
+    return (stem(lower),)
+
+
 def index_terms(text: str) -> list[str]:
     """Stemmed terms of a text in order, with identifiers also split into their parts."""
     terms: list[str] = []
     for word in _WORD.findall(text):
-        lower = word.lower()
-        terms.append(stem(lower))
-        parts = _identifier_parts(word)
-        if len(parts) > 1:
-            terms.extend(stem(p) for p in parts)
+        terms.extend(_word_terms(word))
     return terms
 
 

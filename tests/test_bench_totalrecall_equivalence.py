@@ -20,17 +20,46 @@ from hypothesis import strategies as st
 
 from memory_router.backends import totalrecall
 from memory_router.backends.totalrecall import (
+    _WORD,
     NO_TERMS_RELEVANCE,
     SUPERSEDED_FACTOR,
     TIER_WEIGHTS,
     _QUOTED,
+    _identifier_parts,
     _Index,
     _phrase_bonus,
     _recency,
+    index_terms,
     memory_files,
     query_terms,
     score,
+    stem,
 )
+
+
+def reference_index_terms(text: str) -> list[str]:
+    terms: list[str] = []
+    for word in _WORD.findall(text):
+        lower = word.lower()
+        terms.append(stem(lower))
+        parts = _identifier_parts(word)
+        if len(parts) > 1:
+            terms.extend(stem(p) for p in parts)
+    return terms
+
+
+words = st.one_of(
+    st.sampled_from(["parseAuthToken", "user_service", "HTTPServer", "v2Api", "caféteria", "Straße", "İstanbul",
+                     "decisions", "tokens", "__init__", "x1_y2", "ALLCAPS", "snake_Case_Mixed", "ß", "ǅemal"]),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.lists(words, max_size=10).map(" ".join))
+def test_index_terms_equals_reference(text: str) -> None:
+    assert index_terms(text) == reference_index_terms(text)
+    assert index_terms(text) == reference_index_terms(text)  # and again, from the cache
 
 
 def reference_memory_files(root: Path):
