@@ -82,9 +82,9 @@ def reference_memory_files(root: Path):
 def reference_score(index: _Index, query: str, limit: int, now: datetime):
     terms = query_terms(query)
     if not terms:
-        recent = sorted(
+        recent = sorted(  # written dates before mtimes (1b3bc74), then newest first
             index.entries,
-            key=lambda e: e.timestamp or datetime.min.replace(tzinfo=timezone.utc),
+            key=lambda e: (e.dated, e.timestamp or datetime.min.replace(tzinfo=timezone.utc)),
             reverse=True,
         )[:limit]
         return [(round(NO_TERMS_RELEVANCE * _recency(e.timestamp, now), 4), e) for e in recent]
