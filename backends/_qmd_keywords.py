@@ -177,6 +177,8 @@ def extract_terms(query: str, signal: str | None = None) -> list[Term]:
             continue
         if quoted:
             words = [w.lower() for w in _WORD.findall(text)]
+            if len(words) == 1 and (words[0] in STOPWORDS or (len(words[0]) < 2 and not words[0].isdigit())):
+                words = []  # `" a -- "` leaves one bare word: filtered like any single word
             if words:
                 add(_phrase(words) if len(words) > 1 else words[0], 2, position)
                 position += 1
