@@ -32,6 +32,9 @@ from memory_router.envelope import Envelope
 TIMEOUT_MS = 800
 SLOW_MS = 250
 HANG_SLACK_MS = 100
+# The storm starts 16 backend programs at once on a 2-core machine: the event loop can be busy
+# spawning when a deadline passes, so its hang bound is looser than a single cell's 100 ms.
+STORM_SLACK_MS = 300
 RSS_MARGIN_KB = 32 * 1024  # the 8 MiB cap, a copy of it, and noise; 50 MB buffered would blow it
 QUERY = "what did we decide about the cache"
 SPEC_FIELDS = list(Envelope.model_fields)
@@ -303,7 +306,7 @@ def test_daemon_fault_storm(tmp_path: Path) -> None:
         assert faulty["error_code"] == cell.fault.error_code
         if cell.fault.name == "hang":
             hang_ms.append(faulty["duration_ms"])
-            assert TIMEOUT_MS <= faulty["duration_ms"] <= TIMEOUT_MS + HANG_SLACK_MS, faulty
+            assert TIMEOUT_MS <= faulty["duration_ms"] <= TIMEOUT_MS + STORM_SLACK_MS, faulty
     assert sum(1 for line in log_lines(state) if "] FALLBACK " in line or "] TIMEOUT " in line) == 14
     for cell in cells:
         assert wait_no_leftovers(cell.piddir) == []
