@@ -336,21 +336,9 @@ class CommandBackend:
         results = tuple(
             Result.model_validate({**r.model_dump(), "source": r.source or self.name}) for r in contract.results
         )
-        ordered = tuple(sorted(results, key=lambda r: r.relevance, reverse=True))
-        best = ordered[0].relevance if ordered else 0.0
-        relevance = contract.normalized_relevance if contract.normalized_relevance is not None else best
-        if not ordered:
-            relevance = 0.0
-        return BackendResponse.model_construct(
-            query_echo=request.query,
-            results=ordered,
-            result_count=len(ordered),
-            status="success" if ordered else "empty",
-            error_message=None,
-            error_code=None,
-            backend_duration_ms=duration_ms,
-            normalized_relevance=relevance,
-            backend=self.name,
-            query_sent=None,
-        )
+        response = BackendResponse.from_results(self.name, request.query, results, duration_ms=duration_ms)
+        if results and contract.normalized_relevance is not None:
+            # The program's own normalized_relevance wins over "best result", as in the stack.
+            response = response.model_copy(update={"normalized_relevance": contract.normalized_relevance})
+        return response
 
