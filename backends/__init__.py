@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Mapping
 
 # type name in router-config.json -> module implementing it
 ADAPTER_MODULES: dict[str, str] = {

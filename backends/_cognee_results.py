@@ -40,8 +40,9 @@ CHUNKS use ``1 - distance``, clamped to 0..1.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from .base import Result
 from .totalrecall import META_WORDS, STOPWORDS, _identifier_parts, index_terms, stem
@@ -63,7 +64,9 @@ _WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*", re.UNICODE)
 
 _NO_DATA = re.compile(r"No data found|NoDataError|No valid chunks")
 _CONNECTION = re.compile(r"^(?P<src>\S.*?) --\[(?P<rel>[^\]\n]+)\]--> (?P<dst>.+?)(?:\s{2,}\((?P<text>.*)\))?$")
-_NODE = re.compile(r"^Node: (?P<name>[^\n]+)\n__node_content_start__\n(?P<content>.*?)\n__node_content_end__", re.M | re.S)
+_NODE = re.compile(
+    r"^Node: (?P<name>[^\n]+)\n__node_content_start__\n(?P<content>.*?)\n__node_content_end__", re.M | re.S
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,7 @@ class Relationship:
 
 # --------------------------------------------------------------------------- shapes
 
+
 @dataclass(frozen=True, slots=True)
 class DatasetAnswer:
     dataset: str | None  # None when access control is off (no per-dataset wrapper)
@@ -88,9 +92,13 @@ class DatasetAnswer:
 
 def unwrap(payload: Any) -> tuple[list[DatasetAnswer], list[str]]:
     """Split a search response into per-dataset answers and per-dataset error messages."""
-    if isinstance(payload, list) and payload and all(
-        isinstance(item, dict) and ("search_result" in item or "error" in item) and "dataset_id" in item
-        for item in payload
+    if (
+        isinstance(payload, list)
+        and payload
+        and all(
+            isinstance(item, dict) and ("search_result" in item or "error" in item) and "dataset_id" in item
+            for item in payload
+        )
     ):
         answers, errors = [], []
         for item in payload:
@@ -140,6 +148,7 @@ def rows_to_relationships(rows: Iterable[Any]) -> tuple[list[Relationship], list
 
 # --------------------------------------------------------------------------- relevance
 
+
 @dataclass(frozen=True, slots=True)
 class Term:
     """One query word: its stem and, for identifiers, the stems of its parts."""
@@ -183,13 +192,18 @@ def relevance(terms: list[Term], text: str) -> float:
 
 # --------------------------------------------------------------------------- results
 
+
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_CONTENT_CHARS else text[: MAX_CONTENT_CHARS - 1] + "…"
 
 
 def relationship_results(
-    rels: Iterable[Relationship], terms: list[Term], source: str, *,
-    dataset: str | None = None, nodes: dict[str, str] | None = None,
+    rels: Iterable[Relationship],
+    terms: list[Term],
+    source: str,
+    *,
+    dataset: str | None = None,
+    nodes: dict[str, str] | None = None,
 ) -> list[Result]:
     out = []
     for rel in rels:
@@ -218,8 +232,11 @@ def text_results(texts: Iterable[str], terms: list[Term], source: str, *, datase
         score = relevance(terms, text)
         if score <= 0.0:
             continue
-        out.append(Result(content=_clip(text.strip()), relevance=score, source=source,
-                          **({"dataset": dataset} if dataset else {})))
+        out.append(
+            Result(
+                content=_clip(text.strip()), relevance=score, source=source, **({"dataset": dataset} if dataset else {})
+            )
+        )
     return out
 
 
@@ -235,7 +252,12 @@ def distance_relevance(score: Any) -> float:
 
 
 def chunk_results(
-    payloads: Iterable[Any], terms: list[Term], source: str, *, scored: bool, dataset: str | None = None,
+    payloads: Iterable[Any],
+    terms: list[Term],
+    source: str,
+    *,
+    scored: bool,
+    dataset: str | None = None,
 ) -> list[Result]:
     """CHUNKS (``scored``: relevance from the distance) or CHUNKS_LEXICAL (term coverage)."""
     out = []

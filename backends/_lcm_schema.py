@@ -29,9 +29,10 @@ from __future__ import annotations
 import random
 import secrets
 import sqlite3
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Literal
 
 Variant = Literal["current", "legacy", "no_fts"]
 VARIANTS: tuple[Variant, ...] = ("current", "legacy", "no_fts")
@@ -224,6 +225,7 @@ def create_lcm_db(path: Path | str, variant: Variant = "current", *, wal: bool =
 
 # --------------------------------------------------------------------------- writing rows
 
+
 def sqlite_time(ts: datetime) -> str:
     """``created_at`` format: ``YYYY-MM-DD HH:MM:SS`` in UTC (SQLite's ``datetime('now')``)."""
     return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -251,20 +253,28 @@ class LcmWriter:
         self.conv_cols = {r[1] for r in conn.execute("PRAGMA table_info(conversations)")}
         self._seq: dict[int, int] = {}
 
-    def conversation(self, session_id: str, *, session_key: str | None = None, title: str | None = None,
-                     created: datetime | None = None) -> int:
+    def conversation(
+        self,
+        session_id: str,
+        *,
+        session_key: str | None = None,
+        title: str | None = None,
+        created: datetime | None = None,
+    ) -> int:
         cols = {"session_id": session_id, "title": title}
         if created is not None:
             cols["created_at"] = cols["updated_at"] = sqlite_time(created)
         if session_key is not None and "session_key" in self.conv_cols:
             cols["session_key"] = session_key
         names = ", ".join(cols)
-        cur = self.conn.execute(f"INSERT INTO conversations ({names}) VALUES ({', '.join('?' * len(cols))})",
-                                tuple(cols.values()))
+        cur = self.conn.execute(
+            f"INSERT INTO conversations ({names}) VALUES ({', '.join('?' * len(cols))})", tuple(cols.values())
+        )
         return int(cur.lastrowid)
 
-    def message(self, conversation_id: int, role: str, content: str, *, at: datetime | None = None,
-                index_fts: bool = True) -> int:
+    def message(
+        self, conversation_id: int, role: str, content: str, *, at: datetime | None = None, index_fts: bool = True
+    ) -> int:
         seq = self._seq.get(conversation_id, 0) + 1
         self._seq[conversation_id] = seq
         created = sqlite_time(at or datetime.now(timezone.utc))
@@ -277,18 +287,34 @@ class LcmWriter:
             self.conn.execute("INSERT INTO messages_fts (rowid, content) VALUES (?, ?)", (message_id, content))
         return message_id
 
-    def summary(self, conversation_id: int, content: str, *, kind: str = "leaf", depth: int | None = None,
-                earliest: datetime | None = None, latest: datetime | None = None,
-                created: datetime | None = None, message_ids: Iterable[int] = (),
-                sources: Iterable[str] = (), model: str = "anthropic/claude-sonnet-4",
-                summary_id: str | None = None, index_fts: bool = True) -> str:
+    def summary(
+        self,
+        conversation_id: int,
+        content: str,
+        *,
+        kind: str = "leaf",
+        depth: int | None = None,
+        earliest: datetime | None = None,
+        latest: datetime | None = None,
+        created: datetime | None = None,
+        message_ids: Iterable[int] = (),
+        sources: Iterable[str] = (),
+        model: str = "anthropic/claude-sonnet-4",
+        summary_id: str | None = None,
+        index_fts: bool = True,
+    ) -> str:
         """A leaf (from ``message_ids``) or condensed (from ``sources``, lower summaries) node."""
         summary_id = summary_id or new_summary_id()
         depth = depth if depth is not None else (0 if kind == "leaf" else 1)
         created_at = sqlite_time(created or latest or datetime.now(timezone.utc))
         cols: dict[str, object] = {
-            "summary_id": summary_id, "conversation_id": conversation_id, "kind": kind, "depth": depth,
-            "content": content, "token_count": max(1, len(content) // 4), "created_at": created_at,
+            "summary_id": summary_id,
+            "conversation_id": conversation_id,
+            "kind": kind,
+            "depth": depth,
+            "content": content,
+            "token_count": max(1, len(content) // 4),
+            "created_at": created_at,
         }
         if "latest_at" in self.summary_cols:
             cols["earliest_at"] = js_iso(earliest) if earliest else None
@@ -296,41 +322,99 @@ class LcmWriter:
         if "model" in self.summary_cols:
             cols["model"] = model
         names = ", ".join(cols)
-        self.conn.execute(f"INSERT INTO summaries ({names}) VALUES ({', '.join('?' * len(cols))})", tuple(cols.values()))
+        self.conn.execute(
+            f"INSERT INTO summaries ({names}) VALUES ({', '.join('?' * len(cols))})", tuple(cols.values())
+        )
         for ordinal, mid in enumerate(message_ids):
-            self.conn.execute("INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?, ?, ?)",
-                              (summary_id, mid, ordinal))
+            self.conn.execute(
+                "INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?, ?, ?)",
+                (summary_id, mid, ordinal),
+            )
         for ordinal, source in enumerate(sources):
             # The plugin's naming is inverted: summary_id is the condensed node, parent_summary_id its source.
-            self.conn.execute("INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?, ?, ?)",
-                              (summary_id, source, ordinal))
+            self.conn.execute(
+                "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?, ?, ?)",
+                (summary_id, source, ordinal),
+            )
         if self.fts and index_fts:
             self.conn.execute("INSERT INTO summaries_fts (summary_id, content) VALUES (?, ?)", (summary_id, content))
             if self.cjk:
-                self.conn.execute("INSERT INTO summaries_fts_cjk (summary_id, content) VALUES (?, ?)", (summary_id, content))
+                self.conn.execute(
+                    "INSERT INTO summaries_fts_cjk (summary_id, content) VALUES (?, ?)", (summary_id, content)
+                )
         return summary_id
 
 
 # --------------------------------------------------------------------------- synthetic corpora
 
 _TOPICS = (
-    "billing", "invoices", "search", "indexing", "notifications", "email", "uploads", "thumbnails",
-    "reports", "exports", "webhooks", "retries", "metrics", "dashboards", "onboarding", "permissions",
-    "audit", "logging", "tracing", "deploys", "migrations", "backups", "quotas", "ratelimits",
-    "checkout", "coupons", "inventory", "shipping", "refunds", "localisation",
+    "billing",
+    "invoices",
+    "search",
+    "indexing",
+    "notifications",
+    "email",
+    "uploads",
+    "thumbnails",
+    "reports",
+    "exports",
+    "webhooks",
+    "retries",
+    "metrics",
+    "dashboards",
+    "onboarding",
+    "permissions",
+    "audit",
+    "logging",
+    "tracing",
+    "deploys",
+    "migrations",
+    "backups",
+    "quotas",
+    "ratelimits",
+    "checkout",
+    "coupons",
+    "inventory",
+    "shipping",
+    "refunds",
+    "localisation",
 )
 _ACTIONS = (
-    "use a queue", "add a cache", "shard by tenant", "batch the writes", "keep it synchronous",
-    "move it behind a feature flag", "split the service", "denormalise the table", "add an index",
-    "retry with backoff", "drop the legacy path", "version the API",
+    "use a queue",
+    "add a cache",
+    "shard by tenant",
+    "batch the writes",
+    "keep it synchronous",
+    "move it behind a feature flag",
+    "split the service",
+    "denormalise the table",
+    "add an index",
+    "retry with backoff",
+    "drop the legacy path",
+    "version the API",
 )
 _WHY = (
-    "latency under load", "the on-call burden", "cost", "simpler rollbacks", "the audit requirement",
-    "mobile clients", "team ownership", "data volume", "vendor limits", "consistency",
+    "latency under load",
+    "the on-call burden",
+    "cost",
+    "simpler rollbacks",
+    "the audit requirement",
+    "mobile clients",
+    "team ownership",
+    "data volume",
+    "vendor limits",
+    "consistency",
 )
 _FILLER = (
-    "we looked at", "the trade-off was", "after benchmarking", "the team agreed", "for now",
-    "the open question is", "follow-up work covers", "we measured", "the alternative was",
+    "we looked at",
+    "the trade-off was",
+    "after benchmarking",
+    "the team agreed",
+    "for now",
+    "the open question is",
+    "follow-up work covers",
+    "we measured",
+    "the alternative was",
 )
 
 
@@ -339,8 +423,10 @@ def synthetic_summary_text(rng: random.Random) -> str:
     action, other = rng.sample(_ACTIONS, 2)
     why = rng.choice(_WHY)
     filler = " ".join(rng.choice(_FILLER) for _ in range(rng.randint(3, 8)))
-    return (f"Decisions: for {topic} we decided to {action} instead of {other}, because of {why}. "
-            f"{filler} {alt}. Expand for details about: {topic} {action}, {alt}.")
+    return (
+        f"Decisions: for {topic} we decided to {action} instead of {other}, because of {why}. "
+        f"{filler} {alt}. Expand for details about: {topic} {action}, {alt}."
+    )
 
 
 def synthetic_message_text(rng: random.Random) -> str:
@@ -349,8 +435,15 @@ def synthetic_message_text(rng: random.Random) -> str:
     return f"{' '.join(words)} {topic} and {rng.choice(_ACTIONS)} ({rng.choice(_WHY)})."
 
 
-def populate_synthetic(conn: sqlite3.Connection, *, messages: int, summaries: int, conversations: int = 10,
-                       seed: int = 7, start: datetime | None = None) -> None:
+def populate_synthetic(
+    conn: sqlite3.Connection,
+    *,
+    messages: int,
+    summaries: int,
+    conversations: int = 10,
+    seed: int = 7,
+    start: datetime | None = None,
+) -> None:
     """Fill a database made by :func:`create_lcm_db` with ``messages`` messages and ``summaries``
     leaf summaries spread over ``conversations`` conversations (for benchmarks: 1k/10k/100k).
 
@@ -361,8 +454,10 @@ def populate_synthetic(conn: sqlite3.Connection, *, messages: int, summaries: in
     writer = LcmWriter(conn)
     conn.execute("BEGIN")
     try:
-        conv_ids = [writer.conversation(f"bench-{i}", session_key=f"agent:bench:{i}", created=start)
-                    for i in range(max(1, conversations))]
+        conv_ids = [
+            writer.conversation(f"bench-{i}", session_key=f"agent:bench:{i}", created=start)
+            for i in range(max(1, conversations))
+        ]
         step = timedelta(days=90) / max(1, messages)
         msg_ids: list[int] = []
         for i in range(messages):
@@ -373,9 +468,15 @@ def populate_synthetic(conn: sqlite3.Connection, *, messages: int, summaries: in
         for i in range(summaries):
             conv = conv_ids[i % len(conv_ids)]
             t0 = start + sstep * i
-            covered = msg_ids[i * 4:(i + 1) * 4] if msg_ids else []
-            writer.summary(conv, synthetic_summary_text(rng), earliest=t0, latest=t0 + timedelta(minutes=20),
-                           message_ids=covered, summary_id=f"sum_{i:016x}")
+            covered = msg_ids[i * 4 : (i + 1) * 4] if msg_ids else []
+            writer.summary(
+                conv,
+                synthetic_summary_text(rng),
+                earliest=t0,
+                latest=t0 + timedelta(minutes=20),
+                message_ids=covered,
+                summary_id=f"sum_{i:016x}",
+            )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

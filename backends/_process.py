@@ -13,8 +13,8 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 DEFAULT_MAX_STDOUT = 8 * 1024 * 1024
 DEFAULT_MAX_STDERR = 64 * 1024

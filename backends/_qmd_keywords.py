@@ -133,8 +133,11 @@ def _is_path(token: str) -> bool:
 
 def _is_identifier(token: str) -> bool:
     return bool(
-        _CAMEL.search(token) or _SNAKE.search(token) or _HAS_DIGIT_AND_ALPHA.match(token)
-        or _DOTTED.match(token) or (_HYPHENATED.match(token) and any(c.isupper() or c.isdigit() for c in token))
+        _CAMEL.search(token)
+        or _SNAKE.search(token)
+        or _HAS_DIGIT_AND_ALPHA.match(token)
+        or _DOTTED.match(token)
+        or (_HYPHENATED.match(token) and any(c.isupper() or c.isdigit() for c in token))
     )
 
 
@@ -154,7 +157,7 @@ def extract_terms(query: str, signal: str | None = None) -> list[Term]:
     cursor = 0
     pieces: list[tuple[str, bool]] = []  # (text, is_quoted)
     for m in _QUOTED.finditer(query):
-        pieces.append((query[cursor:m.start()], False))
+        pieces.append((query[cursor : m.start()], False))
         pieces.append((next(g for g in m.groups() if g is not None), True))
         cursor = m.end()
     pieces.append((query[cursor:], False))

@@ -21,9 +21,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS = REPO_ROOT / ".tools"
@@ -115,8 +115,9 @@ def node_version(node: Path) -> str | None:
         return None
     if key not in _version_cache:
         try:
-            out = subprocess.run([str(node), "--version"], capture_output=True, timeout=10,
-                                 stdin=subprocess.DEVNULL, check=False)
+            out = subprocess.run(
+                [str(node), "--version"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL, check=False
+            )
             text = out.stdout.decode("ascii", "replace").strip()
             _version_cache[key] = text if out.returncode == 0 and text.startswith("v") else None
         except (OSError, subprocess.TimeoutExpired):
@@ -133,7 +134,9 @@ def resolve_command(qmd_setting: str | None, node_setting: str | None, environ: 
     """The argv prefix that runs qmd here, or :class:`QmdNotFound` saying what is missing."""
     qmd = find_qmd(qmd_setting, environ)
     if qmd is None:
-        raise QmdNotFound(f"qmd is not installed (not in settings, $MEMORY_ROUTER_QMD, {TOOLS}, or PATH). {INSTALL_HINT}")
+        raise QmdNotFound(
+            f"qmd is not installed (not in settings, $MEMORY_ROUTER_QMD, {TOOLS}, or PATH). {INSTALL_HINT}"
+        )
     if not qmd.exists():
         raise QmdNotFound(f"qmd not found at {qmd}. {INSTALL_HINT}")
     js = _qmd_js_for(qmd)
@@ -166,6 +169,7 @@ def qmd_version(command: QmdCommand) -> str | None:
 
 # --------------------------------------------------------------------------- models
 
+
 def models_dir(environ: Mapping[str, str]) -> Path:
     """qmd's model cache: ``$XDG_CACHE_HOME/qmd/models``, else ``~/.cache/qmd/models``."""
     cache = environ.get("XDG_CACHE_HOME")
@@ -188,7 +192,9 @@ def configured_models(config_file: Path | None, environ: Mapping[str, str]) -> d
             text = ""
         if block := _MODELS_BLOCK.search(text):
             from_yaml = {m.group(1): m.group(2).strip() for m in _MODEL_LINE.finditer(block.group(1))}
-    return {role: from_yaml.get(role) or environ.get(MODEL_ENV[role]) or default for role, default in DEFAULT_MODELS.items()}
+    return {
+        role: from_yaml.get(role) or environ.get(MODEL_ENV[role]) or default for role, default in DEFAULT_MODELS.items()
+    }
 
 
 def missing_models(mode: str, config_file: Path | None, environ: Mapping[str, str]) -> list[str]:

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -98,7 +99,7 @@ def _num(value: Any) -> float:
 def split_uri(uri: str) -> tuple[str | None, str]:
     """``qmd://notes/a/b.md`` -> ("notes", "a/b.md"); anything else -> (None, uri)."""
     if uri.startswith("qmd://"):
-        rest = uri[len("qmd://"):]
+        rest = uri[len("qmd://") :]
         collection, _, path = rest.partition("/")
         return (collection or None), path
     return None, uri
@@ -171,10 +172,12 @@ def to_results(
         if uri:
             extras["uri"] = uri
         snippet = hit.get("snippet") if isinstance(hit.get("snippet"), str) else hit.get("body")
-        results.append(Result(
-            content=clean_snippet(snippet if isinstance(snippet, str) else ""),
-            relevance=round(relevance, 4),
-            source=source,
-            **extras,
-        ))
+        results.append(
+            Result(
+                content=clean_snippet(snippet if isinstance(snippet, str) else ""),
+                relevance=round(relevance, 4),
+                source=source,
+                **extras,
+            )
+        )
     return results

@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -65,8 +66,12 @@ from .base import (
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 MODES = frozenset({"graph", "completion", "chunks", "lexical", "cypher"})
 GRAPH_SEARCH_TYPES = (
-    "GRAPH_COMPLETION", "GRAPH_COMPLETION_COT", "GRAPH_COMPLETION_CONTEXT_EXTENSION",
-    "GRAPH_COMPLETION_DECOMPOSITION", "GRAPH_SUMMARY_COMPLETION", "HYBRID_COMPLETION",
+    "GRAPH_COMPLETION",
+    "GRAPH_COMPLETION_COT",
+    "GRAPH_COMPLETION_CONTEXT_EXTENSION",
+    "GRAPH_COMPLETION_DECOMPOSITION",
+    "GRAPH_SUMMARY_COMPLETION",
+    "HYBRID_COMPLETION",
 )
 AUTH_HINT = (
     "Set COGNEE_API_KEY (or backends.{name}.api_key in router-config.json) to a key from "
@@ -149,10 +154,12 @@ class CogneeBackend:
                 text = text.replace(secret, "***")
         return text
 
-    def _fail(self, request: BackendRequest, code: str, message: str, sw: Stopwatch,
-              query_sent: str | None = None) -> BackendResponse:
-        return BackendResponse.failure(self.name, request.query, code, self.redact(message),
-                                       duration_ms=sw.ms, query_sent=query_sent)
+    def _fail(
+        self, request: BackendRequest, code: str, message: str, sw: Stopwatch, query_sent: str | None = None
+    ) -> BackendResponse:
+        return BackendResponse.failure(
+            self.name, request.query, code, self.redact(message), duration_ms=sw.ms, query_sent=query_sent
+        )
 
     def _body(self, mode: str, query: str) -> tuple[dict[str, Any], str | None]:
         """The search request for a mode, and the query actually sent when it differs."""
@@ -187,8 +194,10 @@ class CogneeBackend:
                 "/api/v1/auth/login", data={"username": self._username, "password": self._password}
             )
             if response.status_code != 200:
-                return (f"login to Cognee at {self.base_url} as {self._username} failed "
-                        f"(HTTP {response.status_code}: {_detail(response)}). " + AUTH_HINT.format(name=self.name))
+                return (
+                    f"login to Cognee at {self.base_url} as {self._username} failed "
+                    f"(HTTP {response.status_code}: {_detail(response)}). " + AUTH_HINT.format(name=self.name)
+                )
             try:
                 self._token = response.json()["access_token"]
             except (ValueError, KeyError, TypeError):
@@ -202,8 +211,13 @@ class CogneeBackend:
 
         sw = Stopwatch()
         if not _is_http_url(self.base_url):  # only $COGNEE_BASE_URL can get here (Settings check theirs)
-            return self._fail(request, BACKEND_ERROR, f"COGNEE_BASE_URL={self.base_url!r} is not an http:// or "
-                              "https:// URL; set it like http://127.0.0.1:8000", sw)
+            return self._fail(
+                request,
+                BACKEND_ERROR,
+                f"COGNEE_BASE_URL={self.base_url!r} is not an http:// or "
+                "https:// URL; set it like http://127.0.0.1:8000",
+                sw,
+            )
         mode = request.mode or self.settings.default_mode
         if mode not in MODES:
             return self._fail(request, BACKEND_ERROR, f"unknown cognee mode {mode!r}; use one of {sorted(MODES)}", sw)
@@ -215,8 +229,9 @@ class CogneeBackend:
         try:
             # One client per call: cancellation then closes exactly this call's connection.
             # For plain http, skip building a TLS context (35-70 ms per client, no TLS used).
-            async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout, trust_env=False,
-                                         verify=self.base_url.startswith("https:")) as client:
+            async with httpx.AsyncClient(
+                base_url=self.base_url, timeout=timeout, trust_env=False, verify=self.base_url.startswith("https:")
+            ) as client:
                 headers = await self._auth_headers(client)
                 if isinstance(headers, str):
                     return self._fail(request, BACKEND_ERROR, headers, sw, sent)
@@ -227,26 +242,44 @@ class CogneeBackend:
                         return self._fail(request, BACKEND_ERROR, headers, sw, sent)
                     response = await client.post("/api/v1/search", json=body, headers=headers)
         except httpx.ConnectError as exc:
-            return self._fail(request, BACKEND_UNAVAILABLE,
-                              f"cannot connect to Cognee at {self.base_url} ({_reason(exc)}). Start the Cognee "
-                              f"server (python -m cognee.api.client) or set COGNEE_BASE_URL / "
-                              f"backends.{self.name}.base_url.", sw, sent)
+            return self._fail(
+                request,
+                BACKEND_UNAVAILABLE,
+                f"cannot connect to Cognee at {self.base_url} ({_reason(exc)}). Start the Cognee "
+                f"server (python -m cognee.api.client) or set COGNEE_BASE_URL / "
+                f"backends.{self.name}.base_url.",
+                sw,
+                sent,
+            )
         except httpx.TimeoutException:
-            return self._fail(request, BACKEND_ERROR,
-                              f"Cognee at {self.base_url} did not answer within {request.timeout_s + 1:.1f} s", sw, sent)
+            return self._fail(
+                request,
+                BACKEND_ERROR,
+                f"Cognee at {self.base_url} did not answer within {request.timeout_s + 1:.1f} s",
+                sw,
+                sent,
+            )
         except httpx.HTTPError as exc:
-            return self._fail(request, BACKEND_ERROR,
-                              f"HTTP error talking to Cognee at {self.base_url}: {_reason(exc)}", sw, sent)
+            return self._fail(
+                request, BACKEND_ERROR, f"HTTP error talking to Cognee at {self.base_url}: {_reason(exc)}", sw, sent
+            )
         return self._response(request, mode, response, sw, sent)
 
-    def _response(self, request: BackendRequest, mode: str, response: Any, sw: Stopwatch,
-                  sent: str | None) -> BackendResponse:
+    def _response(
+        self, request: BackendRequest, mode: str, response: Any, sw: Stopwatch, sent: str | None
+    ) -> BackendResponse:
         status = response.status_code
         if status == 401:
-            how = {"api key": "the API key", "login": "the login token"}.get(self.auth_kind, "a request without credentials")
-            return self._fail(request, BACKEND_ERROR,
-                              f"Cognee at {self.base_url} refused {how} (HTTP 401). "
-                              + AUTH_HINT.format(name=self.name), sw, sent)
+            how = {"api key": "the API key", "login": "the login token"}.get(
+                self.auth_kind, "a request without credentials"
+            )
+            return self._fail(
+                request,
+                BACKEND_ERROR,
+                f"Cognee at {self.base_url} refused {how} (HTTP 401). " + AUTH_HINT.format(name=self.name),
+                sw,
+                sent,
+            )
         detail = _detail(response)
         if status == 404 and "NoDataError" in detail:
             # Nothing searchable yet (nothing added/cognified): an answer, not a failure.
@@ -257,13 +290,21 @@ class CogneeBackend:
         try:
             payload = response.json()
         except ValueError:
-            return self._fail(request, BACKEND_ERROR,
-                              f"Cognee answered HTTP 200 with a body that is not JSON: {response.text[:120]!r}", sw, sent)
+            return self._fail(
+                request,
+                BACKEND_ERROR,
+                f"Cognee answered HTTP 200 with a body that is not JSON: {response.text[:120]!r}",
+                sw,
+                sent,
+            )
         results, errors = to_results(payload, mode, request.query, self.name)
         if errors and not results:
-            return self._fail(request, BACKEND_ERROR, "Cognee search failed: " + "; ".join(errors)[:MAX_DETAIL_CHARS], sw, sent)
-        return BackendResponse.from_results(self.name, request.query, results[: request.limit],
-                                            duration_ms=sw.ms, query_sent=sent)
+            return self._fail(
+                request, BACKEND_ERROR, "Cognee search failed: " + "; ".join(errors)[:MAX_DETAIL_CHARS], sw, sent
+            )
+        return BackendResponse.from_results(
+            self.name, request.query, results[: request.limit], duration_ms=sw.ms, query_sent=sent
+        )
 
     def probe(self) -> Probe:
         """``GET /health`` with a short timeout (no query, no auth needed)."""
@@ -276,13 +317,18 @@ class CogneeBackend:
         facts.update({k: health[k] for k in ("status", "health", "version") if k in health})
         ok = health.get("health", "healthy") in ("healthy", "degraded") and health.get("status", "ready") != "not ready"
         version = health.get("version", "?")
-        return Probe(ok, f"Cognee {version} at {self.base_url}: {health.get('health', health.get('status', 'up'))} (auth: {self.auth_kind})", facts)
+        return Probe(
+            ok,
+            f"Cognee {version} at {self.base_url}: {health.get('health', health.get('status', 'up'))} (auth: {self.auth_kind})",
+            facts,
+        )
 
 
 def fetch_health(base_url: str, timeout_s: float) -> dict[str, Any] | str:
     """The ``/health`` JSON, or a short reason why there is none."""
     import urllib.error
     import urllib.request  # lazy: ~15 ms, and every CLI run imports this module for its Settings
+
     try:
         with urllib.request.urlopen(base_url + "/health", timeout=timeout_s) as resp:  # noqa: S310 - configured URL
             data = json.loads(resp.read(65536) or b"{}")
@@ -316,8 +362,9 @@ def to_results(payload: Any, mode: str, query: str, source: str) -> tuple[list[R
         items = _items(answer.result, rows=(mode == "cypher"))
         if mode == "graph":
             for context in (i for i in items if isinstance(i, str)):
-                results += relationship_results(parse_connections(context), terms, source,
-                                                dataset=answer.dataset, nodes=parse_nodes(context))
+                results += relationship_results(
+                    parse_connections(context), terms, source, dataset=answer.dataset, nodes=parse_nodes(context)
+                )
         elif mode == "completion":
             results += text_results((i for i in items if isinstance(i, str)), terms, source, dataset=answer.dataset)
         elif mode == "cypher":
@@ -342,8 +389,11 @@ def _items(value: Any, *, rows: bool) -> list[Any]:
     if not isinstance(value, list):
         return [value]
     if rows:
-        if value and all(isinstance(v, list) for v in value) and any(
-                v and all(isinstance(x, list) for x in v) for v in value):
+        if (
+            value
+            and all(isinstance(v, list) for v in value)
+            and any(v and all(isinstance(x, list) for x in v) for v in value)
+        ):
             return [row for v in value for row in v]
         return value
     return [x for v in value for x in (v if isinstance(v, list) else [v])]
@@ -365,8 +415,10 @@ def cypher_for(query: str, limit: int) -> str:
     for term in terms:
         lit = "'" + term.stem.replace("\\", "\\\\").replace("'", "\\'") + "'"
         conds.append(f"lower(a.name) CONTAINS {lit} OR lower(b.name) CONTAINS {lit}")
-    return (f"MATCH (a:Node)-[r]->(b:Node) WHERE {' OR '.join(conds)} "
-            f"RETURN a.name, r.relationship_name, b.name LIMIT {int(limit)}")
+    return (
+        f"MATCH (a:Node)-[r]->(b:Node) WHERE {' OR '.join(conds)} "
+        f"RETURN a.name, r.relationship_name, b.name LIMIT {int(limit)}"
+    )
 
 
 def _detail(response: Any) -> str:

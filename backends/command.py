@@ -42,7 +42,8 @@ import os
 import re
 import shutil
 import signal
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -233,7 +234,9 @@ def parse_contract(stdout: bytes) -> _WireContract:
         if first["type"] != "missing" and "input" in first:
             detail += f" (got {orjson.dumps(first['input'], default=str).decode()[:80]})"
         more = f"; {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""
-        raise ContractError(f"printed JSON of the wrong shape: {_field_path(tuple(first['loc']))}: {detail}{more}") from None
+        raise ContractError(
+            f"printed JSON of the wrong shape: {_field_path(tuple(first['loc']))}: {detail}{more}"
+        ) from None
 
 
 # --------------------------------------------------------------------------- the backend
@@ -286,14 +289,21 @@ class CommandBackend:
         if not self.cwd.is_dir():
             return fail(BACKEND_UNAVAILABLE, f"working directory {self.cwd} does not exist (backends.{self.name}.cwd)")
         try:
-            result = await run(argv, cwd=self.cwd, env=self.environ, stdin=stdin,
-                               max_stdout=self.settings.max_output_bytes)
+            result = await run(
+                argv, cwd=self.cwd, env=self.environ, stdin=stdin, max_stdout=self.settings.max_output_bytes
+            )
         except ExecutableNotFound as exc:
-            return fail(BACKEND_UNAVAILABLE, f"cannot run {exc} (backends.{self.name}.argv[0] in router-config.json); "
-                                             "install the backend or fix the path")
+            return fail(
+                BACKEND_UNAVAILABLE,
+                f"cannot run {exc} (backends.{self.name}.argv[0] in router-config.json); "
+                "install the backend or fix the path",
+            )
         except OutputTooLarge as exc:
-            return fail(BACKEND_ERROR, f"{self.program} printed more than {exc.limit} bytes on stdout "
-                                       f"(backends.{self.name}.max_output_bytes); its process group was killed")
+            return fail(
+                BACKEND_ERROR,
+                f"{self.program} printed more than {exc.limit} bytes on stdout "
+                f"(backends.{self.name}.max_output_bytes); its process group was killed",
+            )
         except (ValueError, OSError) as exc:  # e.g. an argument the OS refuses (too long)
             return fail(BACKEND_ERROR, f"cannot start {self.program}: {exc}")
         return self._interpret(request, result, watch.ms)
@@ -325,9 +335,12 @@ class CommandBackend:
                 code, message = _reported_error(contract)
                 return fail(code, f"{message} ({self.program} {how})")
             unavailable = result.returncode in (126, 127)
-            return fail(BACKEND_UNAVAILABLE if unavailable else BACKEND_ERROR,
-                        f"{self.program} {how}" + (" (a program it runs is missing or not executable)" if unavailable else "")
-                        + ("" if result.stdout.strip() else " and printed nothing"))
+            return fail(
+                BACKEND_UNAVAILABLE if unavailable else BACKEND_ERROR,
+                f"{self.program} {how}"
+                + (" (a program it runs is missing or not executable)" if unavailable else "")
+                + ("" if result.stdout.strip() else " and printed nothing"),
+            )
         if contract is None:
             return fail(BACKEND_ERROR, f"{self.program} {problem}")
         if contract.status == "error":
@@ -341,4 +354,3 @@ class CommandBackend:
             # The program's own normalized_relevance wins over "best result", as in the stack.
             response = response.model_copy(update={"normalized_relevance": contract.normalized_relevance})
         return response
-

@@ -59,9 +59,10 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,6 +115,7 @@ def create(name: str, settings: Settings, context: BackendContext) -> LosslessBa
 
 
 # --------------------------------------------------------------------------- locating the DB
+
 
 @dataclass(frozen=True)
 class Location:
@@ -174,8 +176,7 @@ def _expand_home(raw: str, env: Any) -> Path:
 def connect_readonly(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     """Open ``path`` read-only: ``mode=ro`` URI (never creates a file) plus ``query_only``."""
     uri = path.absolute().as_uri() + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000, check_same_thread=False,
-                           isolation_level=None)
+    conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None)
     try:
         conn.execute("PRAGMA query_only=ON")
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
@@ -186,6 +187,7 @@ def connect_readonly(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Conn
 
 
 # --------------------------------------------------------------------------- schema detection
+
 
 @dataclass(frozen=True)
 class Schema:
@@ -322,6 +324,7 @@ _DECISION_TEXT = re.compile(
 
 # --------------------------------------------------------------------------- searching
 
+
 class _Deadline(Exception):
     pass
 
@@ -365,8 +368,7 @@ class LosslessBackend:
         return resolve_db_path(self.name, self.settings, self.context)
 
     def _unavailable_message(self, loc: Location) -> str:
-        return (f"no lossless-claw database found (tried {loc.describe_tried()}); "
-                + FIX_HINT.format(name=self.name))
+        return f"no lossless-claw database found (tried {loc.describe_tried()}); " + FIX_HINT.format(name=self.name)
 
     def _schema(self, conn: sqlite3.Connection, path: Path) -> Schema:
         version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
@@ -390,22 +392,35 @@ class LosslessBackend:
             try:
                 schema = detect_schema(conn)
                 if not schema.is_lcm:
-                    return Probe(False, f"{loc.path} is not a lossless-claw database (no summaries/messages tables)",
-                                 {"db_path": str(loc.path)})
-                counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                          for t, cols in (("summaries", schema.summaries), ("messages", schema.messages)) if cols}
+                    return Probe(
+                        False,
+                        f"{loc.path} is not a lossless-claw database (no summaries/messages tables)",
+                        {"db_path": str(loc.path)},
+                    )
+                counts = {
+                    t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                    for t, cols in (("summaries", schema.summaries), ("messages", schema.messages))
+                    if cols
+                }
             finally:
                 conn.close()
         except sqlite3.Error as exc:
             return Probe(False, f"cannot read {loc.path}: {exc}", {"db_path": str(loc.path)})
         fts = schema.summaries_fts and schema.messages_fts
         facts = {
-            "db_path": str(loc.path), "source": loc.source, "search": "fts5" if fts else "like",
-            "summaries_fts": schema.summaries_fts, "messages_fts": schema.messages_fts,
-            "missing_columns": schema.missing_columns(), "sqlite": sqlite3.sqlite_version, **counts,
+            "db_path": str(loc.path),
+            "source": loc.source,
+            "search": "fts5" if fts else "like",
+            "summaries_fts": schema.summaries_fts,
+            "messages_fts": schema.messages_fts,
+            "missing_columns": schema.missing_columns(),
+            "sqlite": sqlite3.sqlite_version,
+            **counts,
         }
-        detail = (f"{loc.path} ({loc.source}): {counts.get('summaries', 0)} summaries, "
-                  f"{counts.get('messages', 0)} messages, {'FTS5' if fts else 'LIKE fallback'}")
+        detail = (
+            f"{loc.path} ({loc.source}): {counts.get('summaries', 0)} summaries, "
+            f"{counts.get('messages', 0)} messages, {'FTS5' if fts else 'LIKE fallback'}"
+        )
         return Probe(True, detail, facts)
 
     async def search(self, request: BackendRequest) -> BackendResponse:
@@ -421,8 +436,9 @@ class LosslessBackend:
         call = call or _Call()
         loc = self.location()
         if loc.path is None:
-            return BackendResponse.failure(self.name, request.query, BACKEND_UNAVAILABLE,
-                                           self._unavailable_message(loc), duration_ms=watch.ms)
+            return BackendResponse.failure(
+                self.name, request.query, BACKEND_UNAVAILABLE, self._unavailable_message(loc), duration_ms=watch.ms
+            )
         try:
             # A lock wait is not interruptible (the progress handler does not run while SQLite
             # sleeps on a busy lock), so it must not be allowed to outlive the router's timeout.
@@ -430,10 +446,13 @@ class LosslessBackend:
             conn = connect_readonly(loc.path, busy_timeout_ms=busy_ms)
         except sqlite3.Error as exc:
             return BackendResponse.failure(
-                self.name, request.query, BACKEND_UNAVAILABLE,
+                self.name,
+                request.query,
+                BACKEND_UNAVAILABLE,
                 f"cannot open {loc.path} read-only ({loc.source}): {exc}; check the file's permissions "
                 "(a WAL database opened read-only needs its -wal/-shm files or a writable directory)",
-                duration_ms=watch.ms)
+                duration_ms=watch.ms,
+            )
         deadline = time.monotonic() + max(0.0, request.timeout_s)
         # Checked every 2000 VM steps: a cancelled call or a passed deadline aborts the statement
         # ("interrupted"), so no SQLite work outlives the router's timeout.
@@ -443,37 +462,68 @@ class LosslessBackend:
             cancelled = call.cancelled
         if cancelled:  # the router gave up before the thread got here
             conn.close()
-            return BackendResponse.failure(self.name, request.query, QUERY_TIMEOUT,
-                                           "cancelled before the SQLite search started", duration_ms=watch.ms)
+            return BackendResponse.failure(
+                self.name,
+                request.query,
+                QUERY_TIMEOUT,
+                "cancelled before the SQLite search started",
+                duration_ms=watch.ms,
+            )
         sent: str | None = None
         try:
             schema = self._schema(conn, loc.path)
             if not schema.is_lcm:
                 return BackendResponse.failure(
-                    self.name, request.query, BACKEND_ERROR,
+                    self.name,
+                    request.query,
+                    BACKEND_ERROR,
                     f"{loc.path} ({loc.source}) is not a lossless-claw database: it has no summaries or "
-                    f"messages table; " + FIX_HINT.format(name=self.name), duration_ms=watch.ms)
+                    f"messages table; " + FIX_HINT.format(name=self.name),
+                    duration_ms=watch.ms,
+                )
             hits, sent = self._find(conn, schema, request)
             results = [self._result(h, schema) for h in hits]
             results.sort(key=lambda r: r.relevance, reverse=True)
-            return BackendResponse.from_results(self.name, request.query, results[: request.limit],
-                                                duration_ms=watch.ms, query_sent=sent)
+            return BackendResponse.from_results(
+                self.name, request.query, results[: request.limit], duration_ms=watch.ms, query_sent=sent
+            )
         except sqlite3.OperationalError as exc:
             if "interrupt" in str(exc).lower():
-                return BackendResponse.failure(self.name, request.query, QUERY_TIMEOUT,
-                                               f"SQLite search of {loc.path} stopped at the {int(request.timeout_s * 1000)} ms deadline",
-                                               duration_ms=watch.ms, query_sent=sent)
+                return BackendResponse.failure(
+                    self.name,
+                    request.query,
+                    QUERY_TIMEOUT,
+                    f"SQLite search of {loc.path} stopped at the {int(request.timeout_s * 1000)} ms deadline",
+                    duration_ms=watch.ms,
+                    query_sent=sent,
+                )
             if "locked" in str(exc).lower() or "busy" in str(exc).lower():
                 return BackendResponse.failure(
-                    self.name, request.query, BACKEND_ERROR,
+                    self.name,
+                    request.query,
+                    BACKEND_ERROR,
                     f"{loc.path} stayed locked for {busy_ms} ms ({exc}): lossless-claw is probably migrating "
                     f"or checkpointing it; retry, or raise backends.{self.name}.busy_timeout_ms",
-                    duration_ms=watch.ms, query_sent=sent)
-            return BackendResponse.failure(self.name, request.query, BACKEND_ERROR,
-                                           f"reading {loc.path}: {exc}", duration_ms=watch.ms, query_sent=sent)
+                    duration_ms=watch.ms,
+                    query_sent=sent,
+                )
+            return BackendResponse.failure(
+                self.name,
+                request.query,
+                BACKEND_ERROR,
+                f"reading {loc.path}: {exc}",
+                duration_ms=watch.ms,
+                query_sent=sent,
+            )
         except sqlite3.Error as exc:  # DatabaseError: not a database, corrupt file...
-            return BackendResponse.failure(self.name, request.query, BACKEND_ERROR,
-                                           f"reading {loc.path}: {exc}", duration_ms=watch.ms, query_sent=sent)
+            return BackendResponse.failure(
+                self.name,
+                request.query,
+                BACKEND_ERROR,
+                f"reading {loc.path}: {exc}",
+                duration_ms=watch.ms,
+                query_sent=sent,
+            )
         finally:
             with call.lock:
                 call.conn = None
@@ -514,8 +564,9 @@ class LosslessBackend:
                 return hits, " | ".join(sent)
         return [], " | ".join(sent)
 
-    def _search_table(self, conn: sqlite3.Connection, schema: Schema, table: str, terms: tuple[Term, ...],
-                      op: str, pool: int) -> tuple[list[_Hit], str]:
+    def _search_table(
+        self, conn: sqlite3.Connection, schema: Schema, table: str, terms: tuple[Term, ...], op: str, pool: int
+    ) -> tuple[list[_Hit], str]:
         use_fts = schema.summaries_fts if table == "summaries" else schema.messages_fts
         if use_fts:
             expr = fts_match(terms, op)
@@ -541,37 +592,61 @@ class LosslessBackend:
         if table == "summaries":
             cols = schema.summaries
             t = schema.summary_time(alias)
-            return ", ".join([
-                f"{alias}.summary_id AS summary_id", f"{alias}.conversation_id AS conversation_id",
-                f"{alias}.kind AS kind" if "kind" in cols else "NULL AS kind",
-                f"{alias}.depth AS depth" if "depth" in cols else "NULL AS depth",
-                f"{alias}.content AS content",
-                f"{alias}.earliest_at AS earliest_at" if "earliest_at" in cols else "NULL AS earliest_at",
-                f"{alias}.latest_at AS latest_at" if "latest_at" in cols else "NULL AS latest_at",
-                f"{t} AS event_time",
-                f"julianday('now') - julianday({t}) AS age_days",
-            ])
+            return ", ".join(
+                [
+                    f"{alias}.summary_id AS summary_id",
+                    f"{alias}.conversation_id AS conversation_id",
+                    f"{alias}.kind AS kind" if "kind" in cols else "NULL AS kind",
+                    f"{alias}.depth AS depth" if "depth" in cols else "NULL AS depth",
+                    f"{alias}.content AS content",
+                    f"{alias}.earliest_at AS earliest_at" if "earliest_at" in cols else "NULL AS earliest_at",
+                    f"{alias}.latest_at AS latest_at" if "latest_at" in cols else "NULL AS latest_at",
+                    f"{t} AS event_time",
+                    f"julianday('now') - julianday({t}) AS age_days",
+                ]
+            )
         cols = schema.messages
         t = f"{alias}.created_at" if "created_at" in cols else "NULL"
-        covering = (f"(SELECT sm.summary_id FROM summary_messages sm WHERE sm.message_id = {alias}.message_id "
-                    "LIMIT 1) AS summary_id") if schema.summary_messages else "NULL AS summary_id"
-        return ", ".join([
-            f"{alias}.message_id AS message_id", f"{alias}.conversation_id AS conversation_id",
-            f"{alias}.role AS role" if "role" in cols else "NULL AS role",
-            f"{alias}.seq AS seq" if "seq" in cols else "NULL AS seq",
-            f"{alias}.content AS content", covering,
-            f"{t} AS event_time", f"julianday('now') - julianday({t}) AS age_days",
-        ])
+        covering = (
+            (
+                f"(SELECT sm.summary_id FROM summary_messages sm WHERE sm.message_id = {alias}.message_id "
+                "LIMIT 1) AS summary_id"
+            )
+            if schema.summary_messages
+            else "NULL AS summary_id"
+        )
+        return ", ".join(
+            [
+                f"{alias}.message_id AS message_id",
+                f"{alias}.conversation_id AS conversation_id",
+                f"{alias}.role AS role" if "role" in cols else "NULL AS role",
+                f"{alias}.seq AS seq" if "seq" in cols else "NULL AS seq",
+                f"{alias}.content AS content",
+                covering,
+                f"{t} AS event_time",
+                f"julianday('now') - julianday({t}) AS age_days",
+            ]
+        )
 
-    def _fts(self, conn: sqlite3.Connection, schema: Schema, table: str, terms: tuple[Term, ...], expr: str,
-             op: str, pool: int) -> list[_Hit]:
+    def _fts(
+        self,
+        conn: sqlite3.Connection,
+        schema: Schema,
+        table: str,
+        terms: tuple[Term, ...],
+        expr: str,
+        op: str,
+        pool: int,
+    ) -> list[_Hit]:
         fts = f"{table}_fts"
         join = "s.summary_id = f.summary_id" if table == "summaries" else "s.message_id = f.rowid"
         col = 1 if table == "summaries" else 0
-        sql = (f"SELECT f.rowid AS fts_rowid, f.rank AS rank, snippet({fts}, {col}, '', '', '...', 32) AS snippet, "
-               f"{self._select_list(schema, table, 's')} "
-               f"FROM {fts} f JOIN {table} s ON {join} WHERE {fts} MATCH ? AND {self._scope(schema, 's')} "
-               f"ORDER BY f.rank LIMIT ?")
+        sql = (
+            f"SELECT f.rowid AS fts_rowid, f.rank AS rank, snippet({fts}, {col}, '', '', '...', 32) AS snippet, "
+            f"{self._select_list(schema, table, 's')} "
+            f"FROM {fts} f JOIN {table} s ON {join} WHERE {fts} MATCH ? AND {self._scope(schema, 's')} "
+            f"ORDER BY f.rank LIMIT ?"
+        )
         rows = _rows(conn.execute(sql, (expr, *self._scope_args(), pool)))
         rows = _dedupe(rows, "summary_id" if table == "summaries" else "message_id")
         if not rows:
@@ -581,22 +656,28 @@ class LosslessBackend:
         if op == "OR":
             coverage = self._fts_coverage(conn, fts, terms, [r["fts_rowid"] for r in rows])
         match = "fts" if op == "AND" else "fts-or"
-        return [_Hit(table, r, coverage.get(r["fts_rowid"], 0.0), _strength(r["rank"], best), match, r["fts_rowid"])
-                for r in rows]
+        return [
+            _Hit(table, r, coverage.get(r["fts_rowid"], 0.0), _strength(r["rank"], best), match, r["fts_rowid"])
+            for r in rows
+        ]
 
     @staticmethod
-    def _fts_coverage(conn: sqlite3.Connection, fts: str, terms: tuple[Term, ...], rowids: list[int]) -> dict[int, float]:
+    def _fts_coverage(
+        conn: sqlite3.Connection, fts: str, terms: tuple[Term, ...], rowids: list[int]
+    ) -> dict[int, float]:
         """Fraction of the query's terms each candidate row matches (one indexed lookup per term)."""
         counts = dict.fromkeys(rowids, 0)
         marks = ", ".join("?" * len(rowids))
         for term in terms:
-            for (rowid,) in conn.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? AND rowid IN ({marks})",
-                                         (term.fts, *rowids)):
+            for (rowid,) in conn.execute(
+                f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? AND rowid IN ({marks})", (term.fts, *rowids)
+            ):
                 counts[rowid] += 1
         return {rowid: n / len(terms) for rowid, n in counts.items()}
 
-    def _like(self, conn: sqlite3.Connection, schema: Schema, table: str, terms: tuple[Term, ...], op: str,
-              pool: int) -> tuple[list[_Hit], str]:
+    def _like(
+        self, conn: sqlite3.Connection, schema: Schema, table: str, terms: tuple[Term, ...], op: str, pool: int
+    ) -> tuple[list[_Hit], str]:
         """The fallback without FTS5: case-insensitive (ASCII) substring search on the base table.
 
         AND: the newest matching rows by insertion order (``rowid DESC`` lets SQLite stop early).
@@ -611,9 +692,11 @@ class LosslessBackend:
             sql = f"SELECT {select} FROM {table} s WHERE ({where}) AND {self._scope(schema, 's')} ORDER BY s.rowid DESC LIMIT ?"
         else:  # each row's LIKEs are evaluated once, in the subquery
             hits = " + ".join([f"({like})"] * len(patterns))
-            sql = (f"SELECT {select} FROM (SELECT s.rowid AS rid, {hits} AS hits FROM {table} s) h "
-                   f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 AND {self._scope(schema, 's')} "
-                   f"ORDER BY h.hits DESC, h.rid DESC LIMIT ?")
+            sql = (
+                f"SELECT {select} FROM (SELECT s.rowid AS rid, {hits} AS hits FROM {table} s) h "
+                f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 AND {self._scope(schema, 's')} "
+                f"ORDER BY h.hits DESC, h.rid DESC LIMIT ?"
+            )
         rows = _rows(conn.execute(sql, (*patterns, *self._scope_args(), pool)))
         hits = []
         for r in rows:
@@ -630,9 +713,11 @@ class LosslessBackend:
         newest rows); sorting a whole 100k-row table by julianday() would take ~0.5 s.
         """
         for table in tables:
-            sql = (f"SELECT {self._select_list(schema, table, 's')} FROM "
-                   f"(SELECT * FROM {table} t WHERE {self._scope(schema, 't')} ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
-                   f"ORDER BY {_newest_first(schema, table)} LIMIT ?")
+            sql = (
+                f"SELECT {self._select_list(schema, table, 's')} FROM "
+                f"(SELECT * FROM {table} t WHERE {self._scope(schema, 't')} ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
+                f"ORDER BY {_newest_first(schema, table)} LIMIT ?"
+            )
             rows = _rows(conn.execute(sql, (*self._scope_args(), pool)))
             if rows:
                 return [_Hit(table, r, 0.0, 0.0, "recent") for r in rows]
@@ -655,15 +740,26 @@ class LosslessBackend:
             content = content[: limit - 1] + "…"
         extra: dict[str, Any] = {"conversation_id": r["conversation_id"], "match": hit.match}
         if hit.table == "summaries":
-            extra.update(summary_id=r["summary_id"], kind=r["kind"], depth=r["depth"],
-                         earliest_at=r["earliest_at"], latest_at=r["latest_at"])
+            extra.update(
+                summary_id=r["summary_id"],
+                kind=r["kind"],
+                depth=r["depth"],
+                earliest_at=r["earliest_at"],
+                latest_at=r["latest_at"],
+            )
         else:
-            extra.update(message_id=r["message_id"], kind="message", role=r["role"], seq=r["seq"],
-                         summary_id=r["summary_id"])
+            extra.update(
+                message_id=r["message_id"], kind="message", role=r["role"], seq=r["seq"], summary_id=r["summary_id"]
+            )
         if r.get("snippet"):
             extra["snippet"] = r["snippet"]
-        return Result(content=content, relevance=round(min(1.0, max(0.0, relevance)), 4), source=self.name,
-                      timestamp=_iso(r.get("event_time")), **extra)
+        return Result(
+            content=content,
+            relevance=round(min(1.0, max(0.0, relevance)), 4),
+            source=self.name,
+            timestamp=_iso(r.get("event_time")),
+            **extra,
+        )
 
 
 def _newest_first(schema: Schema, table: str) -> str:
@@ -716,6 +812,7 @@ def _iso(value: Any) -> str | None:
 
 
 # --------------------------------------------------------------------------- demo
+
 
 def demo_setup(workspace: Path, state_dir: Path) -> dict[str, str]:
     """A small real-schema lcm.db in ``state_dir``: today's morning session of the demo project."""

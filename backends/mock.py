@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Awaitable, Callable, Union
+from collections.abc import Awaitable, Callable
 
 from .base import BackendRequest, BackendResponse, Probe, Result
 
-Handler = Callable[[BackendRequest], Union[BackendResponse, Awaitable[BackendResponse]]]
+Handler = Callable[[BackendRequest], BackendResponse | Awaitable[BackendResponse]]
 
 
 class MockBackend:
@@ -45,8 +45,7 @@ def answer(*relevances: float, delay_s: float = 0.0) -> Handler:
         if delay_s:
             await asyncio.sleep(delay_s)
         results = [
-            Result(content=f"hit {i} for {request.query}", relevance=r, source="mock")
-            for i, r in enumerate(relevances)
+            Result(content=f"hit {i} for {request.query}", relevance=r, source="mock") for i, r in enumerate(relevances)
         ]
         return BackendResponse.from_results("mock", request.query, results)
 

@@ -42,10 +42,11 @@ import fcntl
 import os
 import re
 import subprocess
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Protocol, Sequence
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -159,9 +160,13 @@ class CliTransport:
         except QmdOutputError as exc:
             return Answer(None, BACKEND_ERROR, f"qmd {mode}: {exc}", stderr=stderr)
         if not hits and mode != "search" and (m := _NEEDS_EMBEDDINGS.search(stderr)) and m.group(2) == "100":
-            return Answer(None, BACKEND_UNAVAILABLE,
-                          f"qmd {mode}: the index has no embeddings yet ({m.group(1)} documents need them). "
-                          "Run `qmd embed` (needs the embedding model; `qmd pull` fetches it).", stderr=stderr)
+            return Answer(
+                None,
+                BACKEND_UNAVAILABLE,
+                f"qmd {mode}: the index has no embeddings yet ({m.group(1)} documents need them). "
+                "Run `qmd embed` (needs the embedding model; `qmd pull` fetches it).",
+                stderr=stderr,
+            )
         return Answer(hits, stderr=stderr)
 
 
@@ -206,7 +211,10 @@ def _classify_failure(mode: str, returncode: int, stderr: str) -> tuple[str, str
             "is set). Unset CI for vsearch/query, or use search."
         )
     if "Collection not found" in stderr:
-        return BACKEND_ERROR, f"qmd {mode}: {_tail(stderr)}. Check backends.qmd.collections in router-config.json (`qmd collection list`)."
+        return (
+            BACKEND_ERROR,
+            f"qmd {mode}: {_tail(stderr)}. Check backends.qmd.collections in router-config.json (`qmd collection list`).",
+        )
     if returncode < 0 or returncode in (134, 139):
         return BACKEND_UNAVAILABLE, f"qmd {mode} crashed (exit {returncode}); is Node >= 22 in use? {INSTALL_HINT}"
     return BACKEND_ERROR, f"qmd {mode} exited with code {returncode}: {_tail(stderr) or 'no message'}"
@@ -226,8 +234,11 @@ class QmdBackend:
 
     def env(self) -> dict[str, str]:
         env = dict(self.context.environ)
-        for key, value in (("INDEX_PATH", self.settings.index_path), ("QMD_CONFIG_DIR", self.settings.config_dir),
-                           ("XDG_CACHE_HOME", self.settings.cache_dir)):
+        for key, value in (
+            ("INDEX_PATH", self.settings.index_path),
+            ("QMD_CONFIG_DIR", self.settings.config_dir),
+            ("XDG_CACHE_HOME", self.settings.cache_dir),
+        ):
             if value:
                 env[key] = os.path.expanduser(value)
         env.setdefault("NO_COLOR", "1")
@@ -264,8 +275,11 @@ class QmdBackend:
         name = self.index_name()
         if name is None:
             return None
-        cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else \
-            Path(env.get("HOME") or os.path.expanduser("~")) / ".cache"
+        cache = (
+            Path(env["XDG_CACHE_HOME"])
+            if env.get("XDG_CACHE_HOME")
+            else Path(env.get("HOME") or os.path.expanduser("~")) / ".cache"
+        )
         return cache / "qmd" / f"{name}.sqlite"
 
     def transport(self) -> CliTransport:
@@ -282,12 +296,15 @@ class QmdBackend:
         watch = Stopwatch()
         mode = request.mode or DEFAULT_MODE
         if mode not in MODES:
-            return BackendResponse.failure(self.name, request.query, BACKEND_ERROR,
-                                           f"qmd has no mode {mode!r}; use one of {sorted(MODES)}")
+            return BackendResponse.failure(
+                self.name, request.query, BACKEND_ERROR, f"qmd has no mode {mode!r}; use one of {sorted(MODES)}"
+            )
         try:
             transport = self.transport()
         except QmdNotFound as exc:
-            return BackendResponse.failure(self.name, request.query, BACKEND_UNAVAILABLE, str(exc), duration_ms=watch.ms)
+            return BackendResponse.failure(
+                self.name, request.query, BACKEND_UNAVAILABLE, str(exc), duration_ms=watch.ms
+            )
         if mode != "search":
             sent = request.query
             needs = mode
@@ -297,17 +314,22 @@ class QmdBackend:
             missing = missing_models(needs, self.config_file(transport.env), transport.env)
             if missing:
                 return BackendResponse.failure(
-                    self.name, request.query, BACKEND_UNAVAILABLE,
+                    self.name,
+                    request.query,
+                    BACKEND_UNAVAILABLE,
                     f"qmd {mode} needs GGUF models that are not in {models_dir(transport.env)} "
                     f"({'; '.join(missing)}); without them qmd would retry the download for ~12 minutes. "
                     "Run `qmd pull` (with network access), then `qmd embed`.",
-                    duration_ms=watch.ms, query_sent=sent,
+                    duration_ms=watch.ms,
+                    query_sent=sent,
                 )
             answer = await transport.search(mode, sent, request.limit, self.settings.collections)
             return self._respond(request, answer, mode, sent, 1.0, watch)
         return await self._keyword_search(request, transport, watch)
 
-    async def _keyword_search(self, request: BackendRequest, transport: CliTransport, watch: Stopwatch) -> BackendResponse:
+    async def _keyword_search(
+        self, request: BackendRequest, transport: CliTransport, watch: Stopwatch
+    ) -> BackendResponse:
         forms = keyword_forms(request.query, request.signal, self.settings.max_search_calls)
         if not forms:
             # Nothing but stopwords ("what was the last thing"): ANDing them would match noise.
@@ -319,11 +341,18 @@ class QmdBackend:
                 return self._respond(request, answer, "search", form.text, form.coverage, watch)
         return self._respond(request, answer, "search", forms[-1].text, forms[-1].coverage, watch)
 
-    def _respond(self, request: BackendRequest, answer: Answer, mode: str, sent: str, coverage: float,
-                 watch: Stopwatch) -> BackendResponse:
+    def _respond(
+        self, request: BackendRequest, answer: Answer, mode: str, sent: str, coverage: float, watch: Stopwatch
+    ) -> BackendResponse:
         if answer.hits is None:
-            return BackendResponse.failure(self.name, request.query, answer.error_code or BACKEND_ERROR,
-                                           answer.error_message or "qmd failed", duration_ms=watch.ms, query_sent=sent)
+            return BackendResponse.failure(
+                self.name,
+                request.query,
+                answer.error_code or BACKEND_ERROR,
+                answer.error_message or "qmd failed",
+                duration_ms=watch.ms,
+                query_sent=sent,
+            )
         reranked = mode == "query" and really_reranked(answer.hits, answer.stderr)
         results = to_results(answer.hits, mode, self.name, coverage=coverage, reranked=reranked)
         return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
@@ -356,7 +385,9 @@ class QmdBackend:
         else:
             detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search, vsearch, query ready"
         if index_file is not None and not index_file.is_file():
-            detail += f"; no index at {index_file} yet (`qmd collection add <dir> --name <name>`), searches will be empty"
+            detail += (
+                f"; no index at {index_file} yet (`qmd collection add <dir> --name <name>`), searches will be empty"
+            )
         return Probe(True, detail, facts)
 
 
@@ -378,15 +409,25 @@ def index_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def build_collection(transport: CliTransport, source: Path, name: str, mask: str, lock_path: Path,
-                     *, timeout_s: float = 120.0) -> None:
+def build_collection(
+    transport: CliTransport, source: Path, name: str, mask: str, lock_path: Path, *, timeout_s: float = 120.0
+) -> None:
     """(Re)index ``source`` as collection ``name`` under the index-writer lock.
 
     Raises RuntimeError (qmd failed) or subprocess.TimeoutExpired."""
+
     def call(subcommand: str, options: list[str], arg: str | None = None) -> subprocess.CompletedProcess[bytes]:
         argv = transport.argv(subcommand, options, arg)
-        return subprocess.run(argv, cwd=transport.cwd, env=transport.env, capture_output=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL, start_new_session=True, check=False)
+        return subprocess.run(
+            argv,
+            cwd=transport.cwd,
+            env=transport.env,
+            capture_output=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            check=False,
+        )
 
     transport.cwd.mkdir(parents=True, exist_ok=True)
     with index_lock(lock_path):
@@ -396,7 +437,9 @@ def build_collection(transport: CliTransport, source: Path, name: str, mask: str
         else:
             done = call("collection", ["add", "--name", name, "--mask", mask], str(source))
         if done.returncode != 0:
-            raise RuntimeError(f"qmd exited with code {done.returncode}: {_tail(done.stderr.decode('utf-8', 'replace'))}")
+            raise RuntimeError(
+                f"qmd exited with code {done.returncode}: {_tail(done.stderr.decode('utf-8', 'replace'))}"
+            )
 
 
 def demo_setup(workspace: Path, state_dir: Path) -> dict:

@@ -48,10 +48,10 @@ import stat
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict
 
@@ -165,6 +165,7 @@ def query_terms(query: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- parsing
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -314,6 +315,7 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]
 
 # --------------------------------------------------------------------------- the index
 
+
 def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
     """(tier, path) for every memory file under ``root``, in Total Recall's search order."""
     for tier, rel, _ in _scan(root):
@@ -338,8 +340,11 @@ def _scan(root: Path) -> list[tuple[str, str, os.stat_result]]:
             out.append(("working", "CLAUDE.local.md", st))
     except OSError:
         pass
-    for tier, folder, recursive in (("registers", "registers", False), ("daily", "daily", False),
-                                    ("archive", "archive", True)):
+    for tier, folder, recursive in (
+        ("registers", "registers", False),
+        ("daily", "daily", False),
+        ("archive", "archive", True),
+    ):
         top = os.path.join(base, "memory", folder)
         if not os.path.isdir(top):
             continue
@@ -350,8 +355,9 @@ def _scan(root: Path) -> list[tuple[str, str, os.stat_result]]:
     return out
 
 
-def _scan_dir(directory: str, parts: tuple[str, ...], recursive: bool,
-              found: list[tuple[tuple[str, ...], os.stat_result]]) -> None:
+def _scan_dir(
+    directory: str, parts: tuple[str, ...], recursive: bool, found: list[tuple[tuple[str, ...], os.stat_result]]
+) -> None:
     try:
         with os.scandir(directory) as it:
             entries = list(it)
@@ -511,9 +517,16 @@ def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[fl
     return heapq.nlargest(limit, ranked, key=lambda se: (se[0], se[1].timestamp or stamp))
 
 
-def _score_by_term_subsets(held: list[str], weights: dict[str, float], total: float,
-                           pairs: list[tuple[str, str]], quoted: bool, postings: dict[str, list[int]],
-                           relevance_of, limit: int) -> dict[int, float]:
+def _score_by_term_subsets(
+    held: list[str],
+    weights: dict[str, float],
+    total: float,
+    pairs: list[tuple[str, str]],
+    quoted: bool,
+    postings: dict[str, list[int]],
+    relevance_of,
+    limit: int,
+) -> dict[int, float]:
     """Score the candidates group by group, a group being the entries holding exactly the same
     subset S of the query's terms, in falling order of the group's bound, until the bound is
     below the ``limit``-th best score found (the entries left then rank strictly below).
@@ -606,7 +619,9 @@ class TotalRecallBackend:
         if self.root is None or not self.root.is_dir():
             where = "no memory root found" if self.root is None else f"memory root {self.root} does not exist"
             return BackendResponse.failure(
-                self.name, request.query, BACKEND_UNAVAILABLE,
+                self.name,
+                request.query,
+                BACKEND_UNAVAILABLE,
                 f"{where}; set backends.{self.name}.root in router-config.json or OPENCLAW_REPO_ROOT",
                 duration_ms=watch.ms,
             )
@@ -621,12 +636,18 @@ class TotalRecallBackend:
         except OSError as exc:
             self._stale = True  # the walk did not finish: never trust a partial index
             return BackendResponse.failure(
-                self.name, request.query, BACKEND_ERROR,
-                f"reading Total Recall memory under {self.root}: {exc}", duration_ms=watch.ms,
+                self.name,
+                request.query,
+                BACKEND_ERROR,
+                f"reading Total Recall memory under {self.root}: {exc}",
+                duration_ms=watch.ms,
             )
         results = [_result(self.name, rel, entry) for rel, entry in hits]
         return BackendResponse.from_results(
-            self.name, request.query, results, duration_ms=watch.ms,
+            self.name,
+            request.query,
+            results,
+            duration_ms=watch.ms,
             query_sent=" ".join(query_terms(request.query)) or None,
         )
 

@@ -14,15 +14,17 @@ import math
 import os
 import statistics
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--quick", action="store_true", help="tiny sizes and one repeat (CI smoke test; figures meaningless)")
+    p.add_argument(
+        "--quick", action="store_true", help="tiny sizes and one repeat (CI smoke test; figures meaningless)"
+    )
     p.add_argument("--repeat", type=int, default=None, help="repeats per measurement (default per script)")
     return p
 
@@ -88,5 +90,6 @@ def environment_line() -> str:
     except OSError:
         load = "load average unknown"
     # The load average matters: on a shared machine, preemption shows up in every p99.
-    return (f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
-            f"{os.cpu_count()} CPUs, {load}")
+    return (
+        f"python {platform.python_version()} on {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {load}"
+    )

@@ -7,10 +7,9 @@ once, so what the daemon's throughput measures is the daemon and the router, not
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, BackendResponse, Probe, Result
+from pydantic import BaseModel, ConfigDict
 
 
 class Settings(BaseModel):

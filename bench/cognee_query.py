@@ -45,6 +45,7 @@ def main() -> int:
     from memory_router.backends import BackendContext
     from memory_router.backends import cognee as adapter
     from memory_router.backends.base import BackendRequest
+
     from memory_router.config import parse_config
     from memory_router.installed import parse_installed
     from memory_router.paths import packaged_config
@@ -102,14 +103,34 @@ def main() -> int:
             cli_env = {**os.environ, **env, "MEMORY_ROUTER_DAEMON": "off"}
             for _ in range(max(1, n // 3)):
                 t = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "memory_router", "query", query, "--config", str(config_path),
-                                       "--backends-json", str(backends_path), "--state-dir", str(tmp / "state")],
-                                      capture_output=True, env=cli_env)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "memory_router",
+                        "query",
+                        query,
+                        "--config",
+                        str(config_path),
+                        "--backends-json",
+                        str(backends_path),
+                        "--state-dir",
+                        str(tmp / "state"),
+                    ],
+                    capture_output=True,
+                    env=cli_env,
+                )
                 cli.append((time.perf_counter() - t) * 1000)
                 assert json.loads(proc.stdout)["routed_to"] == "cognee", proc.stdout
-            rows.append([mode, query, fmt(median(http)), fmt(median(adapter_ms)), fmt(median(router_ms)), fmt(median(cli))])
-        table("Cognee relationship query latency (ms, medians)", ["mode", "query", "http", "adapter", "router", "cli"], rows,
-              note=f"{n} repeats ({max(1, n // 3)} for cli); server start-up {srv.timings['total_s']:.1f} s; {environment_line()}")
+            rows.append(
+                [mode, query, fmt(median(http)), fmt(median(adapter_ms)), fmt(median(router_ms)), fmt(median(cli))]
+            )
+        table(
+            "Cognee relationship query latency (ms, medians)",
+            ["mode", "query", "http", "adapter", "router", "cli"],
+            rows,
+            note=f"{n} repeats ({max(1, n // 3)} for cli); server start-up {srv.timings['total_s']:.1f} s; {environment_line()}",
+        )
     finally:
         srv.stop()
         shutil.rmtree(srv.root, ignore_errors=True)

@@ -63,13 +63,18 @@ def run_ms(argv: list[str], env: dict[str, str]) -> float:
 
 def importtime(argv: list[str], env: dict[str, str]) -> dict[str, int]:
     """Self import time (us) per module for one run of ``python -X importtime ...``."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *argv], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     out: dict[str, int] = {}
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, _cumulative, name = line[len("import time:"):].split("|")
+        self_us, _cumulative, name = line[len("import time:") :].split("|")
         out[name.strip()] = int(self_us)
     return out
 
@@ -91,8 +96,9 @@ def main() -> None:
     cli = cli_command()
 
     demo = Path(tempfile.mkdtemp(prefix="mr-bench-demo-"))
-    subprocess.run([*cli, "demo", "--dir", str(demo)], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=env)
+    subprocess.run(
+        [*cli, "demo", "--dir", str(demo)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
     state, config = demo / "state", demo / "state" / "router-config.json"
     query_argv = [*cli, "query", QUERY, "--state-dir", str(state), "--config", str(config)]
     commands = {
@@ -113,20 +119,28 @@ def main() -> None:
 
     phases: dict[str, list[float]] = defaultdict(list)
     for _ in range(reps):
-        out = subprocess.run([sys.executable, "-c", PHASES, str(state), str(config), QUERY],
-                             capture_output=True, text=True, env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", PHASES, str(state), str(config), QUERY],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
         for name, ms in json.loads(out.stdout).items():
             phases[name].append(ms)
-    table("Inside one `query` process, ms (median)", ["phase", "ms"],
-          [[name, fmt(median(v), 2)] for name, v in phases.items()],
-          note="The interpreter floor above (python -c pass, site imports included) comes on top.")
+    table(
+        "Inside one `query` process, ms (median)",
+        ["phase", "ms"],
+        [[name, fmt(median(v), 2)] for name, v in phases.items()],
+        note="The interpreter floor above (python -c pass, site imports included) comes on top.",
+    )
 
     per_group: dict[str, list[int]] = defaultdict(list)
     runs = max(3, reps // 3) if not args.quick else 1
     totals = []
     for _ in range(runs):
         grouped: dict[str, int] = defaultdict(int)
-        raw = importtime(["-m", "memory_router", *query_argv[len(cli):]], env)
+        raw = importtime(["-m", "memory_router", *query_argv[len(cli) :]], env)
         for name, us in raw.items():
             grouped[group(name)] += us
         totals.append(sum(raw.values()))
@@ -134,9 +148,11 @@ def main() -> None:
             per_group[name].append(us)
     ranked = sorted(((median(v), k) for k, v in per_group.items()), reverse=True)[: args.top]
     total = median(totals)
-    table(f"python -X importtime, `query`: self time by module, ms (all imports: {total / 1000:.1f} ms)",
-          ["module (third-party/stdlib: top-level package)", "ms", "share"],
-          [[k, fmt(us / 1000, 2), f"{us / total:.0%}"] for us, k in ranked])
+    table(
+        f"python -X importtime, `query`: self time by module, ms (all imports: {total / 1000:.1f} ms)",
+        ["module (third-party/stdlib: top-level package)", "ms", "share"],
+        [[k, fmt(us / 1000, 2), f"{us / total:.0%}"] for us, k in ranked],
+    )
 
 
 if __name__ == "__main__":

@@ -51,9 +51,14 @@ def main() -> None:
     cli = cli_command()
     demo = Path(tempfile.mkdtemp(prefix="mr-bench-daemon-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_ROUTER_")}
-    subprocess.run([*cli, "demo", "--dir", str(demo)], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=base)
-    env = {**base, "OPENCLAW_STATE_DIR": str(demo / "state"), "MEMORY_ROUTER_CONFIG": str(demo / "state" / "router-config.json")}
+    subprocess.run(
+        [*cli, "demo", "--dir", str(demo)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base
+    )
+    env = {
+        **base,
+        "OPENCLAW_STATE_DIR": str(demo / "state"),
+        "MEMORY_ROUTER_CONFIG": str(demo / "state" / "router-config.json"),
+    }
     off = {**env, "MEMORY_ROUTER_DAEMON": "off"}
 
     for argv_env in (off, env):  # warm the page cache and the .pyc files
@@ -62,12 +67,22 @@ def main() -> None:
     floor = [run_ms([sys.executable, "-c", "pass"], env, demo) for _ in range(reps)]
     rows.append(["python -c pass (interpreter floor)", fmt(median(floor)), fmt(min(floor)), fmt(percentile(floor, 90))])
     cold = series(cli, off, demo, reps)
-    rows.append(["cold: MEMORY_ROUTER_DAEMON=off (in-process)", fmt(median(cold)), fmt(min(cold)), fmt(percentile(cold, 90))])
+    rows.append(
+        ["cold: MEMORY_ROUTER_DAEMON=off (in-process)", fmt(median(cold)), fmt(min(cold)), fmt(percentile(cold, 90))]
+    )
     looking = series(cli, env, demo, reps)
-    rows.append(["cold: auto, no daemon running", fmt(median(looking)), fmt(min(looking)), fmt(percentile(looking, 90))])
+    rows.append(
+        ["cold: auto, no daemon running", fmt(median(looking)), fmt(min(looking)), fmt(percentile(looking, 90))]
+    )
 
-    daemon = subprocess.Popen([*cli, "serve", "--socket"], env=env, cwd=demo, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = subprocess.Popen(
+        [*cli, "serve", "--socket"],
+        env=env,
+        cwd=demo,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while not (demo / "state" / "router.sock").exists():
@@ -76,31 +91,51 @@ def main() -> None:
             time.sleep(0.05)
         series(cli, env, demo, 2)
         warm = series(cli, env, demo, reps)
-        rows.append(["warm: answered by `serve --socket`", fmt(median(warm)), fmt(min(warm)), fmt(percentile(warm, 90))])
-        profile = subprocess.run([sys.executable, "-X", "importtime", *cli_module(cli), "query", QUERIES[0]],
-                                 env=env, cwd=demo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        rows.append(
+            ["warm: answered by `serve --socket`", fmt(median(warm)), fmt(min(warm)), fmt(percentile(warm, 90))]
+        )
+        profile = subprocess.run(
+            [sys.executable, "-X", "importtime", *cli_module(cli), "query", QUERIES[0]],
+            env=env,
+            cwd=demo,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     finally:
-        subprocess.run([*cli, "daemon", "stop"], env=env, cwd=demo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [*cli, "daemon", "stop"], env=env, cwd=demo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         if daemon.poll() is None:
             daemon.terminate()
         daemon.wait(timeout=30)
 
-    print(f"daemon client: {reps} processes per row, the 15 spec queries round-robin; demo in {demo}; {environment_line()}")
-    table("memory-router query per call, ms (fresh process each run)", ["how", "median", "min", "p90"], rows,
-          note=f"warm/cold speed-up: {median(cold) / median(warm):.1f}x (medians)")
+    print(
+        f"daemon client: {reps} processes per row, the 15 spec queries round-robin; demo in {demo}; {environment_line()}"
+    )
+    table(
+        "memory-router query per call, ms (fresh process each run)",
+        ["how", "median", "min", "p90"],
+        rows,
+        note=f"warm/cold speed-up: {median(cold) / median(warm):.1f}x (medians)",
+    )
 
     modules: list[tuple[str, int, int]] = []
     for line in profile.stderr.splitlines():
         if line.startswith("import time:") and "self [us]" not in line:
-            self_us, cumulative, name = line[len("import time:"):].split("|")
+            self_us, cumulative, name = line[len("import time:") :].split("|")
             modules.append((name.rstrip(), int(self_us), int(cumulative)))
     top_level = [(n.strip(), c) for n, _s, c in modules if not n.startswith("  ")]
     total = sum(c for _n, c in top_level)
     rows = [[name, fmt(cum / 1000, 2)] for name, cum in sorted(top_level, key=lambda r: -r[1])[: args.top]]
     rows.append(["(all top-level imports)", fmt(total / 1000, 2)])
     heavy = sorted({n.strip().split(".")[0] for n, _s, _c in modules} & {"click", "pydantic", "regex", "orjson"})
-    table("python -X importtime of one warm `query`: top-level imports, cumulative ms", ["module", "ms"], rows,
-          note="heavy packages imported: " + (", ".join(heavy) or "none (no click, pydantic, regex, orjson)"))
+    table(
+        "python -X importtime of one warm `query`: top-level imports, cumulative ms",
+        ["module", "ms"],
+        rows,
+        note="heavy packages imported: " + (", ".join(heavy) or "none (no click, pydantic, regex, orjson)"),
+    )
 
 
 def cli_module(cli: list[str]) -> list[str]:

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 from _common import environment_line, fmt, median, parser, repeats, table, verdict
-
 from memory_router.backends import BackendContext, command
 from memory_router.backends.mock import MockBackend, answer, fail, hang
+
 from memory_router.config import load_config
 from memory_router.cooldown import Cooldown
 from memory_router.installed import parse_installed
@@ -62,14 +62,26 @@ def main() -> None:
     ok = MockBackend("totalrecall", answer(0.9))
 
     scenarios = [
-        ("primary errors at once -> fallback", DEFAULT_QUERY, 0,
-         {"qmd": MockBackend("qmd", fail("BACKEND_ERROR", "exit 1"))}),
+        (
+            "primary errors at once -> fallback",
+            DEFAULT_QUERY,
+            0,
+            {"qmd": MockBackend("qmd", fail("BACKEND_ERROR", "exit 1"))},
+        ),
         ("primary hangs (in-process) -> fallback", DEFAULT_QUERY, 1, {"qmd": MockBackend("qmd", hang())}),
         ("primary hangs (real process, killed) -> fallback", DEFAULT_QUERY, 1, {"qmd": sleeper("qmd", state)}),
-        ("two primaries hang (in-process) -> fallback", RELATION_QUERY, 2,
-         {"cognee": MockBackend("cognee", hang()), "qmd": MockBackend("qmd", hang())}),
-        ("two primaries hang (real processes) -> fallback", RELATION_QUERY, 2,
-         {"cognee": sleeper("cognee", state), "qmd": sleeper("qmd", state)}),
+        (
+            "two primaries hang (in-process) -> fallback",
+            RELATION_QUERY,
+            2,
+            {"cognee": MockBackend("cognee", hang()), "qmd": MockBackend("qmd", hang())},
+        ),
+        (
+            "two primaries hang (real processes) -> fallback",
+            RELATION_QUERY,
+            2,
+            {"cognee": sleeper("cognee", state), "qmd": sleeper("qmd", state)},
+        ),
     ]
     rows = []
     for label, query, timeouts, overrides in scenarios:
@@ -97,8 +109,13 @@ def main() -> None:
     skipped_by_query: list[int] = [0] * series_len
     for _ in range(max(1, min(reps, 3))):
         backends = {"totalrecall": ok, "lossless": ok, "cognee": ok, "qmd": MockBackend("qmd", hang())}
-        router = Router(config, context=BackendContext(state_dir=state), log=RouterLog(None), backends=backends,
-                        cooldown=Cooldown(failures=3, seconds=30))
+        router = Router(
+            config,
+            context=BackendContext(state_dir=state),
+            log=RouterLog(None),
+            backends=backends,
+            cooldown=Cooldown(failures=3, seconds=30),
+        )
 
         async def run_series() -> None:
             for n in range(series_len):
@@ -110,16 +127,28 @@ def main() -> None:
     for n in range(series_len):
         wall = median(walls_by_query[n])
         cooling = skipped_by_query[n] > 0
-        cooldown_rows.append([f"query {n + 1}", "skipped (COOLDOWN)" if cooling else "called, timed out",
-                              fmt(wall), "ok" if (wall < EXCESS_BOUND_MS) == cooling else "MISSED"])
+        cooldown_rows.append(
+            [
+                f"query {n + 1}",
+                "skipped (COOLDOWN)" if cooling else "called, timed out",
+                fmt(wall),
+                "ok" if (wall < EXCESS_BOUND_MS) == cooling else "MISSED",
+            ]
+        )
 
     print(f"fallback cost: timeout {timeout_ms} ms, {reps} repeats; {environment_line()}")
-    table(f"Fallback cost, ms (timeout T = {timeout_ms} ms, fallback backend instant)",
-          ["scenario", "timeouts", "wall median", "wall max", "excess over n x T", f"excess < {EXCESS_BOUND_MS:.0f} ms"],
-          rows, note="excess = wall - timeouts x T: the cost of timing out beyond the budget itself.")
-    table(f"Cooldown on (failures=3, seconds=30): dead primary qmd, T = {timeout_ms} ms, fallback instant",
-          ["", "primary", "wall median ms", "no timeout once cooling"], cooldown_rows,
-          note="After the third consecutive failure the primary is skipped: no timeout is paid at all.")
+    table(
+        f"Fallback cost, ms (timeout T = {timeout_ms} ms, fallback backend instant)",
+        ["scenario", "timeouts", "wall median", "wall max", "excess over n x T", f"excess < {EXCESS_BOUND_MS:.0f} ms"],
+        rows,
+        note="excess = wall - timeouts x T: the cost of timing out beyond the budget itself.",
+    )
+    table(
+        f"Cooldown on (failures=3, seconds=30): dead primary qmd, T = {timeout_ms} ms, fallback instant",
+        ["", "primary", "wall median ms", "no timeout once cooling"],
+        cooldown_rows,
+        note="After the third consecutive failure the primary is skipped: no timeout is paid at all.",
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from _common import fmt, median, parser, percentile, repeats, table, verdict
-
 from memory_router.backends import BackendContext
 from memory_router.backends import lossless as L
 from memory_router.backends._lcm_schema import create_lcm_db, populate_synthetic
@@ -73,11 +72,25 @@ def main() -> int:
                     times.append((time.perf_counter() - t0) * 1000)
                 search = "fts5" if layout == "current" else "like"
                 target = verdict(median(times), TARGET_FTS_MS) if search == "fts5" else "-"
-                rows.append((f"{n:,}", search, label, resp.status, resp.result_count, fmt(resp.normalized_relevance, 2),
-                             fmt(median(times), 2), fmt(percentile(times, 90), 2), target))
-    table("Lossless search (ms per query, open to close)",
-          ["rows", "search", "query", "status", "hits", "top", "median", "p90", f"<{TARGET_FTS_MS:.0f} ms"], rows,
-          note=f"{n_repeat} repeats per row; N messages + N summaries per database")
+                rows.append(
+                    (
+                        f"{n:,}",
+                        search,
+                        label,
+                        resp.status,
+                        resp.result_count,
+                        fmt(resp.normalized_relevance, 2),
+                        fmt(median(times), 2),
+                        fmt(percentile(times, 90), 2),
+                        target,
+                    )
+                )
+    table(
+        "Lossless search (ms per query, open to close)",
+        ["rows", "search", "query", "status", "hits", "top", "median", "p90", f"<{TARGET_FTS_MS:.0f} ms"],
+        rows,
+        note=f"{n_repeat} repeats per row; N messages + N summaries per database",
+    )
     table("Database build (s)", ["database", "seconds"], builds, note=f"in {root}; 0 = reused")
     return 0
 

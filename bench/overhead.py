@@ -23,9 +23,9 @@ from pathlib import Path
 import orjson
 from _common import environment_line, fmt, median, parser, percentile, repeats, table, verdict
 from corpus import generate
-
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, fail
+
 from memory_router.config import load_config
 from memory_router.installed import parse_installed
 from memory_router.router import Router, default_context
@@ -129,8 +129,7 @@ async def measure(router: Router, timed: dict[str, Timed], installed, corpus: li
         cpu_p99.append(percentile(cpu_overhead, 99))
         ser_p50.append(median(serial))
         total_p50.append(median(total))
-    return (median(over_p50), median(over_p99), median(cpu_p50), median(cpu_p99),
-            median(ser_p50), median(total_p50))
+    return (median(over_p50), median(over_p99), median(cpu_p50), median(cpu_p99), median(ser_p50), median(total_p50))
 
 
 def main() -> None:
@@ -139,7 +138,9 @@ def main() -> None:
     n = 200 if args.quick else 2000
     reps = repeats(args, 5)
     corpus = [q for _, q in generate(n, seed=11)]
-    installed = parse_installed(["qmd", "totalrecall", "cognee", "lossless"], Path(tempfile.gettempdir()) / "backends.json")
+    installed = parse_installed(
+        ["qmd", "totalrecall", "cognee", "lossless"], Path(tempfile.gettempdir()) / "backends.json"
+    )
 
     rows = []
     scenarios = {
@@ -151,21 +152,42 @@ def main() -> None:
         for label, handlers in scenarios.items():
             router, timed = build_router(handlers)
             o50, o99, c50, c99, s50, t50 = asyncio.run(measure(router, timed, installed, corpus, reps))
-            rows.append([label, fmt(o50), fmt(o99), fmt(c50), fmt(c99), fmt(s50), fmt(t50),
-                         f"wall {verdict(o99, TARGET_P99_US)}, cpu {verdict(c99, TARGET_P99_US)}"])
+            rows.append(
+                [
+                    label,
+                    fmt(o50),
+                    fmt(o99),
+                    fmt(c50),
+                    fmt(c99),
+                    fmt(s50),
+                    fmt(t50),
+                    f"wall {verdict(o99, TARGET_P99_US)}, cpu {verdict(c99, TARGET_P99_US)}",
+                ]
+            )
         # The daemon's request path, in-process (no pipes): memory_router.daemon.service.Service.
         from memory_router.daemon.service import Service
 
         state = Path(tempfile.mkdtemp(prefix="mr-bench-svc-"))
         (state / "backends.json").write_bytes(orjson.dumps({"backends": ["qmd", "totalrecall", "cognee", "lossless"]}))
         _, timed = build_router({})
-        service = Service(state_dir=state, backends_path=state / "backends.json", backends=timed,
-                          diagnostics=lambda message: None)
+        service = Service(
+            state_dir=state, backends_path=state / "backends.json", backends=timed, diagnostics=lambda message: None
+        )
         service.log = RouterLog(None)
         service.router.log = service.log
         o50, o99, c50, c99, s50, t50 = asyncio.run(measure_service(service, timed, corpus, reps))
-        rows.append(["daemon Service.handle_line (JSON in/out)", fmt(o50), fmt(o99), fmt(c50), fmt(c99), "incl.",
-                     fmt(t50), f"wall {verdict(o99, TARGET_P99_US)}, cpu {verdict(c99, TARGET_P99_US)}"])
+        rows.append(
+            [
+                "daemon Service.handle_line (JSON in/out)",
+                fmt(o50),
+                fmt(o99),
+                fmt(c50),
+                fmt(c99),
+                "incl.",
+                fmt(t50),
+                f"wall {verdict(o99, TARGET_P99_US)}, cpu {verdict(c99, TARGET_P99_US)}",
+            ]
+        )
     finally:
         gc.enable()
     print(f"router overhead: {n} queries x {reps} repeats, instant in-process backends; {environment_line()}")
@@ -174,7 +196,7 @@ def main() -> None:
         ["scenario", "wall p50", "wall p99", "cpu p50", "cpu p99", "to_json p50", "total p50", "p99 < 1 ms"],
         rows,
         note="wall = perf_counter; cpu = this thread's CPU time (immune to preemption by other processes;\n"
-             "the clock read itself costs ~1 us). total = route() + to_json, wall, backend time included.",
+        "the clock read itself costs ~1 us). total = route() + to_json, wall, backend time included.",
     )
 
 

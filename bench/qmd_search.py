@@ -23,6 +23,7 @@ from pathlib import Path
 
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
+
 from memory_router.config import load_config
 from memory_router.demo import WORKSPACE
 from memory_router.installed import load_installed
@@ -56,8 +57,13 @@ def main() -> int:
         cli_ms = []
         for _ in range(args.repeats):
             started = time.perf_counter()
-            subprocess.run(transport.argv("search", ["--json", "-n", "10", "-c", "demo"], "parseAuthToken"),
-                           cwd=transport.cwd, env=transport.env, capture_output=True, check=True)
+            subprocess.run(
+                transport.argv("search", ["--json", "-n", "10", "-c", "demo"], "parseAuthToken"),
+                cwd=transport.cwd,
+                env=transport.env,
+                capture_output=True,
+                check=True,
+            )
             cli_ms.append((time.perf_counter() - started) * 1000)
 
         async def routed(query: str) -> list[float]:

@@ -38,8 +38,14 @@ def main() -> None:
     rules, max_chars = config.rules, config.max_query_chars
     # Pro tier with cognee degraded and lossless missing: the plan drops a step now and then.
     installed = parse_installed(
-        {"tier": "pro", "backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"},
-                                     "cognee": {"status": "degraded"}}},
+        {
+            "tier": "pro",
+            "backends": {
+                "qmd": {"status": "ready"},
+                "totalrecall": {"status": "ready"},
+                "cognee": {"status": "degraded"},
+            },
+        },
         Path(tempfile.gettempdir()) / "backends.json",
     )
     corpus = [q for _, q in generate(n)]
@@ -98,17 +104,28 @@ def main() -> None:
     table(
         "Route decision per query (check + match + plan), us",
         ["", "median", "p99", "max", "target", ""],
-        [["all queries", fmt(med, 2), fmt(p99, 2), fmt(median(r[2] for r in per_rep_all), 1),
-          f"< {TARGET_MEDIAN_US:.0f} median", verdict(med, TARGET_MEDIAN_US)]],
+        [
+            [
+                "all queries",
+                fmt(med, 2),
+                fmt(p99, 2),
+                fmt(median(r[2] for r in per_rep_all), 1),
+                f"< {TARGET_MEDIAN_US:.0f} median",
+                verdict(med, TARGET_MEDIAN_US),
+            ]
+        ],
     )
     rows = []
     for key in sorted(per_rep_rule, key=lambda k: (int(k.split()[0]), k)):
         values = per_rep_rule[key]
         rows.append([key, counts[key], fmt(median(v[0] for v in values), 2), fmt(median(v[1] for v in values), 2)])
-    table("By matched rule, us", ["rule (strength)", "queries", "median", "p99"], rows,
-          note="'default' runs every strong and weak regex first: it is the slowest path.")
-    table("By stage, mean us per query", ["stage", "mean"],
-          [[k, fmt(median(v), 2)] for k, v in stage_us.items()])
+    table(
+        "By matched rule, us",
+        ["rule (strength)", "queries", "median", "p99"],
+        rows,
+        note="'default' runs every strong and weak regex first: it is the slowest path.",
+    )
+    table("By stage, mean us per query", ["stage", "mean"], [[k, fmt(median(v), 2)] for k, v in stage_us.items()])
 
 
 if __name__ == "__main__":

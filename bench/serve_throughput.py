@@ -56,16 +56,26 @@ def instant_state(root: Path) -> tuple[Path, Path]:
 
 
 def demo_state(root: Path) -> tuple[Path, Path]:
-    subprocess.run([sys.executable, "-m", "memory_router", "demo", "--dir", str(root)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "memory_router", "demo", "--dir", str(root)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return root / "state", root / "state" / "router-config.json"
 
 
-async def drive(argv: list[str], env: dict[str, str], queries: list[str], in_flight: int,
-                expect_success: bool) -> tuple[float, list[float]]:
+async def drive(
+    argv: list[str], env: dict[str, str], queries: list[str], in_flight: int, expect_success: bool
+) -> tuple[float, list[float]]:
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=env, limit=16 * 1024 * 1024)
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        limit=16 * 1024 * 1024,
+    )
     assert proc.stdin and proc.stdout
     try:
         # Warm-up (also waits for the daemon to be up): one query answered.
@@ -117,23 +127,46 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="mr-bench-serve-"))
     setups = {
         "instant backends": (instant_state(root / "instant"), [sys.executable, "-c", LAUNCHER], True),
-        "demo data (Total Recall, Lossless)": (demo_state(root / "demo"), [sys.executable, "-m", "memory_router", "serve"], False),
+        "demo data (Total Recall, Lossless)": (
+            demo_state(root / "demo"),
+            [sys.executable, "-m", "memory_router", "serve"],
+            False,
+        ),
     }
     rows = []
     for label, ((state, config), argv, instant) in setups.items():
         for in_flight in (1, 4, 32):
-            full = [*argv, "--state-dir", str(state), "--config", str(config), "--no-reload",
-                    "--concurrency", str(in_flight)]
+            full = [
+                *argv,
+                "--state-dir",
+                str(state),
+                "--config",
+                str(config),
+                "--no-reload",
+                "--concurrency",
+                str(in_flight),
+            ]
             runs = [asyncio.run(drive(full, env, queries, in_flight, instant)) for _ in range(reps)]
             qps = median(r[0] for r in runs)
             p50 = median(median(r[1]) for r in runs)
             p99 = median(percentile(r[1], 99) for r in runs)
-            rows.append([label, in_flight, fmt(qps, 0), fmt(p50, 2), fmt(p99, 2),
-                         verdict(qps, TARGET_QPS, below=False) if instant else ""])
+            rows.append(
+                [
+                    label,
+                    in_flight,
+                    fmt(qps, 0),
+                    fmt(p50, 2),
+                    fmt(p99, 2),
+                    verdict(qps, TARGET_QPS, below=False) if instant else "",
+                ]
+            )
     print(f"serve throughput: {n} queries x {reps} runs per row; {environment_line()}")
-    table("`memory-router serve` over stdin/stdout: queries/s and latency (ms, write -> answer)",
-          ["backends", "in flight", "queries/s", "p50 ms", "p99 ms", "> 5,000 q/s"], rows,
-          note="Both ends are Python processes on the same 2 CPUs: the client's own cost is included.")
+    table(
+        "`memory-router serve` over stdin/stdout: queries/s and latency (ms, write -> answer)",
+        ["backends", "in flight", "queries/s", "p50 ms", "p99 ms", "> 5,000 q/s"],
+        rows,
+        note="Both ends are Python processes on the same 2 CPUs: the client's own cost is included.",
+    )
 
 
 if __name__ == "__main__":

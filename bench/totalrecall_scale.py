@@ -27,8 +27,7 @@ import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from _common import environment_line, fmt, median, parser, percentile, repeats, table, verdict
-
+from _common import environment_line, fmt, median, parser, repeats, table, verdict
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall import TotalRecallBackend, score
 
@@ -40,14 +39,16 @@ QUERIES = [
     "rate limiting strategy for the webhook queue",
     "what was the last thing",  # no content terms: the most recent entries
 ]
-WORDS = ("database schema migration postgres index query cache redis auth token session middleware "
-         "refresh login password webhook queue retry backoff rate limit billing invoice payment stripe "
-         "deploy pipeline docker kubernetes staging release rollback logging metrics alert oncall "
-         "frontend react component router api endpoint graphql pagination search ranking embedding "
-         "vector model prompt latency timeout error handling validation test fixture flaky mobile "
-         "ios android push notification email template customer onboarding pricing plan feature flag "
-         "experiment dashboard admin permissions role audit compliance backup restore encryption key "
-         "rotation secret vault config yaml parser tokenizer compiler cli daemon socket").split()
+WORDS = (
+    "database schema migration postgres index query cache redis auth token session middleware "
+    "refresh login password webhook queue retry backoff rate limit billing invoice payment stripe "
+    "deploy pipeline docker kubernetes staging release rollback logging metrics alert oncall "
+    "frontend react component router api endpoint graphql pagination search ranking embedding "
+    "vector model prompt latency timeout error handling validation test fixture flaky mobile "
+    "ios android push notification email template customer onboarding pricing plan feature flag "
+    "experiment dashboard admin permissions role audit compliance backup restore encryption key "
+    "rotation secret vault config yaml parser tokenizer compiler cli daemon socket"
+).split()
 PEOPLE = ["Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Goran", "Hana"]
 
 
@@ -97,13 +98,14 @@ def build_root(root: Path, files: int, seed: int = 3, vocab_kind: str = "realist
     (root / "memory" / "registers").mkdir(parents=True)
     (root / "memory" / "daily").mkdir()
     (root / "memory" / "archive").mkdir()
-    (root / "CLAUDE.local.md").write_text(
-        "# Working memory\n\n" + "".join(f"- {sentence(rng)}\n" for _ in range(12)))
+    (root / "CLAUDE.local.md").write_text("# Working memory\n\n" + "".join(f"- {sentence(rng)}\n" for _ in range(12)))
     for i in range(registers):
         body = [f"# Register {i}\n"]
         for j in range(6):
-            body.append(f"\n## {sentence(rng)[:40]}\n- **claim**: {sentence(rng)}\n"
-                        f"- **why**: {sentence(rng)}\n- **last_verified**: 2026-11-{1 + j:02d}\n")
+            body.append(
+                f"\n## {sentence(rng)[:40]}\n- **claim**: {sentence(rng)}\n"
+                f"- **why**: {sentence(rng)}\n- **last_verified**: 2026-11-{1 + j:02d}\n"
+            )
         (root / "memory" / "registers" / f"register-{i}.md").write_text("".join(body))
     today = date(2026, 12, 1)
     for i in range(daily):
@@ -132,8 +134,12 @@ def timed_search(backend: TotalRecallBackend, query: str) -> float:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--sizes", default=None, help="comma-separated file counts (default 100,1000,10000)")
-    p.add_argument("--vocab", choices=["realistic", "dense"], default="realistic",
-                   help="word distribution of the generated memory (see above)")
+    p.add_argument(
+        "--vocab",
+        choices=["realistic", "dense"],
+        default="realistic",
+        help="word distribution of the generated memory (see above)",
+    )
     args = p.parse_args()
     sizes = [int(s) for s in (args.sizes or ("20,60" if args.quick else "100,1000,10000")).split(",")]
     reps = repeats(args, 5)
@@ -167,14 +173,25 @@ def main() -> None:
                 refresh_ms.append((t1 - t0) * 1000)
                 score_ms.append((t2 - t1) * 1000 / len(QUERIES))
             warm = median(w[0] for w in warm_rep)
-            rows.append([f"{size:,}", f"{entries:,}", fmt(median(cold)), fmt(warm, 2), fmt(median(w[1] for w in warm_rep), 2),
-                         verdict(warm, TARGET_WARM_MS) if size >= 10_000 else ""])
+            rows.append(
+                [
+                    f"{size:,}",
+                    f"{entries:,}",
+                    fmt(median(cold)),
+                    fmt(warm, 2),
+                    fmt(median(w[1] for w in warm_rep), 2),
+                    verdict(warm, TARGET_WARM_MS) if size >= 10_000 else "",
+                ]
+            )
             parts.append([f"{size:,}", fmt(median(refresh_ms), 2), fmt(median(score_ms), 2)])
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    table("Total Recall search, ms (median over queries and repeats)",
-          ["files", "entries", "cold", "warm", "warm max", "10k warm < 50 ms"], rows,
-          note="cold = new backend instance (read + parse every file); warm = same instance (daemon cache).")
+    table(
+        "Total Recall search, ms (median over queries and repeats)",
+        ["files", "entries", "cold", "warm", "warm max", "10k warm < 50 ms"],
+        rows,
+        note="cold = new backend instance (read + parse every file); warm = same instance (daemon cache).",
+    )
     table("Warm search split, ms", ["files", "refresh (glob+stat)", "score (mean/query)"], parts)
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -113,10 +113,15 @@ def _sane(name: str, query: str, response: object) -> BackendResponse:
     ``error`` response carries no results (so a failed call can never be returned as ``partial``)."""
     if not isinstance(response, BackendResponse):
         return BackendResponse.failure(
-            name, query, BACKEND_ERROR, f"adapter returned {type(response).__name__}, not a BackendResponse")
+            name, query, BACKEND_ERROR, f"adapter returned {type(response).__name__}, not a BackendResponse"
+        )
     if not 0.0 <= response.normalized_relevance <= 1.0:  # also catches NaN
         return BackendResponse.failure(
-            name, query, BACKEND_ERROR, f"adapter returned normalized_relevance {response.normalized_relevance!r}, outside 0..1")
+            name,
+            query,
+            BACKEND_ERROR,
+            f"adapter returned normalized_relevance {response.normalized_relevance!r}, outside 0..1",
+        )
     if response.status == "error" and response.results:
         return response.model_copy(update={"results": (), "result_count": 0, "normalized_relevance": 0.0})
     return response
@@ -142,7 +147,9 @@ async def run_attempts(
             left = deadline - time.perf_counter()
             if left <= 0:
                 message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
-                attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False))
+                attempts.append(
+                    Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
+                )
                 break
             if left < timeout_s:
                 timeout_s, cut_by_deadline = left, True
@@ -150,8 +157,9 @@ async def run_attempts(
         if cooldown is not None and (why := cooldown.admit(health_key)) is not None:
             attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False))
             continue
-        request = BackendRequest(query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s,
-                                 signal=plan.match.signal)
+        request = BackendRequest(
+            query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s, signal=plan.match.signal
+        )
         try:
             response, elapsed = await call_backend(backend_for(step.backend), request, timeout_s)
         except BaseException:
@@ -159,16 +167,22 @@ async def run_attempts(
                 cooldown.release(health_key)
             raise
         if cut_by_deadline and response.error_code == QUERY_TIMEOUT:
-            response = response.model_copy(update={
-                "error_code": DEADLINE_EXCEEDED,
-                "error_message": f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
-            })
+            response = response.model_copy(
+                update={
+                    "error_code": DEADLINE_EXCEEDED,
+                    "error_message": f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
+                }
+            )
         if cooldown is not None:
             if response.error_code == DEADLINE_EXCEEDED:
                 cooldown.release(health_key)
             else:
-                cooldown.record(health_key, response.status == "error", response.error_code or BACKEND_ERROR,
-                                response.error_message or "")
+                cooldown.record(
+                    health_key,
+                    response.status == "error",
+                    response.error_code or BACKEND_ERROR,
+                    response.error_message or "",
+                )
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
         attempts.append(Attempt(step, response, elapsed, accepted))
         if accepted:
@@ -181,8 +195,13 @@ async def run_attempts(
             if response.error_code == QUERY_TIMEOUT:
                 log.timeout(shown, step.backend, elapsed, next_backend)
             else:
-                log.fallback(shown, step.backend, response.error_code or BACKEND_ERROR,
-                             response.error_message or "", next_backend)
+                log.fallback(
+                    shown,
+                    step.backend,
+                    response.error_code or BACKEND_ERROR,
+                    response.error_message or "",
+                    next_backend,
+                )
     return attempts
 
 

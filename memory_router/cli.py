@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -34,9 +35,18 @@ class Options:
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--config", "config", metavar="PATH", help="router-config.json to use (default: $MEMORY_ROUTER_CONFIG, else the packaged one).")(func)
-    func = click.option("--backends-json", metavar="PATH", help="backends.json to read (default: <state dir>/backends.json).")(func)
-    func = click.option("--state-dir", metavar="DIR", help="State directory (default: $OPENCLAW_STATE_DIR, else ~/.openclaw/state).")(func)
+    func = click.option(
+        "--config",
+        "config",
+        metavar="PATH",
+        help="router-config.json to use (default: $MEMORY_ROUTER_CONFIG, else the packaged one).",
+    )(func)
+    func = click.option(
+        "--backends-json", metavar="PATH", help="backends.json to read (default: <state dir>/backends.json)."
+    )(func)
+    func = click.option(
+        "--state-dir", metavar="DIR", help="State directory (default: $OPENCLAW_STATE_DIR, else ~/.openclaw/state)."
+    )(func)
     return func
 
 
@@ -74,7 +84,9 @@ def _read_query(query: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidQuery("INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text") from None
+        raise InvalidQuery(
+            "INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
+        ) from None
 
 
 # Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
@@ -112,13 +124,25 @@ def main() -> None:
 @main.command()
 @click.argument("query")
 @click.option("--pretty", is_flag=True, help="Indent the JSON.")
-@click.option("--timeout-ms", type=click.IntRange(1, 600_000), help="Per-backend timeout (default from router-config.json).")
+@click.option(
+    "--timeout-ms", type=click.IntRange(1, 600_000), help="Per-backend timeout (default from router-config.json)."
+)
 @click.option("--limit", type=click.IntRange(1, 1000), help="Results per backend (default from router-config.json).")
-@click.option("--daemon", "daemon_mode", type=click.Choice(["auto", "off", "require"]),
-              help="Use a warm daemon (`serve --socket`): auto (default, else in-process), off, require. Default: $MEMORY_ROUTER_DAEMON, else auto.")
-@click.option("--spawn", is_flag=True, help="If no daemon runs, start one in the background for the next queries (also $MEMORY_ROUTER_SPAWN=1).")
+@click.option(
+    "--daemon",
+    "daemon_mode",
+    type=click.Choice(["auto", "off", "require"]),
+    help="Use a warm daemon (`serve --socket`): auto (default, else in-process), off, require. Default: $MEMORY_ROUTER_DAEMON, else auto.",
+)
+@click.option(
+    "--spawn",
+    is_flag=True,
+    help="If no daemon runs, start one in the background for the next queries (also $MEMORY_ROUTER_SPAWN=1).",
+)
 @common_options
-def query(query: str, pretty: bool, timeout_ms: int | None, limit: int | None, daemon_mode: str | None, spawn: bool, **kw: Any) -> None:
+def query(
+    query: str, pretty: bool, timeout_ms: int | None, limit: int | None, daemon_mode: str | None, spawn: bool, **kw: Any
+) -> None:
     """Route QUERY and print the router envelope (QUERY '-' reads standard input)."""
     from . import client
     from .envelope import error_envelope
@@ -127,8 +151,9 @@ def query(query: str, pretty: bool, timeout_ms: int | None, limit: int | None, d
     try:
         text = _read_query(query)
         if not client.ATTEMPTED:  # the console script's fast path has not tried the daemon yet
-            code = client.route_via_daemon(text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn,
-                                           mode=daemon_mode, **kw)
+            code = client.route_via_daemon(
+                text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=daemon_mode, **kw
+            )
             if code is not None:
                 sys.exit(code)
         session = Session(Options(**kw))
@@ -198,7 +223,11 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
         _write_json(orjson.dumps(plan.as_dict()))
         return
     m = plan.match
-    how = f"{m.strength} signal {m.signal!r} matched {m.matched!r} at {m.span}" if m.signal else "no signal matched: default rule"
+    how = (
+        f"{m.strength} signal {m.signal!r} matched {m.matched!r} at {m.span}"
+        if m.signal
+        else "no signal matched: default rule"
+    )
     click.echo(f"rule {m.rule.number} ({m.rule.id}): {how}")
     click.echo("planned:  " + " -> ".join(_fmt_step(s) for s in m.rule.chain))
     click.echo("chain:    " + (" -> ".join(_fmt_step(s) for s in plan.steps) or "(none usable)"))
@@ -237,22 +266,26 @@ def backends(as_json: bool, **kw: Any) -> None:
     rows = []
     for name, spec in session.config.backends.items():
         probe = session.router.backend(name).probe()
-        rows.append({
-            "backend": name,
-            "type": spec.type,
-            "status": installed.statuses.get(name) if installed else None,
-            "usable": installed is not None and installed.unusable_reason(name) is None,
-            "runs_here": probe.ok,
-            "detail": probe.detail,
-            **({"facts": probe.facts} if probe.facts else {}),
-        })
+        rows.append(
+            {
+                "backend": name,
+                "type": spec.type,
+                "status": installed.statuses.get(name) if installed else None,
+                "usable": installed is not None and installed.unusable_reason(name) is None,
+                "runs_here": probe.ok,
+                "detail": probe.detail,
+                **({"facts": probe.facts} if probe.facts else {}),
+            }
+        )
     if as_json:
         _write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
         return
     click.echo(f"backends.json: {session.backends_path}" + ("" if installed else " (missing)"))
     for row in rows:
         flag = "ok " if row["usable"] and row["runs_here"] else "-- "
-        click.echo(f"{flag}{row['backend']:<12} status={row['status'] or 'not listed':<12} runs_here={'yes' if row['runs_here'] else 'no ':<4} {row['detail']}")
+        click.echo(
+            f"{flag}{row['backend']:<12} status={row['status'] or 'not listed':<12} runs_here={'yes' if row['runs_here'] else 'no ':<4} {row['detail']}"
+        )
 
 
 @main.group()
@@ -266,8 +299,10 @@ def config_check(**kw: Any) -> None:
     """Validate router-config.json and backends.json; exit 2 with the first problem."""
     try:
         session = Session(Options(**kw))
-        click.echo(f"ok: {session.config.path}: {len(session.config.rules.rules)} rules, "
-                   f"backends {', '.join(session.config.backends)}")
+        click.echo(
+            f"ok: {session.config.path}: {len(session.config.rules.rules)} rules, "
+            f"backends {', '.join(session.config.backends)}"
+        )
         installed = session.installed()
     except RouterError as exc:
         _say(str(exc))
@@ -276,11 +311,18 @@ def config_check(**kw: Any) -> None:
     click.echo(f"ok: {installed.path}: tier {installed.tier or 'unspecified'}, usable backends: {usable}")
     for name in installed.statuses:
         if name not in session.config.backends:
-            click.echo(f"note: {installed.path.name} lists {name!r}, which router-config.json does not configure", err=True)
+            click.echo(
+                f"note: {installed.path.name} lists {name!r}, which router-config.json does not configure", err=True
+            )
 
 
 @main.command()
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), help="Where to create the demo workspace (default: a new temporary directory).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to create the demo workspace (default: a new temporary directory).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one envelope per line instead of the table.")
 def demo(directory: Path | None, as_json: bool) -> None:
     """Build a demo workspace and route the spec's 15 example queries through it."""

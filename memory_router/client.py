@@ -25,13 +25,12 @@ route in-process.
 
 from __future__ import annotations
 
-import os
-import stat
-import sys
-
 # The C module behind `socket`: importing `socket` itself builds its enums, about a quarter of
 # this process's own import time on the warm path. Only AF_UNIX stream sockets are used here.
 import _socket
+import os
+import stat
+import sys
 
 from . import __version__
 
@@ -45,15 +44,24 @@ DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"
 # client must agree on all of them. The daemon switches are not part of the answer.
 ENV_PREFIXES = ("OPENCLAW_", "MEMORY_ROUTER_", "QMD_", "COGNEE_", "LOSSLESS_", "TOTALRECALL_")
 ENV_NAMES = frozenset({"HOME", "PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"})
-ENV_IGNORED = frozenset({"MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN", "MEMORY_ROUTER_IDLE_EXIT"})
+ENV_IGNORED = frozenset(
+    {"MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN", "MEMORY_ROUTER_IDLE_EXIT"}
+)
 
 # Daemon answers that are not an answer to the query: route in-process instead.
 _RETRY_IN_PROCESS = frozenset({"SHUTTING_DOWN", "INTERNAL_ERROR", "INVALID_REQUEST", "REQUEST_TOO_LARGE"})
 # Error codes the in-process CLI exits 2 for (usage/configuration); other errors exit 1.
-_USAGE_CODES = frozenset({
-    "EMPTY_QUERY", "QUERY_TOO_LONG", "INVALID_UTF8", "BACKENDS_JSON_MISSING", "BACKENDS_JSON_INVALID",
-    "CONFIG_INVALID", DAEMON_UNAVAILABLE,
-})
+_USAGE_CODES = frozenset(
+    {
+        "EMPTY_QUERY",
+        "QUERY_TOO_LONG",
+        "INVALID_UTF8",
+        "BACKENDS_JSON_MISSING",
+        "BACKENDS_JSON_INVALID",
+        "CONFIG_INVALID",
+        DAEMON_UNAVAILABLE,
+    }
+)
 _MAX_RESPONSE = 64 << 20
 
 # Set once a daemon has been tried for this process, so the click command does not try again.
@@ -91,16 +99,15 @@ def socket_path(state_dir: str, flag: str | None = None) -> str:
     return os.path.expanduser(chosen) if chosen else os.path.join(state_dir, SOCKET_NAME)
 
 
-def context(*, cwd: str, environ: dict[str, str] | os._Environ[str], state_dir: str, backends_json: str, config: str) -> dict:
+def context(
+    *, cwd: str, environ: dict[str, str] | os._Environ[str], state_dir: str, backends_json: str, config: str
+) -> dict:
     """What must be equal for a daemon's answer to be the answer this process would compute."""
 
     def absolute(path: str) -> str:
         return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
 
-    env = {
-        k: v for k, v in environ.items()
-        if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and k not in ENV_IGNORED
-    }
+    env = {k: v for k, v in environ.items() if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and k not in ENV_IGNORED}
     return {
         "cwd": os.path.normpath(cwd),
         "state_dir": absolute(state_dir),
@@ -231,12 +238,27 @@ def _emit(envelope_line: bytes, pretty: bool) -> None:
 def _error_envelope(query: str, code: str, message: str) -> bytes:
     import json
 
-    return json.dumps({
-        "query_echo": query, "routed_to": None, "routed_mode": None, "fallback_chain": [], "fallbacks_used": 0,
-        "results": [], "result_count": 0, "normalized_relevance": 0.0, "status": "error",
-        "error_code": code, "error_message": message, "router_duration_ms": 0, "backend_duration_ms": 0,
-        "rule": None, "attempts": [],
-    }, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return json.dumps(
+        {
+            "query_echo": query,
+            "routed_to": None,
+            "routed_mode": None,
+            "fallback_chain": [],
+            "fallbacks_used": 0,
+            "results": [],
+            "result_count": 0,
+            "normalized_relevance": 0.0,
+            "status": "error",
+            "error_code": code,
+            "error_message": message,
+            "router_duration_ms": 0,
+            "backend_duration_ms": 0,
+            "rule": None,
+            "attempts": [],
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8", "surrogatepass")
 
 
 def daemon_mode(flag: str | None = None) -> str:
@@ -332,7 +354,7 @@ def route_via_daemon(
     if not raw.startswith(prefix):
         _say("warning: unexpected response from the daemon; routing in-process")
         return unavailable("unexpected response from the daemon")
-    envelope_line = b"{" + raw[len(prefix):]
+    envelope_line = b"{" + raw[len(prefix) :]
     import json
 
     try:
@@ -354,8 +376,9 @@ def route_via_daemon(
 # ---------------------------------------------------------------------- spawning
 
 
-def spawn_daemon(*, state_dir: str | None, backends_json: str | None, config: str | None,
-                 idle_exit: float | None = None) -> int | None:
+def spawn_daemon(
+    *, state_dir: str | None, backends_json: str | None, config: str | None, idle_exit: float | None = None
+) -> int | None:
     """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
     process's working directory, environment and flags, so that it serves this context. Returns
     its pid, or ``None`` when the state directory does not exist (there is nothing to serve, and
@@ -375,8 +398,12 @@ def spawn_daemon(*, state_dir: str | None, backends_json: str | None, config: st
     log_fd = os.open(os.path.join(state, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_fd,
-            start_new_session=True, close_fds=True,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log_fd,
+            start_new_session=True,
+            close_fds=True,
         )
     finally:
         os.close(log_fd)
@@ -399,8 +426,14 @@ def wait_for_daemon(path: str, timeout: float = 15.0) -> Connection:
 
 # ---------------------------------------------------------------------- argv fast path
 
-_VALUE_OPTIONS = {"--timeout-ms": "timeout_ms", "--limit": "limit", "--state-dir": "state_dir",
-                  "--backends-json": "backends_json", "--config": "config", "--daemon": "mode"}
+_VALUE_OPTIONS = {
+    "--timeout-ms": "timeout_ms",
+    "--limit": "limit",
+    "--state-dir": "state_dir",
+    "--backends-json": "backends_json",
+    "--config": "config",
+    "--daemon": "mode",
+}
 _FLAG_OPTIONS = {"--pretty": "pretty", "--spawn": "spawn"}
 _INT_RANGES = {"timeout_ms": (1, 600_000), "limit": (1, 1000)}
 

@@ -10,10 +10,11 @@ settings have been validated by each adapter's own ``Settings`` model. Every fai
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -187,29 +188,41 @@ def parse_config(data: Any, path: Path) -> RouterConfig:
             backend = backends.get(step.backend)
             if backend is None:
                 raise InvalidConfig(
-                    path, f"{field_path}.backend", f"names unknown backend {step.backend!r}",
-                    f"Define it under \"backends\" (defined: {', '.join(sorted(backends))}).",
+                    path,
+                    f"{field_path}.backend",
+                    f"names unknown backend {step.backend!r}",
+                    f'Define it under "backends" (defined: {", ".join(sorted(backends))}).',
                 )
             # A backend's own settings may list its modes (command backends); else the adapter's.
             modes = getattr(backend.settings, "modes", None) or getattr(adapter_module(backend.type), "MODES", None)
             if step.mode is not None and modes is not None and step.mode not in modes:
                 raise InvalidConfig(
-                    path, f"{field_path}.mode", f"{backend.type} has no mode {step.mode!r}",
+                    path,
+                    f"{field_path}.mode",
+                    f"{backend.type} has no mode {step.mode!r}",
                     f"Use one of: {', '.join(sorted(modes))}.",
                 )
         chain = tuple(Step(s.backend, s.mode) for s in rule.chain)
         rules.append(
             compile_rule(
-                number=rule.number, id=rule.id, description=rule.description,
-                strong=rule.strong, weak=rule.weak, chain=chain,
-                file_extensions=spec.file_extensions, path=path, label=label,
+                number=rule.number,
+                id=rule.id,
+                description=rule.description,
+                strong=rule.strong,
+                weak=rule.weak,
+                chain=chain,
+                file_extensions=spec.file_extensions,
+                path=path,
+                label=label,
             )
         )
     default = rules[-1]
     if default.strong_sources or default.weak_sources:
         raise InvalidConfig(
-            path, f"rules[{len(rules) - 1}] ({default.id})",
-            "the last rule is the default and must have no signals", "Remove its strong/weak lists.",
+            path,
+            f"rules[{len(rules) - 1}] ({default.id})",
+            "the last rule is the default and must have no signals",
+            "Remove its strong/weak lists.",
         )
     return RouterConfig(
         path=path,
@@ -222,5 +235,6 @@ def parse_config(data: Any, path: Path) -> RouterConfig:
         backends=MappingProxyType(backends),
         deadline_ms=spec.deadline_ms,
         cooldown=CooldownConfig(spec.cooldown.failures, spec.cooldown.seconds)
-        if spec.cooldown is not None and spec.cooldown.enabled else None,
+        if spec.cooldown is not None and spec.cooldown.enabled
+        else None,
     )

@@ -18,8 +18,8 @@ The one-shot CLI has no use for this (its state would die with the process) and 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 EventSink = Callable[[str, str], None]  # (kind, message), e.g. RouterLog.event
 

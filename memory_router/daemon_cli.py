@@ -21,8 +21,12 @@ from .cli import common_options
 
 
 def _socket_option(func: Any) -> Any:
-    return click.option("--socket", "socket", metavar="PATH",
-                        help="The daemon's socket (default: $MEMORY_ROUTER_SOCKET, else <state dir>/router.sock).")(func)
+    return click.option(
+        "--socket",
+        "socket",
+        metavar="PATH",
+        help="The daemon's socket (default: $MEMORY_ROUTER_SOCKET, else <state dir>/router.sock).",
+    )(func)
 
 
 def _path(kw: dict[str, Any]) -> str:
@@ -53,20 +57,37 @@ def status(as_json: bool, **kw: Any) -> None:
         sys.exit(1)
     state = client.resolve_state_dir(kw.get("state_dir"))
     mine = client.context(
-        cwd=os.getcwd(), environ=os.environ, state_dir=state,
+        cwd=os.getcwd(),
+        environ=os.environ,
+        state_dir=state,
         backends_json=client.resolve_backends_json(state, kw.get("backends_json")),
         config=client.resolve_config(kw.get("config")),
     )
     diff = client.context_diff(mine, hello.get("context"))
     if as_json:
-        sys.stdout.buffer.write(orjson.dumps({"running": True, "socket": path, "hello": hello, "stats": stats,
-                                              "serves_this_shell": not diff, "context_differs_in": diff}) + b"\n")
+        sys.stdout.buffer.write(
+            orjson.dumps(
+                {
+                    "running": True,
+                    "socket": path,
+                    "hello": hello,
+                    "stats": stats,
+                    "serves_this_shell": not diff,
+                    "context_differs_in": diff,
+                }
+            )
+            + b"\n"
+        )
         return
-    click.echo(f"running: pid {hello.get('pid')}, memory-router {hello.get('version')}, protocol {hello.get('protocol')}, "
-               f"up {hello.get('uptime_s', 0):.0f} s, socket {path}")
+    click.echo(
+        f"running: pid {hello.get('pid')}, memory-router {hello.get('version')}, protocol {hello.get('protocol')}, "
+        f"up {hello.get('uptime_s', 0):.0f} s, socket {path}"
+    )
     if isinstance(stats, dict):
-        click.echo(f"requests: {orjson.dumps(stats.get('requests')).decode()}  "
-                   f"latency_ms: {orjson.dumps(stats.get('latency_ms')).decode()}")
+        click.echo(
+            f"requests: {orjson.dumps(stats.get('requests')).decode()}  "
+            f"latency_ms: {orjson.dumps(stats.get('latency_ms')).decode()}"
+        )
     if diff:
         click.echo(f"note: queries from this shell route in-process: its context differs in {', '.join(diff)}")
     else:
@@ -74,8 +95,14 @@ def status(as_json: bool, **kw: Any) -> None:
 
 
 @daemon.command("stop")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0.1, 600), default=10.0, show_default=True,
-              help="Seconds to wait for it to exit.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(0.1, 600),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for it to exit.",
+)
 @_socket_option
 @common_options
 def stop(timeout_s: float, **kw: Any) -> None:
@@ -108,8 +135,12 @@ def stop(timeout_s: float, **kw: Any) -> None:
 
 
 @daemon.command("start")
-@click.option("--idle-exit", type=click.FloatRange(0), default=None,
-              help="Exit after this many idle seconds (0: never; default $MEMORY_ROUTER_IDLE_EXIT, else 600).")
+@click.option(
+    "--idle-exit",
+    type=click.FloatRange(0),
+    default=None,
+    help="Exit after this many idle seconds (0: never; default $MEMORY_ROUTER_IDLE_EXIT, else 600).",
+)
 @common_options
 def start(idle_exit: float | None, **kw: Any) -> None:
     """Start a daemon in the background for this shell's context, unless one answers already."""
@@ -121,11 +152,17 @@ def start(idle_exit: float | None, **kw: Any) -> None:
             return
     except client.DaemonError:
         pass
-    pid = client.spawn_daemon(state_dir=kw.get("state_dir"), backends_json=kw.get("backends_json"),
-                              config=kw.get("config"), idle_exit=idle_exit)
+    pid = client.spawn_daemon(
+        state_dir=kw.get("state_dir"),
+        backends_json=kw.get("backends_json"),
+        config=kw.get("config"),
+        idle_exit=idle_exit,
+    )
     if pid is None:
-        click.echo(f"memory-router: the state directory {state} does not exist; run the stack's installer "
-                   "or pass --state-dir", err=True)
+        click.echo(
+            f"memory-router: the state directory {state} does not exist; run the stack's installer or pass --state-dir",
+            err=True,
+        )
         sys.exit(2)
     try:
         client.wait_for_daemon(path).close()

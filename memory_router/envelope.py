@@ -49,7 +49,9 @@ class Envelope(BaseModel):
         return orjson.dumps(self.model_dump(mode="json"), option=option)
 
 
-def from_attempts(query: str, plan: Plan, attempts: list[Attempt], router_ms: int, log_hint: str | None = None) -> Envelope:
+def from_attempts(
+    query: str, plan: Plan, attempts: list[Attempt], router_ms: int, log_hint: str | None = None
+) -> Envelope:
     """Decide the outcome of a routed query (the spec's Fallback Logic, steps 2-5)."""
     winner = next((a for a in attempts if a.accepted), None)
     if winner is not None:
@@ -75,8 +77,10 @@ def from_attempts(query: str, plan: Plan, attempts: list[Attempt], router_ms: in
         )
     elif status == "error":
         error_code = ALL_BACKENDS_FAILED
-        error_message = ALL_BACKENDS_FAILED_MESSAGE if log_hint is None else (
-            f"All backends in the fallback chain failed. Check {log_hint} for details."
+        error_message = (
+            ALL_BACKENDS_FAILED_MESSAGE
+            if log_hint is None
+            else (f"All backends in the fallback chain failed. Check {log_hint} for details.")
         )
     response = winner.response if winner else None
     return Envelope.model_construct(

@@ -46,8 +46,8 @@ class InvalidBackendsFile(RouterError):
         self.path, self.where, self.problem = str(path), where, problem
         where_part = f" {where}:" if where else ""
         super().__init__(
-            f"{path}:{where_part} {problem}. Expected {{\"backends\": {{\"qmd\": {{\"status\": \"ready\"}}, ...}}}} "
-            "or {\"backends\": [\"qmd\", \"totalrecall\"]}; re-run the installer or fix the file."
+            f'{path}:{where_part} {problem}. Expected {{"backends": {{"qmd": {{"status": "ready"}}, ...}}}} '
+            'or {"backends": ["qmd", "totalrecall"]}; re-run the installer or fix the file.'
         )
 
 

@@ -12,10 +12,11 @@ The router only reads this file (the installer owns it). Accepted shapes::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from .config import read_json
 from .errors import BackendsFileMissing, InvalidBackendsFile
@@ -58,7 +59,7 @@ def parse_installed(data: Any, path: Path) -> Installed:
     backends: Any = data
     if isinstance(data, dict):
         if "backends" not in data:
-            raise InvalidBackendsFile(path, "", "no \"backends\" key")
+            raise InvalidBackendsFile(path, "", 'no "backends" key')
         backends = data["backends"]
         raw_tier = data.get("tier")
         if raw_tier is not None and not isinstance(raw_tier, str):
@@ -84,7 +85,7 @@ def parse_installed(data: Any, path: Path) -> Installed:
                 statuses[name] = status
             else:
                 raise InvalidBackendsFile(
-                    path, f"backends.{name}", f"must be an object with a \"status\" or a status string, got {entry!r}"
+                    path, f"backends.{name}", f'must be an object with a "status" or a status string, got {entry!r}'
                 )
     else:
         raise InvalidBackendsFile(path, "backends", f"must be an object or a list, got {type(backends).__name__}")

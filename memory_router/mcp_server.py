@@ -52,7 +52,9 @@ def build_server(opts: Options) -> Any:
 
     async def service() -> Service:
         if "service" not in state:
-            created = Service.from_options(state_dir=opts.state_dir, backends_json=opts.backends_json, config=opts.config)
+            created = Service.from_options(
+                state_dir=opts.state_dir, backends_json=opts.backends_json, config=opts.config
+            )
             await created.start()  # hot reload for the rest of the session
             state["service"] = created
         return state["service"]
@@ -68,8 +70,12 @@ def build_server(opts: Options) -> Any:
     )
     async def memory_query(
         query: Annotated[str, Field(description="The question, in the user's words (max 4096 characters).")],
-        limit: Annotated[int | None, Field(ge=1, le=1000, description="Results per backend (default from router-config.json).")] = None,
-        timeout_ms: Annotated[int | None, Field(ge=1, le=600_000, description="Per-backend timeout in ms (default 5000).")] = None,
+        limit: Annotated[
+            int | None, Field(ge=1, le=1000, description="Results per backend (default from router-config.json).")
+        ] = None,
+        timeout_ms: Annotated[
+            int | None, Field(ge=1, le=600_000, description="Per-backend timeout in ms (default 5000).")
+        ] = None,
     ) -> dict[str, Any]:
         # The SDK validates the bounds above against the input schema before this runs.
         try:

@@ -10,8 +10,8 @@ Tests and embedders can pass ``backends={"qmd": MockBackend(...)}`` to replace a
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from memory_router.backends import BackendContext, adapter_module
 from memory_router.backends.base import Backend
@@ -62,7 +62,9 @@ class Router:
         clean = check_query(query, self.config.max_query_chars)
         return make_plan(self.config.rules.match(clean), installed)
 
-    def policy(self, *, timeout_ms: int | None = None, limit: int | None = None, deadline_ms: int | None = None) -> Policy:
+    def policy(
+        self, *, timeout_ms: int | None = None, limit: int | None = None, deadline_ms: int | None = None
+    ) -> Policy:
         deadline_ms = deadline_ms or self.config.deadline_ms
         return Policy(
             threshold=self.config.threshold,
@@ -90,14 +92,21 @@ class Router:
         if not plan.steps:
             reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
             return error_envelope(
-                query, NO_BACKEND_AVAILABLE,
+                query,
+                NO_BACKEND_AVAILABLE,
                 f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
                 f"Install one of them or mark it ready in {installed.path}.",
-                plan=plan, router_ms=_ms(started),
+                plan=plan,
+                router_ms=_ms(started),
             )
         attempts = await run_attempts(
-            clean, plan, self.backend, self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms),
-            self.log, log_query=query, cooldown=self.cooldown,
+            clean,
+            plan,
+            self.backend,
+            self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms),
+            self.log,
+            log_query=query,
+            cooldown=self.cooldown,
         )
         log_hint = str(self.log.path) if self.log.path else None
         return from_attempts(query, plan, attempts, _ms(started), log_hint)

@@ -61,8 +61,10 @@ class RouterLog:
         )
 
     def timeout(self, query: str, backend: str, duration_ms: int, next_backend: str | None) -> None:
-        self.write(f"TIMEOUT query={quote(query)} backend={token(backend)} duration_ms={duration_ms} "
-                   f"next={token(next_backend or 'none')}")
+        self.write(
+            f"TIMEOUT query={quote(query)} backend={token(backend)} duration_ms={duration_ms} "
+            f"next={token(next_backend or 'none')}"
+        )
 
     def event(self, kind: str, message: str) -> None:
         """Other events (the daemon's config reloads): ``[time] KIND message="..."``."""
@@ -83,5 +85,8 @@ class RouterLog:
             with self._lock:
                 if not self._warned:
                     self._warned = True
-                    print(f"memory-router: warning: cannot write {self.path}: {exc.strerror or exc}; "
-                          "queries still work, but errors are not logged", file=sys.stderr)
+                    print(
+                        f"memory-router: warning: cannot write {self.path}: {exc.strerror or exc}; "
+                        "queries still work, but errors are not logged",
+                        file=sys.stderr,
+                    )

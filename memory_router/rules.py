@@ -15,9 +15,10 @@ router on a backtracking pattern; a timed-out rule counts as not matching and is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import regex
 
@@ -99,7 +100,9 @@ def compile_rule(
                 raise InvalidConfig(path, f"{label}.{kind}[{i}]", f"invalid regex {sources[i]!r}: {exc}") from None
             if pattern.search("", timeout=0.05) is not None:
                 raise InvalidConfig(
-                    path, f"{label}.{kind}[{i}]", f"regex {sources[i]!r} matches the empty string, so it matches every query",
+                    path,
+                    f"{label}.{kind}[{i}]",
+                    f"regex {sources[i]!r} matches the empty string, so it matches every query",
                     "Make it require at least one character.",
                 )
         return tuple(sources), (regex.compile(_combine(expanded), _FLAGS) if expanded else None)
@@ -119,14 +122,20 @@ class RuleTable:
         self.regex_timeout_s = regex_timeout_s
         # The two passes flattened once: (strength, [(rule, pattern, sources, group -> index)]),
         # rules without signals of that strength left out. match() runs on every query.
-        self._passes: tuple[tuple[Strength, tuple[tuple[Rule, regex.Pattern[str], tuple[str, ...], dict[str, int]], ...]], ...] = tuple(
-            (strength, tuple(
-                (rule, pattern, sources, {f"s{i}": i for i in range(len(sources))})
-                for rule in rules
-                for pattern, sources in [(rule.strong, rule.strong_sources) if strength == "strong"
-                                         else (rule.weak, rule.weak_sources)]
-                if pattern is not None
-            ))
+        self._passes: tuple[
+            tuple[Strength, tuple[tuple[Rule, regex.Pattern[str], tuple[str, ...], dict[str, int]], ...]], ...
+        ] = tuple(
+            (
+                strength,
+                tuple(
+                    (rule, pattern, sources, {f"s{i}": i for i in range(len(sources))})
+                    for rule in rules
+                    for pattern, sources in [
+                        (rule.strong, rule.strong_sources) if strength == "strong" else (rule.weak, rule.weak_sources)
+                    ]
+                    if pattern is not None
+                ),
+            )
             for strength in ("strong", "weak")
         )
 

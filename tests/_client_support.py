@@ -29,8 +29,13 @@ def starter_workspace(dest: Path, *, today: date | None = None) -> tuple[Path, P
     """
     today = today or date.today()
     # copy, not copy2: files dated now, so recency scores do not drift with the checkout's age.
-    shutil.copytree(WORKSPACE, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".keep", "__pycache__"),
-                    copy_function=shutil.copy)
+    shutil.copytree(
+        WORKSPACE,
+        dest,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns(".keep", "__pycache__"),
+        copy_function=shutil.copy,
+    )
     daily = dest / "memory" / "daily"
     for template in sorted(daily.glob("DAY-*.md")):
         days_ago = int(template.stem.split("-")[1])
@@ -53,7 +58,9 @@ def starter_workspace(dest: Path, *, today: date | None = None) -> tuple[Path, P
     return state, config_path
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([*CLI, *args], capture_output=True, input=input, env=full_env, timeout=timeout, check=False)
 
@@ -91,4 +98,6 @@ def assert_same_answer(a: dict, b: dict, what: str = "") -> None:
     assert without_timings(a) == without_timings(b), what
     assert list(a) == list(b), f"{what}: field order differs"
     ra, rb = relevances(a), relevances(b)
-    assert len(ra) == len(rb) and all(abs(x - y) <= RELEVANCE_TOLERANCE for x, y in zip(ra, rb)), f"{what}: {ra} != {rb}"
+    assert len(ra) == len(rb) and all(abs(x - y) <= RELEVANCE_TOLERANCE for x, y in zip(ra, rb)), (
+        f"{what}: {ra} != {rb}"
+    )

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import orjson
 import pytest
-
 from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend
+
 from memory_router.config import RouterConfig, load_config
 from memory_router.installed import Installed, parse_installed
 from memory_router.router import Router
@@ -37,7 +37,9 @@ def installed(*names: str, statuses: Mapping[str, str] | None = None) -> Install
 
 def make_router(config: RouterConfig, tmp_path: Path, backends: Mapping[str, Backend]) -> Router:
     state = tmp_path / "state"
-    return Router(config, context=BackendContext(state_dir=state), log=RouterLog(state / "router.log"), backends=backends)
+    return Router(
+        config, context=BackendContext(state_dir=state), log=RouterLog(state / "router.log"), backends=backends
+    )
 
 
 def write_json(path: Path, data: object) -> Path:

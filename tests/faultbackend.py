@@ -89,17 +89,31 @@ def main(argv: list[str]) -> int:
     if delay:
         time.sleep(delay)
     if fault in ("ok", "slow"):
-        result = {"content": f"answer to {query}", "relevance": relevance, "source": "faultbackend",
-                  "timestamp": "2026-03-17T14:30:00Z", "path": "memory/fault.md", "line": 1}
+        result = {
+            "content": f"answer to {query}",
+            "relevance": relevance,
+            "source": "faultbackend",
+            "timestamp": "2026-03-17T14:30:00Z",
+            "path": "memory/fault.md",
+            "line": 1,
+        }
         json.dump(contract(query, [result]), out)
     elif fault == "weak":
-        json.dump(contract(query, [{"content": f"weak hit for {query}", "relevance": 0.2, "source": "faultbackend",
-                                    "timestamp": None}]), out)
+        json.dump(
+            contract(
+                query,
+                [{"content": f"weak hit for {query}", "relevance": 0.2, "source": "faultbackend", "timestamp": None}],
+            ),
+            out,
+        )
     elif fault == "empty":
         json.dump(contract(query, []), out)
     elif fault == "crash":
-        print("Traceback (most recent call last):\n  File \"search.py\", line 12, in <module>\n"
-              "RuntimeError: index file is corrupt", file=sys.stderr)
+        print(
+            'Traceback (most recent call last):\n  File "search.py", line 12, in <module>\n'
+            "RuntimeError: index file is corrupt",
+            file=sys.stderr,
+        )
         return 3
     elif fault == "garbage":
         out.write("<html><body>502 Bad Gateway</body></html>\n")
@@ -118,8 +132,12 @@ def main(argv: list[str]) -> int:
         except BrokenPipeError:
             return 1
     elif fault == "error":
-        json.dump(contract(query, [], status="error", error_code="BACKEND_ERROR",
-                           error_message="index is locked by another writer"), out)
+        json.dump(
+            contract(
+                query, [], status="error", error_code="BACKEND_ERROR", error_message="index is locked by another writer"
+            ),
+            out,
+        )
     elif fault == "echo":
         # Everything it was given, as results tagged by source (all at relevance 0.9).
         given = [("argv", a) for a in sys.argv[1:]]

@@ -9,9 +9,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import orjson
 import pytest
@@ -22,8 +23,18 @@ REPORT_PATH = Path(__file__).with_name("FAULTS.md")
 
 def fault_argv(fault: str, *extra: str) -> list[Any]:
     """The argv template of a command backend running the fault program with ``fault``."""
-    return [sys.executable, "-I", "-S", str(FAULT_PROGRAM), "--fault", fault, *extra,
-            "--adapter", "{query}", ["--hint", "{mode}"]]
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        str(FAULT_PROGRAM),
+        "--fault",
+        fault,
+        *extra,
+        "--adapter",
+        "{query}",
+        ["--hint", "{mode}"],
+    ]
 
 
 def command_backend(fault: str, *extra: str, piddir: Path | None = None, **settings: Any) -> dict[str, Any]:
@@ -45,7 +56,9 @@ def write_setup(
     only rule is the default rule with ``chain``. Returns (state_dir, config_path)."""
     state = root / "state"
     state.mkdir(parents=True, exist_ok=True)
-    (state / "backends.json").write_bytes(orjson.dumps({"tier": "pro", "backends": {n: {"status": "ready"} for n in backends}}))
+    (state / "backends.json").write_bytes(
+        orjson.dumps({"tier": "pro", "backends": {n: {"status": "ready"} for n in backends}})
+    )
     cfg = {
         "timeout_ms": timeout_ms,
         "rules": [{"number": 7, "id": "default", "chain": [{"backend": b} for b in chain]}],
@@ -86,8 +99,14 @@ _LAUNCHER = (
 )
 
 
-def run_cli(args: Sequence[str], *, stdin: bytes | None = None, env: dict[str, str] | None = None,
-            cwd: Path | None = None, timeout: float = 60) -> CliRun:
+def run_cli(
+    args: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 60,
+) -> CliRun:
     """Run ``memory-router ARGS`` (this checkout's code), measuring its peak RSS."""
     import tempfile
 
@@ -95,8 +114,12 @@ def run_cli(args: Sequence[str], *, stdin: bytes | None = None, env: dict[str, s
         started = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-I", "-S", "-c", _LAUNCHER, rss.name, *cli_base(), *args],
-            input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-            capture_output=True, env=env, cwd=cwd, timeout=timeout,
+            input=stdin,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+            capture_output=True,
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
         )
         wall = (time.perf_counter() - started) * 1000
         maxrss = int(rss.read() or 0)
@@ -114,7 +137,7 @@ def group_members(pgid: int) -> list[tuple[int, str]]:
         except OSError:
             continue
         # pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid:
             members.append((int(entry), fields[0]))
     return members
@@ -183,15 +206,25 @@ def _vm_hwm_kb(pid: int) -> int:
     raise AssertionError(f"no VmHWM for {pid}")
 
 
-def run_daemon(args: Sequence[str], requests: Sequence[Any], *, after_each: Any = None,
-               concurrent: bool = False, timeout: float = 30) -> DaemonRun:
+def run_daemon(
+    args: Sequence[str],
+    requests: Sequence[Any],
+    *,
+    after_each: Any = None,
+    concurrent: bool = False,
+    timeout: float = 30,
+) -> DaemonRun:
     """Start ``memory-router serve ARGS`` and send the requests one at a time (each JSON line
     waits for its answer); after each answer read the daemon's peak RSS and call
     ``after_each(index)`` while the daemon still runs. Then close stdin and wait for its exit."""
     import select
 
-    proc = subprocess.Popen([*cli_base(), "serve", "--no-reload", *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*cli_base(), "serve", "--no-reload", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     err: list[bytes] = []
     drainer = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
     drainer.start()
@@ -205,7 +238,9 @@ def run_daemon(args: Sequence[str], requests: Sequence[Any], *, after_each: Any 
                 ready, _, _ = select.select([proc.stdout], [], [], timeout)
                 line = proc.stdout.readline() if ready else b""
                 if not line:
-                    raise AssertionError(f"memory-router serve answered {len(responses)} of {len(requests)} within {timeout} s")
+                    raise AssertionError(
+                        f"memory-router serve answered {len(responses)} of {len(requests)} within {timeout} s"
+                    )
                 responses.append(orjson.loads(line))
             peaks.append(_vm_hwm_kb(proc.pid))
             requests = []
@@ -232,17 +267,40 @@ def run_daemon(args: Sequence[str], requests: Sequence[Any], *, after_each: Any 
 # --------------------------------------------------------------------------- writing the report
 
 _SECTIONS = {
-    "matrix": ("Fault matrix", ["fault", "position", "transport", "status", "routed_to", "fallbacks_used", "exit", "log",
-                                "faulty_ms", "peak_rss_mb", "leftovers", "message"]),
-    "adapters": ("Faults of each adapter's own transport (CLI, falling back to a healthy backend)",
-                 ["adapter", "fault", "status", "log", "adapter_ms", "cli_wall_ms", "message"]),
+    "matrix": (
+        "Fault matrix",
+        [
+            "fault",
+            "position",
+            "transport",
+            "status",
+            "routed_to",
+            "fallbacks_used",
+            "exit",
+            "log",
+            "faulty_ms",
+            "peak_rss_mb",
+            "leftovers",
+            "message",
+        ],
+    ),
+    "adapters": (
+        "Faults of each adapter's own transport (CLI, falling back to a healthy backend)",
+        ["adapter", "fault", "status", "log", "adapter_ms", "cli_wall_ms", "message"],
+    ),
     "bad_input": ("Bad input", ["input", "exit", "status", "error_code", "answered", "message"]),
     "log": ("router.log and files", ["check", "outcome"]),
     "properties": ("Properties (hypothesis)", ["property", "examples", "outcomes", "result"]),
 }
-_HEADINGS = {"adapter_ms": "adapter call ms", "cli_wall_ms": "CLI wall ms (incl. ~0.4 s start-up)",
-             "fallbacks_used": "fallbacks", "faulty_ms": "faulty call ms", "peak_rss_mb": "peak RSS MB",
-             "log": "router.log", "message": "error_message (abridged)"}
+_HEADINGS = {
+    "adapter_ms": "adapter call ms",
+    "cli_wall_ms": "CLI wall ms (incl. ~0.4 s start-up)",
+    "fallbacks_used": "fallbacks",
+    "faulty_ms": "faulty call ms",
+    "peak_rss_mb": "peak RSS MB",
+    "log": "router.log",
+    "message": "error_message (abridged)",
+}
 
 
 def _cell(value: str) -> str:
@@ -256,17 +314,24 @@ def _figures() -> list[str]:
     if hangs:
         over = sorted(ms - timeout for _, ms, timeout in hangs)
         span = f"{over[0]}" if over[0] == over[-1] else f"{over[0]}-{over[-1]}"
-        out.append(f"* Hang abandonment: the hanging backend's call ended {span} ms after "
-                   f"`timeout_ms` ({hangs[0][2]} ms) over {len(hangs)} cells (bound: +100 ms), measured by the router.")
+        out.append(
+            f"* Hang abandonment: the hanging backend's call ended {span} ms after "
+            f"`timeout_ms` ({hangs[0][2]} ms) over {len(hangs)} cells (bound: +100 ms), measured by the router."
+        )
     huge = [r for k, r in rows.items() if k.startswith("huge/")]
     if huge:
         parts = [f"{r['transport']} {r['position']}: {r['peak_rss_mb']}" for r in huge]
-        out.append("* 50 MB of backend output: peak RSS of the router in MB (vs. a healthy query): " + "; ".join(parts)
-                   + ". stdout is capped at 8 MiB and the program killed there (the daemon's figure is its "
-                   "high-water mark so far, after every earlier cell).")
+        out.append(
+            "* 50 MB of backend output: peak RSS of the router in MB (vs. a healthy query): "
+            + "; ".join(parts)
+            + ". stdout is capped at 8 MiB and the program killed there (the daemon's figure is its "
+            "high-water mark so far, after every earlier cell)."
+        )
     left = sum(int(r["leftovers"]) for r in rows.values())
     if rows:
-        out.append(f"* Backend processes left alive after a cell (its whole process group, grandchildren included): {left}.")
+        out.append(
+            f"* Backend processes left alive after a cell (its whole process group, grandchildren included): {left}."
+        )
     return out
 
 
@@ -296,9 +361,12 @@ def write_report() -> None:
             continue
         lines += [f"## {title}", ""]
         if section == "matrix":
-            lines += ["Chains: **primary** = [faulty, good] (good answers at 0.9); **fallback** = [weak, faulty] "
-                      "(weak answers at 0.2, below the 0.4 threshold). `timeout_ms` 800. The daemon column is one "
-                      "long-lived `memory-router serve` answering every cell in turn.", ""]
+            lines += [
+                "Chains: **primary** = [faulty, good] (good answers at 0.9); **fallback** = [weak, faulty] "
+                "(weak answers at 0.2, below the 0.4 threshold). `timeout_ms` 800. The daemon column is one "
+                "long-lived `memory-router serve` answering every cell in turn.",
+                "",
+            ]
         lines.append("| " + " | ".join(_HEADINGS.get(c, c) for c in columns) + " |")
         lines.append("|" + "---|" * len(columns))
         for key in sorted(rows, key=lambda k: rows[k].get("order", k)):

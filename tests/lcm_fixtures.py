@@ -36,29 +36,62 @@ def build_small_db(path: Path, variant: Variant = "current", *, wal: bool = True
     try:
         w = LcmWriter(conn)
         conn.execute("BEGIN")
-        conv = w.conversation("sess-1", session_key="agent:main:main", title="shopfront", created=NOW - timedelta(days=90))
+        conv = w.conversation(
+            "sess-1", session_key="agent:main:main", title="shopfront", created=NOW - timedelta(days=90)
+        )
         old = NOW - timedelta(days=60)
         m_old = w.message(conv, "user", "Should we use memcached for caching product pages?", at=old)
-        w.summary(conv, "Caching decision: we rejected memcached and kept Redis for caching because Redis was "
-                        "already needed for sessions.\nExpand for details about: memcached, Redis.",
-                  earliest=old, latest=old + timedelta(minutes=5), message_ids=[m_old], summary_id=OLD_CACHE_LEAF)
+        w.summary(
+            conv,
+            "Caching decision: we rejected memcached and kept Redis for caching because Redis was "
+            "already needed for sessions.\nExpand for details about: memcached, Redis.",
+            earliest=old,
+            latest=old + timedelta(minutes=5),
+            message_ids=[m_old],
+            summary_id=OLD_CACHE_LEAF,
+        )
         t = NOW - timedelta(hours=3)
         m1 = w.message(conv, "user", "Let's settle the database schema for orders.", at=t)
-        m2 = w.message(conv, "assistant", "Use UUID v7 primary keys and soft deletes with deleted_at.", at=t + timedelta(minutes=3))
-        w.summary(conv, "Database schema decision: orders use UUID v7 primary keys and deleted_at soft deletes, "
-                        "because several services mint ids.\nExpand for details about: UUID v7, migration 0042.",
-                  earliest=t, latest=t + timedelta(minutes=3), message_ids=[m1, m2], summary_id=SCHEMA_LEAF)
+        m2 = w.message(
+            conv, "assistant", "Use UUID v7 primary keys and soft deletes with deleted_at.", at=t + timedelta(minutes=3)
+        )
+        w.summary(
+            conv,
+            "Database schema decision: orders use UUID v7 primary keys and deleted_at soft deletes, "
+            "because several services mint ids.\nExpand for details about: UUID v7, migration 0042.",
+            earliest=t,
+            latest=t + timedelta(minutes=3),
+            message_ids=[m1, m2],
+            summary_id=SCHEMA_LEAF,
+        )
         t2 = NOW - timedelta(hours=2)
         m3 = w.message(conv, "user", "OrderController should not call PaymentService directly.", at=t2)
-        m4 = w.message(conv, "assistant", "Publish payment.requested on the payments queue instead.", at=t2 + timedelta(minutes=2))
-        w.summary(conv, "Architecture decision: OrderController publishes payment.requested on the payments "
-                        "queue and PaymentService consumes it, so provider outages never fail orders.",
-                  earliest=t2, latest=t2 + timedelta(minutes=2), message_ids=[m3, m4], summary_id=QUEUE_LEAF)
-        w.summary(conv, "Session summary: database schema (UUID v7, soft deletes) and the payments queue "
-                        "between OrderController and PaymentService.",
-                  kind="condensed", depth=1, earliest=t, latest=t2 + timedelta(minutes=2),
-                  sources=[SCHEMA_LEAF, QUEUE_LEAF], summary_id=CONDENSED)
-        w.message(conv, "tool", "pytest: 412 passed in 9.1s; kubernetes manifests unchanged", at=NOW - timedelta(hours=1))
+        m4 = w.message(
+            conv, "assistant", "Publish payment.requested on the payments queue instead.", at=t2 + timedelta(minutes=2)
+        )
+        w.summary(
+            conv,
+            "Architecture decision: OrderController publishes payment.requested on the payments "
+            "queue and PaymentService consumes it, so provider outages never fail orders.",
+            earliest=t2,
+            latest=t2 + timedelta(minutes=2),
+            message_ids=[m3, m4],
+            summary_id=QUEUE_LEAF,
+        )
+        w.summary(
+            conv,
+            "Session summary: database schema (UUID v7, soft deletes) and the payments queue "
+            "between OrderController and PaymentService.",
+            kind="condensed",
+            depth=1,
+            earliest=t,
+            latest=t2 + timedelta(minutes=2),
+            sources=[SCHEMA_LEAF, QUEUE_LEAF],
+            summary_id=CONDENSED,
+        )
+        w.message(
+            conv, "tool", "pytest: 412 passed in 9.1s; kubernetes manifests unchanged", at=NOW - timedelta(hours=1)
+        )
         conn.execute("COMMIT")
     finally:
         conn.close()

@@ -49,10 +49,19 @@ def test_script_runs_tiny_and_prints_its_tables(script: str) -> None:
     if script == "qmd_search.py" and not _qmd_installed():
         pytest.skip("qmd is not installed (.ci/setup.d/20-qmd.sh)")
     args, titles = SCRIPTS[script]
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MEMORY_ROUTER_CONFIG", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_DAEMON")}
-    proc = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
-                          timeout=180, env=env, cwd=BENCH.parent)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MEMORY_ROUTER_CONFIG", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_DAEMON")
+    }
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=BENCH.parent,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (proc.stdout + proc.stderr).strip(), f"{script} printed nothing"
     for title in titles:

@@ -17,14 +17,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from memory_router.backends import totalrecall
 from memory_router.backends.totalrecall import (
+    _QUOTED,
     _WORD,
     NO_TERMS_RELEVANCE,
     SUPERSEDED_FACTOR,
     TIER_WEIGHTS,
-    _QUOTED,
     _identifier_parts,
     _Index,
     _phrase_bonus,
@@ -49,8 +48,25 @@ def reference_index_terms(text: str) -> list[str]:
 
 
 words = st.one_of(
-    st.sampled_from(["parseAuthToken", "user_service", "HTTPServer", "v2Api", "caféteria", "Straße", "İstanbul",
-                     "decisions", "tokens", "__init__", "x1_y2", "ALLCAPS", "snake_Case_Mixed", "ß", "ǅemal"]),
+    st.sampled_from(
+        [
+            "parseAuthToken",
+            "user_service",
+            "HTTPServer",
+            "v2Api",
+            "caféteria",
+            "Straße",
+            "İstanbul",
+            "decisions",
+            "tokens",
+            "__init__",
+            "x1_y2",
+            "ALLCAPS",
+            "snake_Case_Mixed",
+            "ß",
+            "ǅemal",
+        ]
+    ),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
 )
 
@@ -147,8 +163,24 @@ def test_scan_without_memory_folders(tmp_path: Path) -> None:
 
 
 # A small vocabulary, so entries share terms, tie on scores and hit the pruning bounds.
-VOCAB = ["database", "schema", "cache", "redis", "auth", "token", "session", "queue", "retry",
-         "webhook", "deploy", "parseAuthToken", "user_service", "decided", "decision", "tokens"]
+VOCAB = [
+    "database",
+    "schema",
+    "cache",
+    "redis",
+    "auth",
+    "token",
+    "session",
+    "queue",
+    "retry",
+    "webhook",
+    "deploy",
+    "parseAuthToken",
+    "user_service",
+    "decided",
+    "decision",
+    "tokens",
+]
 
 
 def build_memory(root: Path, rng: random.Random, files: int) -> None:
@@ -191,19 +223,32 @@ def memory_index(tmp_path_factory: pytest.TempPathFactory) -> _Index:
 
 
 query_text = st.lists(
-    st.one_of(st.sampled_from(VOCAB), st.sampled_from(["the", "what", "did", "we", "about", "recently"]),
-              st.sampled_from(VOCAB).map(lambda w: f'"{w}"'), st.sampled_from(["zebra", "x"])),
-    min_size=0, max_size=6,
+    st.one_of(
+        st.sampled_from(VOCAB),
+        st.sampled_from(["the", "what", "did", "we", "about", "recently"]),
+        st.sampled_from(VOCAB).map(lambda w: f'"{w}"'),
+        st.sampled_from(["zebra", "x"]),
+    ),
+    min_size=0,
+    max_size=6,
 ).map(" ".join)
 
 
-@pytest.mark.parametrize("all_candidates_limit", [totalrecall.ALL_CANDIDATES_LIMIT, 0],
-                         ids=["as-configured", "always-best-first"])
+@pytest.mark.parametrize(
+    "all_candidates_limit", [totalrecall.ALL_CANDIDATES_LIMIT, 0], ids=["as-configured", "always-best-first"]
+)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=query_text, limit=st.sampled_from([1, 2, 3, 5, 10, 40, 1000]),
-       now=st.sampled_from([datetime(2026, 12, 1, 12, tzinfo=timezone.utc),  # after every entry
-                            datetime(2026, 11, 20, tzinfo=timezone.utc),      # some entries in the future
-                            datetime(2031, 1, 1, tzinfo=timezone.utc)]))      # everything old: ties
+@given(
+    query=query_text,
+    limit=st.sampled_from([1, 2, 3, 5, 10, 40, 1000]),
+    now=st.sampled_from(
+        [
+            datetime(2026, 12, 1, 12, tzinfo=timezone.utc),  # after every entry
+            datetime(2026, 11, 20, tzinfo=timezone.utc),  # some entries in the future
+            datetime(2031, 1, 1, tzinfo=timezone.utc),
+        ]
+    ),
+)  # everything old: ties
 def test_pruned_score_equals_scoring_every_candidate(
     memory_index: _Index, all_candidates_limit: int, query: str, limit: int, now: datetime
 ) -> None:

@@ -31,15 +31,27 @@ def test_query_prints_the_envelope_and_exits_0(demo):
     proc = run("query", "what did we decide about the database schema", *demo_args(demo))
     assert proc.returncode == 0, proc.stderr
     env = orjson.loads(proc.stdout)
-    assert list(env)[:13] == ["query_echo", "routed_to", "routed_mode", "fallback_chain", "fallbacks_used", "results",
-                              "result_count", "normalized_relevance", "status", "error_code", "error_message",
-                              "router_duration_ms", "backend_duration_ms"]
+    assert list(env)[:13] == [
+        "query_echo",
+        "routed_to",
+        "routed_mode",
+        "fallback_chain",
+        "fallbacks_used",
+        "results",
+        "result_count",
+        "normalized_relevance",
+        "status",
+        "error_code",
+        "error_message",
+        "router_duration_ms",
+        "backend_duration_ms",
+    ]
     assert env["status"] == "success" and env["rule"]["number"] == 3
     assert "UUID" in env["results"][0]["content"]
 
 
 def test_query_from_stdin(demo):
-    proc = run("query", "-", *demo_args(demo), stdin="the middleware issue".encode())
+    proc = run("query", "-", *demo_args(demo), stdin=b"the middleware issue")
     assert proc.returncode == 0 and orjson.loads(proc.stdout)["query_echo"] == "the middleware issue"
 
 
@@ -95,7 +107,9 @@ def test_route_dry_run_json(demo):
 
 
 def test_route_human_output_names_signal_and_skips(tmp_path):
-    write_json(tmp_path / "backends.json", {"backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}})
+    write_json(
+        tmp_path / "backends.json", {"backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}}
+    )
     proc = run("route", "what did we decide about caching", "--state-dir", str(tmp_path))
     out = proc.stdout.decode()
     assert "rule 3 (decision_recall): strong signal" in out and "'decide'" in out

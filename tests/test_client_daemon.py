@@ -16,8 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -39,8 +39,10 @@ class Workspace:
         self.state, self.config = starter_workspace(root / "demo")
         config = json.loads(self.config.read_text())
         config["backends"]["cognee"] = {"type": "command", "argv": [PY, "-c", "import sys; sys.exit(3)"]}
-        weak = ("import json, sys; print(json.dumps({'status': 'success', 'results': "
-                "[{'content': 'from the conversation: ' + sys.argv[1], 'relevance': 0.2, 'timestamp': '2026-01-01T00:00:00Z'}]}))")
+        weak = (
+            "import json, sys; print(json.dumps({'status': 'success', 'results': "
+            "[{'content': 'from the conversation: ' + sys.argv[1], 'relevance': 0.2, 'timestamp': '2026-01-01T00:00:00Z'}]}))"
+        )
         config["backends"]["lossless"] = {"type": "command", "argv": [PY, "-c", weak, "{query}"]}
         self.config.write_text(json.dumps(config))
         backends = json.loads((self.state / "backends.json").read_text())
@@ -57,8 +59,11 @@ class Workspace:
     def serve(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             [PY, "-m", "memory_router", "serve", "--socket", *args],
-            env={**self.env, **(env or {})}, cwd=cwd or self.cwd, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**self.env, **(env or {})},
+            cwd=cwd or self.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -75,11 +80,16 @@ class Workspace:
                     raise AssertionError("serve --socket did not start listening")
                 time.sleep(0.05)
 
-    def query(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-              input: bytes | None = None) -> Answer:
+    def query(
+        self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, input: bytes | None = None
+    ) -> Answer:
         proc = subprocess.run(
             [PY, "-X", "importtime", "-m", "memory_router", "query", *args],
-            env={**self.env, **(env or {})}, cwd=cwd or self.cwd, input=input, capture_output=True, timeout=120,
+            env={**self.env, **(env or {})},
+            cwd=cwd or self.cwd,
+            input=input,
+            capture_output=True,
+            timeout=120,
         )
         return Answer(proc)
 
@@ -130,8 +140,11 @@ def log_lines(ws: Workspace) -> list[str]:
     path = ws.state / "router.log"
     text = path.read_text() if path.exists() else ""
     # Timestamps and measured durations differ between runs; the rest must not.
-    return [re.sub(r"duration_ms=\d+", "duration_ms=N", line.split("] ", 1)[1]) for line in text.splitlines()
-            if " FALLBACK " in line or " TIMEOUT " in line]
+    return [
+        re.sub(r"duration_ms=\d+", "duration_ms=N", line.split("] ", 1)[1])
+        for line in text.splitlines()
+        if " FALLBACK " in line or " TIMEOUT " in line
+    ]
 
 
 def test_the_15_spec_queries_give_identical_envelopes_through_the_daemon_and_in_process(ws: Workspace, daemon) -> None:
@@ -141,7 +154,7 @@ def test_the_15_spec_queries_give_identical_envelopes_through_the_daemon_and_in_
         warm = ws.query(example.query)
         warm_log = log_lines(ws)[before:]
         cold = ws.query(example.query, env={"MEMORY_ROUTER_DAEMON": "off"})
-        cold_log = log_lines(ws)[before + len(warm_log):]
+        cold_log = log_lines(ws)[before + len(warm_log) :]
         what = f"example {example.number}: {example.query!r}"
         assert warm.by_daemon, f"{what} was not answered by the daemon: {warm.stderr}"
         assert not cold.by_daemon
@@ -168,9 +181,9 @@ def test_options_errors_stdin_and_pretty_match_in_process(ws: Workspace, daemon)
         (("find the function parseAuthToken", "--pretty"), None),
         (("",), None),  # EMPTY_QUERY, exit 2
         (("x" * 5000,), None),  # QUERY_TOO_LONG, exit 2
-        (("-",), "what did we decide about the database schema\n".encode()),
+        (("-",), b"what did we decide about the database schema\n"),
         (("-",), "caf\xe9 \u2603 tokens".encode()),
-        (("--", "--pretty"),  None),  # a query that looks like a flag
+        (("--", "--pretty"), None),  # a query that looks like a flag
     ]
     for args, stdin in cases:
         warm = ws.query(*args, input=stdin)
@@ -188,7 +201,15 @@ def test_options_errors_stdin_and_pretty_match_in_process(ws: Workspace, daemon)
 def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daemon) -> None:
     answer = ws.query("find the function parseAuthToken")
     assert answer.code == 0 and answer.envelope["status"] == "success"
-    heavy = {"click", "pydantic", "regex", "orjson", "memory_router.cli", "memory_router.router", "memory_router.config"}
+    heavy = {
+        "click",
+        "pydantic",
+        "regex",
+        "orjson",
+        "memory_router.cli",
+        "memory_router.router",
+        "memory_router.config",
+    }
     assert not heavy & answer.imported, heavy & answer.imported
     # --pretty needs orjson (to print exactly what the in-process path prints), nothing more.
     pretty = ws.query("auth", "--pretty")
@@ -198,8 +219,14 @@ def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daem
 def test_socket_is_private_and_a_second_daemon_is_refused(ws: Workspace, daemon) -> None:
     mode = ws.socket.lstat().st_mode
     assert oct(mode & 0o777) == "0o600"
-    second = subprocess.run([PY, "-m", "memory_router", "serve", "--socket"], env=ws.env, cwd=ws.cwd,
-                            capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    second = subprocess.run(
+        [PY, "-m", "memory_router", "serve", "--socket"],
+        env=ws.env,
+        cwd=ws.cwd,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert second.returncode == 2
     assert b"another memory-router daemon" in second.stderr and str(daemon.pid).encode() in second.stderr
     assert ws.query("auth").by_daemon  # the first one still serves
@@ -218,8 +245,14 @@ def test_stale_socket_is_cleaned_and_a_foreign_file_is_not_replaced(ws: Workspac
     assert code == 0 and not ws.socket.exists()
     assert "removed a stale socket" in err
     ws.socket.write_text("not a socket")
-    refused = subprocess.run([PY, "-m", "memory_router", "serve", "--socket"], env=ws.env, cwd=ws.cwd,
-                             capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    refused = subprocess.run(
+        [PY, "-m", "memory_router", "serve", "--socket"],
+        env=ws.env,
+        cwd=ws.cwd,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert refused.returncode == 2 and b"is not a socket" in refused.stderr
     assert ws.socket.read_text() == "not a socket"
 
@@ -267,8 +300,17 @@ def test_hostile_clients_cannot_take_the_daemon_down(ws: Workspace, daemon) -> N
         s.close()
         return [json.loads(line) for line in data.splitlines()]
 
-    lines = [b'{"id": 1, "query": "auth"', b"\xff\xfe{}", b"[]", b'{"id": 4}', b'{"id": 5, "query": "auth", "evil": 1}',
-             b'"database"', b"", b'{"id": 8, "query": "' + b"a" * (2 << 20) + b'"}', b'{"id": 9, "query": "auth"}']
+    lines = [
+        b'{"id": 1, "query": "auth"',
+        b"\xff\xfe{}",
+        b"[]",
+        b'{"id": 4}',
+        b'{"id": 5, "query": "auth", "evil": 1}',
+        b'"database"',
+        b"",
+        b'{"id": 8, "query": "' + b"a" * (2 << 20) + b'"}',
+        b'{"id": 9, "query": "auth"}',
+    ]
     answers = raw(b"\n".join(lines) + b"\n")
     assert len(answers) == len(lines)  # every line is answered
     by_id = {a.get("id"): a for a in answers}
@@ -327,8 +369,14 @@ def test_a_daemon_with_another_context_is_not_used(ws: Workspace, daemon, tmp_pa
     required = ws.query("auth", env={"MEMORY_ROUTER_DAEMON": "require", "OPENCLAW_REPO_ROOT": str(elsewhere)})
     assert required.code == 2 and required.envelope["error_code"] == "DAEMON_UNAVAILABLE"
     assert "env.OPENCLAW_REPO_ROOT" in required.stderr
-    status = subprocess.run([PY, "-m", "memory_router", "daemon", "status"], env={**ws.env, "OPENCLAW_REPO_ROOT": "x"},
-                            cwd=ws.cwd, capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        [PY, "-m", "memory_router", "daemon", "status"],
+        env={**ws.env, "OPENCLAW_REPO_ROOT": "x"},
+        cwd=ws.cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert status.returncode == 0 and "env.OPENCLAW_REPO_ROOT" in status.stdout
 
 
@@ -358,10 +406,13 @@ class FakeOldDaemon:
         self.sock.close()
 
 
-@pytest.mark.parametrize("reply", [
-    b'{"op": "hello", "protocol": 0, "version": "0.0.9"}',
-    b'{"id": null, "status": "error", "error_code": "INVALID_REQUEST", "error_message": "unknown key \'protocol\'"}',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b'{"op": "hello", "protocol": 0, "version": "0.0.9"}',
+        b'{"id": null, "status": "error", "error_code": "INVALID_REQUEST", "error_message": "unknown key \'protocol\'"}',
+    ],
+)
 def test_protocol_mismatch_warns_and_routes_in_process(ws: Workspace, reply: bytes) -> None:
     fake = FakeOldDaemon(ws.socket, reply)
     try:
@@ -402,8 +453,14 @@ def test_spawn_starts_a_daemon_that_serves_the_next_query_and_exits_when_idle(ws
 
 def test_daemon_status_and_stop(ws: Workspace) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PY, "-m", "memory_router", "daemon", *args], env=ws.env, cwd=ws.cwd,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [PY, "-m", "memory_router", "daemon", *args],
+            env=ws.env,
+            cwd=ws.cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     none = run("status")
     assert none.returncode == 1 and "not running" in none.stdout
@@ -434,8 +491,12 @@ def test_sigterm_finishes_cleanly(ws: Workspace) -> None:
 def test_without_a_daemon_auto_is_the_in_process_cli(ws: Workspace) -> None:
     # The console script looked for a daemon (and read stdin for it) before falling back: the
     # in-process path must still see the same query, and answer exactly as with the daemon off.
-    for args, stdin in ((("-",), "what did we decide about the database schema".encode()), (("-",), b"\xff bad"),
-                        (("auth", "--pretty"), None), (("",), None)):
+    for args, stdin in (
+        (("-",), b"what did we decide about the database schema"),
+        (("-",), b"\xff bad"),
+        (("auth", "--pretty"), None),
+        (("",), None),
+    ):
         auto = ws.query(*args, input=stdin)
         off = ws.query(*args, input=stdin, env={"MEMORY_ROUTER_DAEMON": "off"})
         assert not auto.by_daemon
@@ -449,6 +510,12 @@ def test_spawn_never_creates_a_missing_state_dir(ws: Workspace, tmp_path: Path) 
     answer = ws.query("auth", "--spawn", env={"OPENCLAW_STATE_DIR": str(missing)})
     assert answer.code == 2 and answer.envelope["error_code"] == "BACKENDS_JSON_MISSING"  # as without --spawn
     assert not missing.exists()
-    start = subprocess.run([PY, "-m", "memory_router", "daemon", "start", "--state-dir", str(missing)], env=ws.env,
-                           cwd=ws.cwd, capture_output=True, text=True, timeout=60)
+    start = subprocess.run(
+        [PY, "-m", "memory_router", "daemon", "start", "--state-dir", str(missing)],
+        env=ws.env,
+        cwd=ws.cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert start.returncode == 2 and "does not exist" in start.stderr and not missing.exists()

@@ -17,12 +17,42 @@ from memory_router.cli import main as cli_main
 
 QUERY_COMMAND = cli_main.get_command(click.Context(cli_main), "query")
 
-TOKENS = st.sampled_from([
-    "--pretty", "--spawn", "--limit", "--limit=5", "5", "0", "1001", "--timeout-ms", "2000", "--timeout-ms=-3",
-    "--state-dir", "/tmp/s", "--state-dir=~/x", "--backends-json", "b.json", "--config", "c.json", "--config=",
-    "--daemon", "off", "require", "bogus", "--daemon=auto", "--", "-", "auth", "find the function x", "-x",
-    "--help", "--unknown", "--limit=07", "--limit=٣",
-])
+TOKENS = st.sampled_from(
+    [
+        "--pretty",
+        "--spawn",
+        "--limit",
+        "--limit=5",
+        "5",
+        "0",
+        "1001",
+        "--timeout-ms",
+        "2000",
+        "--timeout-ms=-3",
+        "--state-dir",
+        "/tmp/s",
+        "--state-dir=~/x",
+        "--backends-json",
+        "b.json",
+        "--config",
+        "c.json",
+        "--config=",
+        "--daemon",
+        "off",
+        "require",
+        "bogus",
+        "--daemon=auto",
+        "--",
+        "-",
+        "auth",
+        "find the function x",
+        "-x",
+        "--help",
+        "--unknown",
+        "--limit=07",
+        "--limit=٣",
+    ]
+)
 
 
 def click_parse(args: list[str]) -> dict | None:
@@ -49,10 +79,17 @@ def test_fast_parser_agrees_with_click_whenever_it_answers(args: list[str]) -> N
     assert fast.get("spawn", False) == slow["spawn"]
 
 
-@pytest.mark.parametrize("args", [
-    ["auth"], ["auth", "--pretty", "--limit", "5"], ["--timeout-ms=2000", "find the function x"],
-    ["-", "--state-dir", "/tmp/s"], ["--", "--pretty"], ["x", "--daemon", "require", "--spawn"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["auth"],
+        ["auth", "--pretty", "--limit", "5"],
+        ["--timeout-ms=2000", "find the function x"],
+        ["-", "--state-dir", "/tmp/s"],
+        ["--", "--pretty"],
+        ["x", "--daemon", "require", "--spawn"],
+    ],
+)
 def test_fast_parser_handles_the_usual_invocations(args: list[str]) -> None:
     assert client.parse_query_args(args) is not None
     assert click_parse(args) is not None
@@ -69,7 +106,9 @@ NAMES = st.one_of(st.none(), st.sampled_from(["", "/abs/dir", "rel/dir", "~/home
 @settings(max_examples=300, deadline=None)
 @given(state_flag=NAMES, state_env=NAMES, backends_flag=NAMES, config_flag=NAMES, config_env=NAMES)
 def test_client_paths_match_memory_router_paths(state_flag, state_env, backends_flag, config_flag, config_env) -> None:
-    env = {k: v for k, v in {"OPENCLAW_STATE_DIR": state_env, "MEMORY_ROUTER_CONFIG": config_env}.items() if v is not None}
+    env = {
+        k: v for k, v in {"OPENCLAW_STATE_DIR": state_env, "MEMORY_ROUTER_CONFIG": config_env}.items() if v is not None
+    }
     with pytest.MonkeyPatch.context() as mp:
         for key in ("OPENCLAW_STATE_DIR", "MEMORY_ROUTER_CONFIG"):
             mp.delenv(key, raising=False)
@@ -77,7 +116,9 @@ def test_client_paths_match_memory_router_paths(state_flag, state_env, backends_
             mp.setenv(key, value)
         state = client.resolve_state_dir(state_flag)
         assert Path(state) == paths.state_dir(state_flag, environ=os.environ)
-        assert Path(client.resolve_backends_json(state, backends_flag)) == paths.backends_json(Path(state), backends_flag)
+        assert Path(client.resolve_backends_json(state, backends_flag)) == paths.backends_json(
+            Path(state), backends_flag
+        )
         expected_config = paths.config_file(config_flag, environ=os.environ) or paths.packaged_config()
         assert Path(client.resolve_config(config_flag)) == expected_config
 

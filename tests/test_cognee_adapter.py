@@ -11,8 +11,8 @@ import re
 
 import httpx
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given
+from hypothesis import strategies as st
 from memory_router.backends import BackendContext, DemoUnavailable
 from memory_router.backends import cognee as adapter
 from memory_router.backends._cognee_results import (
@@ -25,6 +25,7 @@ from memory_router.backends._cognee_results import (
     unwrap,
 )
 from memory_router.backends.base import BackendRequest, Stopwatch
+
 from memory_router.config import parse_config
 from memory_router.errors import InvalidConfig
 from memory_router.paths import packaged_config
@@ -41,8 +42,14 @@ REAL_CONTEXT = (
     "AuthService --[depends_on]--> Postgres  (AuthService depends on Postgres.)\n"
     "AuthService --[depends_on]--> Redis  (AuthService depends on Redis.)`"
 )
-WRAPPED = [{"dataset_id": "c1215075-2f96-5ccd-818a-6d2efc4037a7", "dataset_name": "arch",
-            "dataset_tenant_id": None, "search_result": REAL_CONTEXT}]
+WRAPPED = [
+    {
+        "dataset_id": "c1215075-2f96-5ccd-818a-6d2efc4037a7",
+        "dataset_name": "arch",
+        "dataset_tenant_id": None,
+        "search_result": REAL_CONTEXT,
+    }
+]
 
 
 def backend(**settings) -> adapter.CogneeBackend:
@@ -51,6 +58,7 @@ def backend(**settings) -> adapter.CogneeBackend:
 
 
 # --------------------------------------------------------------------------- parsing
+
 
 def test_parses_the_connections_and_nodes_of_a_real_graph_context():
     rels = parse_connections(REAL_CONTEXT)
@@ -62,14 +70,30 @@ def test_parses_the_connections_and_nodes_of_a_real_graph_context():
     assert parse_nodes(REAL_CONTEXT)["Postgres"] == "Primary relational database."
 
 
-_name = st.text(st.sampled_from("abcXYZ019_ -.:"), min_size=1, max_size=20).map(str.strip).filter(
-    lambda s: s and "--" not in s and not s.endswith("-"))
+_name = (
+    st.text(st.sampled_from("abcXYZ019_ -.:"), min_size=1, max_size=20)
+    .map(str.strip)
+    .filter(lambda s: s and "--" not in s and not s.endswith("-"))
+)
 
 
-@given(st.lists(st.tuples(_name, st.from_regex(r"[a-z][a-z_]{0,15}", fullmatch=True), _name,
-                          st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")),
-                                                       min_size=1, max_size=40).map(str.strip).filter(bool))),
-                max_size=8, unique_by=lambda t: (t[0], t[1], t[2])))
+@given(
+    st.lists(
+        st.tuples(
+            _name,
+            st.from_regex(r"[a-z][a-z_]{0,15}", fullmatch=True),
+            _name,
+            st.one_of(
+                st.none(),
+                st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=40)
+                .map(str.strip)
+                .filter(bool),
+            ),
+        ),
+        max_size=8,
+        unique_by=lambda t: (t[0], t[1], t[2]),
+    )
+)
 def test_connection_lines_round_trip(edges):
     lines = [f"{s} --[{r}]--> {t}" + (f"  ({text})" if text else "") for s, r, t, text in edges]
     context = "Nodes:\nNode: x\n\nConnections:\n" + "\n".join(lines) + "`"
@@ -77,8 +101,9 @@ def test_connection_lines_round_trip(edges):
 
 
 def test_unwraps_the_per_dataset_shape_and_the_bare_list():
-    answers, errors = unwrap(WRAPPED + [{"dataset_id": "x", "dataset_name": "other", "search_result": None,
-                                         "error": "boom"}])
+    answers, errors = unwrap(
+        WRAPPED + [{"dataset_id": "x", "dataset_name": "other", "search_result": None, "error": "boom"}]
+    )
     assert [(a.dataset, a.result) for a in answers] == [("arch", REAL_CONTEXT)]
     assert errors == ["dataset other: boom"]
     answers, errors = unwrap([REAL_CONTEXT])  # access control off
@@ -87,8 +112,13 @@ def test_unwraps_the_per_dataset_shape_and_the_bare_list():
 
 def test_a_dataset_with_no_data_of_that_kind_is_empty_not_failing():
     # real answer: CHUNKS over all datasets, one of which holds only a graph
-    no_chunks = {"dataset_id": "9a", "dataset_name": "arch", "dataset_tenant_id": None, "search_result": [],
-                 "error": "No data found in the system, please add data first."}
+    no_chunks = {
+        "dataset_id": "9a",
+        "dataset_name": "arch",
+        "dataset_tenant_id": None,
+        "search_result": [],
+        "error": "No data found in the system, please add data first.",
+    }
     chunk = {"text": "Postgres failover: promote the replica", "document_name": "runbook.md", "score": 0.3}
     with_chunks = {"dataset_id": "fb", "dataset_name": "runbooks", "dataset_tenant_id": None, "search_result": [chunk]}
     results, errors = adapter.to_results([no_chunks, with_chunks], "chunks", "postgres failover", "cognee")
@@ -101,11 +131,12 @@ def test_access_control_off_gives_the_same_results_without_a_dataset():
     on, _ = adapter.to_results(WRAPPED, "graph", "what depends on Postgres", "cognee")
     off, _ = adapter.to_results([REAL_CONTEXT], "graph", "what depends on Postgres", "cognee")
     assert [r.content for r in on] == [r.content for r in off]
-    assert {getattr(r, "dataset") for r in on} == {"arch"}
+    assert {r.dataset for r in on} == {"arch"}
     assert all(not hasattr(r, "dataset") for r in off)
 
 
 # --------------------------------------------------------------------------- relevance
+
 
 def test_relevance_is_the_coverage_of_the_query_entities():
     results, _ = adapter.to_results(WRAPPED, "graph", "what depends on Postgres", "cognee")
@@ -126,8 +157,10 @@ def test_entity_terms_drop_stopwords_and_relation_words_and_split_identifiers():
 
 
 def test_structural_edges_are_never_strong():
-    context = ("Connections:\nPostgres failover: promote the replica... [postgres, failover] --[is_part_of]--> runbook.md\n"
-               "AuthService --[depends_on]--> Postgres  (AuthService depends on Postgres.)")
+    context = (
+        "Connections:\nPostgres failover: promote the replica... [postgres, failover] --[is_part_of]--> runbook.md\n"
+        "AuthService --[depends_on]--> Postgres  (AuthService depends on Postgres.)"
+    )
     results, _ = adapter.to_results([context], "graph", "what depends on Postgres", "cognee")
     assert [(r.relationship["relation"], r.relevance) for r in results] == [("depends_on", 1.0), ("is_part_of", 0.35)]
 
@@ -148,13 +181,18 @@ def test_distance_relevance_is_a_probability(score):
 
 
 def test_chunks_score_is_a_distance_and_lexical_chunks_use_coverage():
-    chunks = [{"text": "Postgres stores orders", "document_name": "a.md", "chunk_index": 0, "score": 0.25},
-              {"text": "Redis caches sessions", "document_name": "b.md", "chunk_index": 3, "score": 0.9},
-              {"text": "far away", "score": 1.4}]
-    results, _ = adapter.to_results([{"dataset_id": "d", "dataset_name": "docs", "search_result": chunks}],
-                                    "chunks", "postgres orders", "cognee")
+    chunks = [
+        {"text": "Postgres stores orders", "document_name": "a.md", "chunk_index": 0, "score": 0.25},
+        {"text": "Redis caches sessions", "document_name": "b.md", "chunk_index": 3, "score": 0.9},
+        {"text": "far away", "score": 1.4},
+    ]
+    results, _ = adapter.to_results(
+        [{"dataset_id": "d", "dataset_name": "docs", "search_result": chunks}], "chunks", "postgres orders", "cognee"
+    )
     assert [(r.content, r.relevance, r.document_name) for r in results] == [
-        ("Postgres stores orders", 0.75, "a.md"), ("Redis caches sessions", 0.1, "b.md")]
+        ("Postgres stores orders", 0.75, "a.md"),
+        ("Redis caches sessions", 0.1, "b.md"),
+    ]
     for bare in (chunks, [chunks]):  # access control off: the list itself, or a list of lists
         results, _ = adapter.to_results(bare, "lexical", "postgres orders", "cognee")
         assert [(r.content, r.relevance) for r in results] == [("Postgres stores orders", 1.0)]
@@ -164,10 +202,13 @@ def test_cypher_rows_and_completion_answers():
     rows = [["ApiGateway", "depends_on", "AuthService"], ["AuthService", "depends_on", "Postgres"], [3, None]]
     for bare in (rows, [rows]):
         results, _ = adapter.to_results(bare, "cypher", "what depends on AuthService", "cognee")
-        assert [r.content for r in results] == ["ApiGateway --[depends_on]--> AuthService",
-                                                "AuthService --[depends_on]--> Postgres"]
-    results, _ = adapter.to_results([["AuthService and OrderService depend on Postgres."]], "completion",
-                                    "what depends on Postgres", "cognee")
+        assert [r.content for r in results] == [
+            "ApiGateway --[depends_on]--> AuthService",
+            "AuthService --[depends_on]--> Postgres",
+        ]
+    results, _ = adapter.to_results(
+        [["AuthService and OrderService depend on Postgres."]], "completion", "what depends on Postgres", "cognee"
+    )
     assert [(r.content, r.relevance) for r in results] == [("AuthService and OrderService depend on Postgres.", 1.0)]
 
 
@@ -186,6 +227,7 @@ def test_a_query_cannot_change_the_cypher_statement(query):
 
 
 # --------------------------------------------------------------------------- HTTP answers -> contract
+
 
 def respond(status: int, **kw) -> httpx.Response:
     return httpx.Response(status, request=httpx.Request("POST", "http://x/api/v1/search"), **kw)
@@ -272,6 +314,7 @@ def test_demo_setup_needs_a_reachable_server(monkeypatch):
 
 # --------------------------------------------------------------------------- settings
 
+
 def _config(cognee: dict, mode: str | None = None) -> dict:
     import orjson
 
@@ -283,12 +326,23 @@ def _config(cognee: dict, mode: str | None = None) -> dict:
 
 
 def test_settings_come_from_config_then_environment():
-    cfg = parse_config(_config({"base_url": "http://cognee:9000/", "datasets": ["arch"], "top_k": 5}), packaged_config())
-    b = adapter.create("cognee", cfg.backends["cognee"].settings,
-                       BackendContext(state_dir=packaged_config().parent, environ={"COGNEE_BASE_URL": "http://other"}))
+    cfg = parse_config(
+        _config({"base_url": "http://cognee:9000/", "datasets": ["arch"], "top_k": 5}), packaged_config()
+    )
+    b = adapter.create(
+        "cognee",
+        cfg.backends["cognee"].settings,
+        BackendContext(state_dir=packaged_config().parent, environ={"COGNEE_BASE_URL": "http://other"}),
+    )
     assert b.base_url == "http://cognee:9000" and b.auth_kind == "none"
     body, sent = b._body("graph", "q")
-    assert body == {"query": "q", "topK": 5, "datasets": ["arch"], "searchType": "GRAPH_COMPLETION", "onlyContext": True}
+    assert body == {
+        "query": "q",
+        "topK": 5,
+        "datasets": ["arch"],
+        "searchType": "GRAPH_COMPLETION",
+        "onlyContext": True,
+    }
     env = {"COGNEE_USERNAME": "me@example.com", "COGNEE_PASSWORD": "pw"}
     b = adapter.create("cognee", adapter.Settings(), BackendContext(state_dir=packaged_config().parent, environ=env))
     assert b.base_url == adapter.DEFAULT_BASE_URL and b.auth_kind == "login"
@@ -296,14 +350,17 @@ def test_settings_come_from_config_then_environment():
     assert "onlyContext" not in b._body("completion", "q")[0]
 
 
-@pytest.mark.parametrize("cognee, mode, where", [
-    ({"apikey": "x"}, None, "backends.cognee.apikey"),
-    ({"default_mode": "insights"}, None, "backends.cognee.default_mode"),
-    ({"graph_search_type": "INSIGHTS"}, None, "backends.cognee.graph_search_type"),
-    ({"top_k": 0}, None, "backends.cognee.top_k"),
-    ({"base_url": "127.0.0.1:8000"}, None, "backends.cognee.base_url"),
-    ({}, "vector", "rules[1] (relationship).chain[0].mode"),
-])
+@pytest.mark.parametrize(
+    "cognee, mode, where",
+    [
+        ({"apikey": "x"}, None, "backends.cognee.apikey"),
+        ({"default_mode": "insights"}, None, "backends.cognee.default_mode"),
+        ({"graph_search_type": "INSIGHTS"}, None, "backends.cognee.graph_search_type"),
+        ({"top_k": 0}, None, "backends.cognee.top_k"),
+        ({"base_url": "127.0.0.1:8000"}, None, "backends.cognee.base_url"),
+        ({}, "vector", "rules[1] (relationship).chain[0].mode"),
+    ],
+)
 def test_bad_settings_are_refused_with_the_field(cognee, mode, where):
     with pytest.raises(InvalidConfig) as info:
         parse_config(_config(cognee, mode), packaged_config())

@@ -85,8 +85,9 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
-def write_setup(tmp_path: Path, workspace: Path, cognee_settings: dict | None = None,
-                chain_mode: str | None = None) -> tuple[Path, Path]:
+def write_setup(
+    tmp_path: Path, workspace: Path, cognee_settings: dict | None = None, chain_mode: str | None = None
+) -> tuple[Path, Path]:
     config = orjson.loads(packaged_config().read_bytes())
     config["backends"]["cognee"] = {"type": "cognee", "datasets": ["arch"], **(cognee_settings or {})}
     if config["backends"]["cognee"]["datasets"] is None:
@@ -100,22 +101,47 @@ def write_setup(tmp_path: Path, workspace: Path, cognee_settings: dict | None = 
     # qmd is left out on purpose: the chain is then exactly cognee -> totalrecall, whatever the
     # qmd adapter does on this machine.
     backends_path = tmp_path / "backends.json"
-    backends_path.write_bytes(orjson.dumps({"tier": "pro", "backends": {
-        "cognee": {"status": "ready"}, "totalrecall": {"status": "ready"}, "qmd": {"status": "unavailable"}}}))
+    backends_path.write_bytes(
+        orjson.dumps(
+            {
+                "tier": "pro",
+                "backends": {
+                    "cognee": {"status": "ready"},
+                    "totalrecall": {"status": "ready"},
+                    "qmd": {"status": "unavailable"},
+                },
+            }
+        )
+    )
     return config_path, backends_path
 
 
-def route(tmp_path: Path, config: Path, backends: Path, query: str, env: dict[str, str],
-          *extra: str) -> tuple[dict, subprocess.CompletedProcess, str]:
+def route(
+    tmp_path: Path, config: Path, backends: Path, query: str, env: dict[str, str], *extra: str
+) -> tuple[dict, subprocess.CompletedProcess, str]:
     import os
 
     state = tmp_path / "state"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("COGNEE_")}
     full_env.update(env)
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_router", "query", query, "--state-dir", str(state),
-         "--config", str(config), "--backends-json", str(backends), *extra],
-        capture_output=True, env=full_env, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "memory_router",
+            "query",
+            query,
+            "--state-dir",
+            str(state),
+            "--config",
+            str(config),
+            "--backends-json",
+            str(backends),
+            *extra,
+        ],
+        capture_output=True,
+        env=full_env,
+        timeout=120,
     )
     assert proc.stdout, proc.stderr.decode()
     log = state / "router.log"
@@ -127,8 +153,10 @@ def key_env(srv) -> dict[str, str]:
 
 
 def relationships(envelope: dict) -> list[tuple[str, str, str, float]]:
-    return [(r["relationship"]["source"], r["relationship"]["relation"], r["relationship"]["target"], r["relevance"])
-            for r in envelope["results"]]
+    return [
+        (r["relationship"]["source"], r["relationship"]["relation"], r["relationship"]["target"], r["relevance"])
+        for r in envelope["results"]
+    ]
 
 
 def assert_no_secret(srv, *texts: str) -> None:
@@ -169,12 +197,16 @@ def test_cypher_mode_finds_the_same_edges(cognee, tmp_path, workspace):
     env, _, _ = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee))
     assert (env["status"], env["routed_to"], env["routed_mode"]) == ("success", "cognee", "cypher")
     assert {(s, t) for s, _, t, _ in relationships(env)} == {(s, "Postgres") for s in POSTGRES_DEPENDENTS}
-    assert env["attempts"][0]["query_sent"].startswith("MATCH (a:Node)-[r]->(b:Node) WHERE lower(a.name) CONTAINS 'postgr'")
+    assert env["attempts"][0]["query_sent"].startswith(
+        "MATCH (a:Node)-[r]->(b:Node) WHERE lower(a.name) CONTAINS 'postgr'"
+    )
 
 
 def test_a_query_with_no_graph_match_is_empty_and_falls_through_quietly(cognee, tmp_path, workspace):
     config, backends = write_setup(tmp_path, workspace)
-    env, proc, log = route(tmp_path, config, backends, "how does the flux capacitor relate to the banana", key_env(cognee))
+    env, proc, log = route(
+        tmp_path, config, backends, "how does the flux capacitor relate to the banana", key_env(cognee)
+    )
     first = env["attempts"][0]
     # Cognee returns its nearest triplets anyway; none names a queried entity, so none is kept.
     assert (first["backend"], first["status"], first["result_count"]) == ("cognee", "empty", 0)
@@ -219,11 +251,15 @@ def test_all_datasets_when_none_is_configured(cognee, tmp_path, workspace):
     assert (env["status"], env["routed_to"]) == ("success", "cognee")
     strong = [r for r in env["results"] if r["relevance"] >= 0.4]
     assert {(r["relationship"]["source"], r["relationship"]["target"]) for r in strong} == {
-        (s, "Postgres") for s in POSTGRES_DEPENDENTS}
+        (s, "Postgres") for s in POSTGRES_DEPENDENTS
+    }
     assert {r["dataset"] for r in strong} == {"arch"}
     # the runbook dataset's chunk that mentions Postgres comes along, weak (structural edge)
-    assert all(r["relationship"]["relation"] == "is_part_of" and r["relevance"] == 0.35
-               for r in env["results"] if r["relevance"] < 0.4)
+    assert all(
+        r["relationship"]["relation"] == "is_part_of" and r["relevance"] == 0.35
+        for r in env["results"]
+        if r["relevance"] < 0.4
+    )
 
 
 def test_access_control_off_answers_a_bare_list(cognee_open, tmp_path, workspace):
@@ -232,7 +268,9 @@ def test_access_control_off_answers_a_bare_list(cognee_open, tmp_path, workspace
     assert (env["status"], env["routed_to"]) == ("success", "cognee")
     # One shared graph when access control is off: the runbook chunk's is_part_of edge shows
     # up too, capped at 0.35 as a structural edge.
-    assert {(s, t) for s, _, t, rel in relationships(env) if rel == 1.0} == {(s, "Postgres") for s in POSTGRES_DEPENDENTS}
+    assert {(s, t) for s, _, t, rel in relationships(env) if rel == 1.0} == {
+        (s, "Postgres") for s in POSTGRES_DEPENDENTS
+    }
     assert all(rel == 0.35 and r == "is_part_of" for _, r, _, rel in relationships(env) if rel < 1.0)
     assert all("dataset" not in r for r in env["results"])  # no per-dataset wrapper to name it
 
@@ -240,8 +278,13 @@ def test_access_control_off_answers_a_bare_list(cognee_open, tmp_path, workspace
 def test_cognee_down_falls_back_to_totalrecall(cognee, tmp_path, workspace):
     config, backends = write_setup(tmp_path, workspace)
     dead = f"http://127.0.0.1:{cognee_harness.free_port()}"
-    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres",
-                           {"COGNEE_BASE_URL": dead, "COGNEE_API_KEY": cognee.api_key})
+    env, proc, log = route(
+        tmp_path,
+        config,
+        backends,
+        "what depends on Postgres",
+        {"COGNEE_BASE_URL": dead, "COGNEE_API_KEY": cognee.api_key},
+    )
     assert proc.returncode == 0
     assert (env["status"], env["routed_to"], env["fallbacks_used"]) == ("success", "totalrecall", 1)
     assert env["fallback_chain"] == ["cognee", "totalrecall"]
@@ -258,8 +301,9 @@ def test_cognee_down_on_the_full_pro_chain_goes_on_to_qmd(cognee, tmp_path, work
     # The spec's chain: cognee -> qmd/vsearch -> totalrecall. What qmd answers depends on this
     # machine (installed or not, an index or not); the cognee step and its log line do not.
     config, backends = write_setup(tmp_path, workspace)
-    backends.write_bytes(orjson.dumps({"tier": "pro", "backends": {
-        "cognee": "ready", "qmd": "ready", "totalrecall": "ready"}}))
+    backends.write_bytes(
+        orjson.dumps({"tier": "pro", "backends": {"cognee": "ready", "qmd": "ready", "totalrecall": "ready"}})
+    )
     dead = f"http://127.0.0.1:{cognee_harness.free_port()}"
     env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", {"COGNEE_BASE_URL": dead})
     assert env["fallback_chain"] == ["cognee", "qmd", "totalrecall"]
@@ -274,8 +318,13 @@ def test_cognee_down_on_the_full_pro_chain_goes_on_to_qmd(cognee, tmp_path, work
 def test_auth_with_a_wrong_key_is_a_clear_backend_error(cognee, tmp_path, workspace):
     config, backends = write_setup(tmp_path, workspace)
     wrong = "wrong-" + cognee.api_key[:10]
-    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres",
-                           {"COGNEE_BASE_URL": cognee.base_url, "COGNEE_API_KEY": wrong})
+    env, proc, log = route(
+        tmp_path,
+        config,
+        backends,
+        "what depends on Postgres",
+        {"COGNEE_BASE_URL": cognee.base_url, "COGNEE_API_KEY": wrong},
+    )
     first = env["attempts"][0]
     assert (first["status"], first["error_code"]) == ("error", "BACKEND_ERROR")
     assert "HTTP 401" in first["error_message"] and "COGNEE_API_KEY" in first["error_message"]
@@ -295,8 +344,17 @@ def test_no_credentials_on_an_auth_server_says_how_to_configure_auth(cognee, tmp
 
 def test_login_with_username_and_password_gets_a_bearer_token(cognee, tmp_path, workspace):
     config, backends = write_setup(tmp_path, workspace)
-    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", {
-        "COGNEE_BASE_URL": cognee.base_url, "COGNEE_USERNAME": cognee_harness.USER, "COGNEE_PASSWORD": cognee.password})
+    env, proc, log = route(
+        tmp_path,
+        config,
+        backends,
+        "what depends on Postgres",
+        {
+            "COGNEE_BASE_URL": cognee.base_url,
+            "COGNEE_USERNAME": cognee_harness.USER,
+            "COGNEE_PASSWORD": cognee.password,
+        },
+    )
     assert (env["status"], env["routed_to"]) == ("success", "cognee")
     assert {s for s, *_ in relationships(env)} == POSTGRES_DEPENDENTS
     assert_no_secret(cognee, proc.stdout.decode(), log)
@@ -309,8 +367,15 @@ def test_an_expired_bearer_token_is_renewed_once(cognee):
     from memory_router.backends import cognee as adapter
     from memory_router.backends.base import BackendRequest
 
-    backend = adapter.CogneeBackend("cognee", adapter.Settings(datasets=("arch",)), {
-        "COGNEE_BASE_URL": cognee.base_url, "COGNEE_USERNAME": cognee_harness.USER, "COGNEE_PASSWORD": cognee.password})
+    backend = adapter.CogneeBackend(
+        "cognee",
+        adapter.Settings(datasets=("arch",)),
+        {
+            "COGNEE_BASE_URL": cognee.base_url,
+            "COGNEE_USERNAME": cognee_harness.USER,
+            "COGNEE_PASSWORD": cognee.password,
+        },
+    )
     backend._token = "a.stale.token"
     response = asyncio.run(backend.search(BackendRequest("what depends on Postgres")))
     assert (response.status, response.result_count) == ("success", 3)
@@ -319,8 +384,13 @@ def test_an_expired_bearer_token_is_renewed_once(cognee):
 
 def test_wrong_password_is_a_backend_error_without_the_password(cognee, tmp_path, workspace):
     config, backends = write_setup(tmp_path, workspace)
-    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", {
-        "COGNEE_BASE_URL": cognee.base_url, "COGNEE_USERNAME": cognee_harness.USER, "COGNEE_PASSWORD": "not-it-1234"})
+    env, proc, log = route(
+        tmp_path,
+        config,
+        backends,
+        "what depends on Postgres",
+        {"COGNEE_BASE_URL": cognee.base_url, "COGNEE_USERNAME": cognee_harness.USER, "COGNEE_PASSWORD": "not-it-1234"},
+    )
     first = env["attempts"][0]
     assert first["error_code"] == "BACKEND_ERROR" and "login" in first["error_message"]
     assert "not-it-1234" not in proc.stdout.decode() + log
@@ -341,9 +411,22 @@ def test_backends_command_probes_health(cognee, tmp_path, workspace):
 
     config, backends = write_setup(tmp_path, workspace)
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_router", "backends", "--json", "--config", str(config),
-         "--backends-json", str(backends), "--state-dir", str(tmp_path / "state")],
-        capture_output=True, env={**os.environ, **key_env(cognee)}, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "memory_router",
+            "backends",
+            "--json",
+            "--config",
+            str(config),
+            "--backends-json",
+            str(backends),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        env={**os.environ, **key_env(cognee)},
+        timeout=60,
     )
     rows = {r["backend"]: r for r in orjson.loads(proc.stdout)["backends"]}
     assert rows["cognee"]["runs_here"] is True
@@ -357,8 +440,9 @@ def test_a_stalled_completion_is_cut_by_the_router_timeout(cognee, tmp_path, wor
     # Cognee itself would retry for minutes. The router must cut it at its timeout.
     config, backends = write_setup(tmp_path, workspace, chain_mode="completion")
     started = time.monotonic()
-    env, proc, log = route(tmp_path, config, backends, "what depends on Postgres", key_env(cognee),
-                           "--timeout-ms", "1500")
+    env, proc, log = route(
+        tmp_path, config, backends, "what depends on Postgres", key_env(cognee), "--timeout-ms", "1500"
+    )
     elapsed = time.monotonic() - started
     first = env["attempts"][0]
     assert (first["backend"], first["mode"], first["error_code"]) == ("cognee", "completion", "QUERY_TIMEOUT")

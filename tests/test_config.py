@@ -102,8 +102,18 @@ P = Path("/s/backends.json")
 
 
 def test_stack_shape_with_statuses():
-    inst = parse_installed({"tier": "pro", "backends": {"qmd": {"status": "ready"}, "cognee": {"status": "degraded"},
-                                                         "lossless": {"status": "failed"}, "totalrecall": {}}}, P)
+    inst = parse_installed(
+        {
+            "tier": "pro",
+            "backends": {
+                "qmd": {"status": "ready"},
+                "cognee": {"status": "degraded"},
+                "lossless": {"status": "failed"},
+                "totalrecall": {},
+            },
+        },
+        P,
+    )
     assert inst.tier == "pro"
     assert inst.usable == ["qmd", "cognee", "totalrecall"]
     assert inst.unusable_reason("lossless") == "status 'failed' in backends.json (usable: ready, degraded)"

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 import pytest
-
 from memory_router.backends import totalrecall
 from memory_router.backends.base import BackendRequest
+
 from memory_router.config import read_json
 from memory_router.daemon.service import Service
 from memory_router.paths import packaged_config
@@ -41,7 +41,9 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return seen
 
 
-def test_watched_backend_walks_only_when_invalidated(tmp_path: Path, walks: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_watched_backend_walks_only_when_invalidated(
+    tmp_path: Path, walks: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     memory_tree(tmp_path)
     backend = totalrecall.TotalRecallBackend("totalrecall", tmp_path)
     request = BackendRequest(query="postgres orders")
@@ -80,8 +82,12 @@ def make_service(tmp_path: Path) -> Service:
     config["backends"]["totalrecall"]["root"] = str(tmp_path)
     (state / "router-config.json").write_bytes(orjson.dumps(config))
     (state / "backends.json").write_bytes(orjson.dumps({"backends": ["totalrecall"]}))
-    return Service(state_dir=state, backends_path=state / "backends.json", config_path=state / "router-config.json",
-                   diagnostics=lambda message: None)
+    return Service(
+        state_dir=state,
+        backends_path=state / "backends.json",
+        config_path=state / "router-config.json",
+        diagnostics=lambda message: None,
+    )
 
 
 def test_daemon_watches_the_memory_tree_and_sees_edits(tmp_path: Path, walks: list[Path]) -> None:

@@ -32,7 +32,11 @@ json_ids = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
 )
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=12,
 )
@@ -75,7 +79,12 @@ def test_valid_requests_round_trip(rid, query, timeout_ms, limit, explain) -> No
         return
     request = parse_line(line, 1 << 20)
     assert (request.id, request.query, request.timeout_ms, request.limit, request.explain) == (
-        rid, query, timeout_ms, limit, explain)
+        rid,
+        query,
+        timeout_ms,
+        limit,
+        explain,
+    )
 
 
 @given(value=json_values)
@@ -85,12 +94,18 @@ def test_any_json_value_is_a_request_or_invalid_request(value) -> None:
         assert isinstance(result, Request) and result.query == value and result.id is None
     elif isinstance(value, dict) and set(value) == {"query"} and isinstance(value["query"], str):
         assert isinstance(result, Request)
-    elif not (isinstance(value, dict) and (set(value) <= {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain"})):
+    elif not (
+        isinstance(value, dict)
+        and (set(value) <= {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain"})
+    ):
         assert isinstance(result, BadRequest) and result.code in (INVALID_REQUEST, REQUEST_TOO_LARGE)
 
 
-@given(rid=st.integers(-(10**17), 10**17) | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
-       junk=st.binary(max_size=50))
+@given(
+    rid=st.integers(-(10**17), 10**17)
+    | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+    junk=st.binary(max_size=50),
+)
 def test_id_is_recovered_from_broken_lines_when_it_comes_first(rid, junk) -> None:
     prefix = b'{"id": ' + orjson.dumps(rid) + b', "query": "'
     line = prefix + b"\xff\xfe" + junk  # invalid UTF-8 and (usually) broken JSON
@@ -127,6 +142,7 @@ def test_sniff_id_ignores_a_later_id_key() -> None:
 
 
 # ------------------------------------------------------------------ the stdin line splitter
+
 
 @settings(max_examples=150, deadline=None)
 @given(

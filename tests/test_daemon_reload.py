@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
@@ -55,7 +56,9 @@ def start(tmp_path: Path) -> tuple[Daemon, Path, Path, Path]:
     config_path.write_bytes(orjson.dumps(config))
     backends = state / "backends.json"
     backends.write_bytes(orjson.dumps({"tier": "starter", "backends": {"totalrecall": {"status": "ready"}}}))
-    daemon = Daemon([sys.executable, "-m", "memory_router", "serve", "--state-dir", str(state), "--config", str(config_path)])
+    daemon = Daemon(
+        [sys.executable, "-m", "memory_router", "serve", "--state-dir", str(state), "--config", str(config_path)]
+    )
     daemon.wait_for_stderr("ready")
     return daemon, state, backends, config_path
 
@@ -64,7 +67,9 @@ def test_backends_json_edit_changes_the_plan_and_a_broken_one_is_ignored(tmp_pat
     daemon, state, backends, _ = start(tmp_path)
     try:
         assert chain(daemon) == ["totalrecall"]
-        write_atomically(backends, orjson.dumps({"backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}}))
+        write_atomically(
+            backends, orjson.dumps({"backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}})
+        )
         eventually(lambda: chain(daemon), ["qmd/query", "totalrecall"])
         daemon.wait_for_stderr("backends.json reloaded: usable backends: qmd, totalrecall")
 

@@ -66,10 +66,19 @@ MAX_LINE_BYTES = 4096
 
 def rules() -> list[dict[str, Any]]:
     return [
-        {"number": 1, "id": "fail_only", "strong": ["\\bfailpath\\b"], "chain": [{"backend": "cognee"}, {"backend": "lossless"}]},
+        {
+            "number": 1,
+            "id": "fail_only",
+            "strong": ["\\bfailpath\\b"],
+            "chain": [{"backend": "cognee"}, {"backend": "lossless"}],
+        },
         {"number": 2, "id": "hang_only", "strong": ["\\bhangpath\\b"], "chain": [{"backend": "qmd", "mode": "search"}]},
-        {"number": 3, "id": "hang_then_recall", "strong": ["\\bslowpath\\b"],
-         "chain": [{"backend": "qmd", "mode": "query"}, {"backend": "totalrecall"}]},
+        {
+            "number": 3,
+            "id": "hang_then_recall",
+            "strong": ["\\bslowpath\\b"],
+            "chain": [{"backend": "qmd", "mode": "query"}, {"backend": "totalrecall"}],
+        },
         {"number": 4, "id": "default", "chain": [{"backend": "totalrecall"}]},
     ]
 
@@ -80,7 +89,9 @@ def setup_state(tmp_path: Path, sleep: str, **config: Any) -> tuple[Path, Path]:
     state = tmp_path / "state"
     state.mkdir()
     data = {
-        "timeout_ms": 150, "max_query_chars": MAX_QUERY_CHARS, "rules": rules(),
+        "timeout_ms": 150,
+        "max_query_chars": MAX_QUERY_CHARS,
+        "rules": rules(),
         "cooldown": {"failures": 3, "seconds": 0.5},
         "backends": {
             "qmd": {"type": "testfake", "behaviour": "hang", "sleep": sleep},
@@ -91,7 +102,9 @@ def setup_state(tmp_path: Path, sleep: str, **config: Any) -> tuple[Path, Path]:
         **config,
     }
     (state / "router-config.json").write_bytes(orjson.dumps(data))
-    (state / "backends.json").write_bytes(orjson.dumps({"tier": "pro", "backends": ["qmd", "cognee", "lossless", "totalrecall"]}))
+    (state / "backends.json").write_bytes(
+        orjson.dumps({"tier": "pro", "backends": ["qmd", "cognee", "lossless", "totalrecall"]})
+    )
     return state, state / "router-config.json"
 
 
@@ -100,8 +113,19 @@ def serve_argv(tmp_path: Path, state: Path, config: Path, *extra: str) -> list[s
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import mr_test_fakes; "
         "from memory_router.cli import main; main(prog_name='memory-router')"
     )
-    return [sys.executable, "-c", wrapper, "serve", "--state-dir", str(state), "--config", str(config),
-            "--max-line-bytes", str(MAX_LINE_BYTES), *extra]
+    return [
+        sys.executable,
+        "-c",
+        wrapper,
+        "serve",
+        "--state-dir",
+        str(state),
+        "--config",
+        str(config),
+        "--max-line-bytes",
+        str(MAX_LINE_BYTES),
+        *extra,
+    ]
 
 
 def unique_sleep() -> str:
@@ -203,7 +227,9 @@ def test_ten_thousand_mixed_lines_get_ten_thousand_answers(tmp_path: Path) -> No
     assert set(seen_ids) == set(expect) and max(seen_ids.values()) == 1
     assert got_anonymous == anonymous
     # Cooldown did its job: most hang attempts were skipped, not waited for.
-    hang_codes = Counter(r["attempts"][0]["error_code"] for r in responses if r["id"] is not None and int(r["id"]) % 10 in (1, 3))
+    hang_codes = Counter(
+        r["attempts"][0]["error_code"] for r in responses if r["id"] is not None and int(r["id"]) % 10 in (1, 3)
+    )
     assert hang_codes["COOLDOWN"] > hang_codes["QUERY_TIMEOUT"] > 0
     # Nothing but responses on stdout; the hang backend's children were all killed.
     assert b"ready" in proc.stderr
@@ -216,8 +242,9 @@ def test_ordered_keeps_input_order(tmp_path: Path) -> None:
     for i in range(60):
         query = "hangpath" if i % 3 == 0 else "database schema"  # slow ones first in each triple
         lines.append(orjson.dumps({"id": i, "query": query, "timeout_ms": 60}))
-    proc = subprocess.run(serve_argv(tmp_path, state, config, "--ordered"), input=b"\n".join(lines),
-                          capture_output=True, timeout=60)
+    proc = subprocess.run(
+        serve_argv(tmp_path, state, config, "--ordered"), input=b"\n".join(lines), capture_output=True, timeout=60
+    )
     assert proc.returncode == 0
     ids = [orjson.loads(line)["id"] for line in proc.stdout.splitlines()]
     assert ids == list(range(60))

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 import pytest
-
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, answer, fail, hang
+
 from memory_router.config import read_json
 from memory_router.daemon.service import Service
 from memory_router.paths import packaged_config
@@ -28,14 +29,21 @@ def write_config(tmp_path: Path, **overrides: Any) -> Path:
     return path
 
 
-def make_service(tmp_path: Path, backends: Mapping[str, MockBackend], *, concurrency: int = 8, **config: Any) -> Service:
+def make_service(
+    tmp_path: Path, backends: Mapping[str, MockBackend], *, concurrency: int = 8, **config: Any
+) -> Service:
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
     (state / "backends.json").write_bytes(
-        orjson.dumps({"backends": {n: {"status": "ready"} for n in ("qmd", "totalrecall", "cognee", "lossless")}}))
+        orjson.dumps({"backends": {n: {"status": "ready"} for n in ("qmd", "totalrecall", "cognee", "lossless")}})
+    )
     return Service(
-        state_dir=state, backends_path=state / "backends.json", config_path=write_config(tmp_path, **config),
-        backends=backends, concurrency=concurrency, diagnostics=lambda message: None,
+        state_dir=state,
+        backends_path=state / "backends.json",
+        config_path=write_config(tmp_path, **config),
+        backends=backends,
+        concurrency=concurrency,
+        diagnostics=lambda message: None,
     )
 
 
@@ -51,10 +59,17 @@ def codes(response: Mapping[str, Any]) -> list[tuple[str, str | None]]:
 
 
 def test_query_response_is_the_envelope_plus_id(tmp_path: Path) -> None:
-    service = make_service(tmp_path, {"qmd": MockBackend("qmd", answer(0.9)), "totalrecall": MockBackend("totalrecall", answer(0.5))})
+    service = make_service(
+        tmp_path, {"qmd": MockBackend("qmd", answer(0.9)), "totalrecall": MockBackend("totalrecall", answer(0.5))}
+    )
     response = ask(service, {"id": "q1", "query": QUERY, "limit": 3})
     assert list(response)[:2] == ["id", "query_echo"]
-    assert (response["id"], response["status"], response["routed_to"], response["routed_mode"]) == ("q1", "success", "qmd", "query")
+    assert (response["id"], response["status"], response["routed_to"], response["routed_mode"]) == (
+        "q1",
+        "success",
+        "qmd",
+        "query",
+    )
     assert service.router.instances()["qmd"].requests[0].limit == 3
 
 
@@ -97,10 +112,13 @@ def test_explain_returns_the_plan_without_calling_a_backend(tmp_path: Path) -> N
 
 
 def test_stats_count_requests_attempts_and_latency(tmp_path: Path) -> None:
-    service = make_service(tmp_path, {
-        "qmd": MockBackend("qmd", fail("BACKEND_ERROR", "boom")),
-        "totalrecall": MockBackend("totalrecall", answer(0.8)),
-    })
+    service = make_service(
+        tmp_path,
+        {
+            "qmd": MockBackend("qmd", fail("BACKEND_ERROR", "boom")),
+            "totalrecall": MockBackend("totalrecall", answer(0.8)),
+        },
+    )
 
     async def run() -> dict[str, Any]:
         for i in range(4):
@@ -149,12 +167,15 @@ def test_dead_backend_is_skipped_with_cooldown_then_one_trial_decides(tmp_path: 
 
     def qmd_handler(request: BackendRequest) -> BackendResponse:
         if healthy["ok"]:
-            return BackendResponse.from_results("qmd", request.query, [Result(content="x", relevance=0.9, source="qmd")])
+            return BackendResponse.from_results(
+                "qmd", request.query, [Result(content="x", relevance=0.9, source="qmd")]
+            )
         return BackendResponse.failure("qmd", request.query, "BACKEND_ERROR", "exit 1")
 
     qmd = MockBackend("qmd", qmd_handler)
     service = make_service(
-        tmp_path, {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))},
+        tmp_path,
+        {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))},
         cooldown={"failures": 2, "seconds": 0.3},
     )
     first = [ask(service, {"id": i, "query": QUERY}) for i in range(2)]
@@ -177,14 +198,16 @@ def test_dead_backend_is_skipped_with_cooldown_then_one_trial_decides(tmp_path: 
     assert (back["routed_to"], codes(back)) == ("qmd", [("qmd", None)])
     assert codes(ask(service, {"id": 7, "query": QUERY})) == [("qmd", None)]
     log = (tmp_path / "state" / "router.log").read_text()
-    assert "COOLDOWN message=\"backend qmd/query: 2 consecutive failures (last: BACKEND_ERROR)" in log
-    assert "RECOVERED message=\"backend qmd/query answered again" in log
+    assert 'COOLDOWN message="backend qmd/query: 2 consecutive failures (last: BACKEND_ERROR)' in log
+    assert 'RECOVERED message="backend qmd/query answered again' in log
 
 
 def test_cooldown_stops_a_hanging_backend_from_costing_its_timeout(tmp_path: Path) -> None:
     service = make_service(
-        tmp_path, {"qmd": MockBackend("qmd", hang()), "totalrecall": MockBackend("totalrecall", answer(0.7))},
-        timeout_ms=200, cooldown={"failures": 2, "seconds": 60},
+        tmp_path,
+        {"qmd": MockBackend("qmd", hang()), "totalrecall": MockBackend("totalrecall", answer(0.7))},
+        timeout_ms=200,
+        cooldown={"failures": 2, "seconds": 60},
     )
     slow = [ask(service, {"id": i, "query": QUERY}) for i in range(2)]
     assert all(codes(r)[0] == ("qmd", "QUERY_TIMEOUT") and r["router_duration_ms"] >= 200 for r in slow)
@@ -206,7 +229,8 @@ def test_only_one_trial_call_while_others_keep_skipping(tmp_path: Path) -> None:
         return BackendResponse.from_results("qmd", request.query, [Result(content="x", relevance=0.9, source="qmd")])
 
     service = make_service(
-        tmp_path, {"qmd": MockBackend("qmd", flaky), "totalrecall": MockBackend("totalrecall", answer(0.7))},
+        tmp_path,
+        {"qmd": MockBackend("qmd", flaky), "totalrecall": MockBackend("totalrecall", answer(0.7))},
         cooldown={"failures": 1, "seconds": 0.05},
     )
     ask(service, {"id": 0, "query": QUERY})
@@ -219,13 +243,17 @@ def test_only_one_trial_call_while_others_keep_skipping(tmp_path: Path) -> None:
     assert calls == 2
     first_codes = sorted(codes(r)[0][1] or "called" for r in responses)
     assert first_codes == ["COOLDOWN"] * 5 + ["called"]
-    assert any("trial call to it is in progress" in r["attempts"][0]["error_message"] for r in responses if codes(r)[0][1])
+    assert any(
+        "trial call to it is in progress" in r["attempts"][0]["error_message"] for r in responses if codes(r)[0][1]
+    )
 
 
 def test_cooldown_can_be_switched_off(tmp_path: Path) -> None:
     for setting in (None, {"enabled": False}):
         qmd = MockBackend("qmd", fail())
-        service = make_service(tmp_path, {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))}, cooldown=setting)
+        service = make_service(
+            tmp_path, {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))}, cooldown=setting
+        )
         responses = [ask(service, {"id": i, "query": QUERY}) for i in range(6)]
         assert all(codes(r)[0] == ("qmd", "BACKEND_ERROR") for r in responses)
         assert len(qmd.requests) == 6
@@ -237,8 +265,10 @@ def test_cooldown_can_be_switched_off(tmp_path: Path) -> None:
 def test_deadline_stops_the_chain_with_deadline_exceeded(tmp_path: Path) -> None:
     totalrecall = MockBackend("totalrecall", answer(0.9))
     service = make_service(
-        tmp_path, {"qmd": MockBackend("qmd", hang()), "totalrecall": totalrecall},
-        deadline_ms=150, cooldown=None,
+        tmp_path,
+        {"qmd": MockBackend("qmd", hang()), "totalrecall": totalrecall},
+        deadline_ms=150,
+        cooldown=None,
     )
     started = time.perf_counter()
     response = ask(service, {"id": 1, "query": QUERY})
@@ -248,12 +278,13 @@ def test_deadline_stops_the_chain_with_deadline_exceeded(tmp_path: Path) -> None
     assert codes(response) == [("qmd", "DEADLINE_EXCEEDED")]
     assert "150 ms deadline" in response["error_message"]
     assert totalrecall.requests == []
-    assert "TIMEOUT query=\"the middleware issue\" backend=qmd" in (tmp_path / "state" / "router.log").read_text()
+    assert 'TIMEOUT query="the middleware issue" backend=qmd' in (tmp_path / "state" / "router.log").read_text()
 
 
 def test_deadline_returns_the_best_result_so_far_as_partial(tmp_path: Path) -> None:
     service = make_service(
-        tmp_path, {"qmd": MockBackend("qmd", answer(0.2)), "totalrecall": MockBackend("totalrecall", hang())},
+        tmp_path,
+        {"qmd": MockBackend("qmd", answer(0.2)), "totalrecall": MockBackend("totalrecall", hang())},
         cooldown=None,
     )
     response = ask(service, {"id": 1, "query": QUERY, "deadline_ms": 100})  # per-request deadline
@@ -267,7 +298,9 @@ def test_a_call_cut_by_the_deadline_stops_the_chain_and_does_not_count_toward_co
         return BackendResponse.from_results("qmd", request.query, [])
 
     totalrecall = MockBackend("totalrecall", answer(0.9))
-    service = make_service(tmp_path, {"qmd": MockBackend("qmd", slow_empty), "totalrecall": totalrecall}, deadline_ms=100)
+    service = make_service(
+        tmp_path, {"qmd": MockBackend("qmd", slow_empty), "totalrecall": totalrecall}, deadline_ms=100
+    )
     # qmd's own timeout is min(5 s, deadline left) = 100 ms: it is cut, so the chain stops there.
     response = ask(service, {"id": 1, "query": QUERY})
     assert codes(response) == [("qmd", "DEADLINE_EXCEEDED")] and totalrecall.requests == []
@@ -276,7 +309,9 @@ def test_a_call_cut_by_the_deadline_stops_the_chain_and_does_not_count_toward_co
 
 
 def test_per_request_timeout_applies_to_each_backend(tmp_path: Path) -> None:
-    service = make_service(tmp_path, {"qmd": MockBackend("qmd", hang()), "totalrecall": MockBackend("totalrecall", answer(0.9))})
+    service = make_service(
+        tmp_path, {"qmd": MockBackend("qmd", hang()), "totalrecall": MockBackend("totalrecall", answer(0.9))}
+    )
     response = ask(service, {"id": 1, "query": QUERY, "timeout_ms": 50})
     assert codes(response) == [("qmd", "QUERY_TIMEOUT"), ("totalrecall", None)]
     assert response["attempts"][0]["duration_ms"] < 1000
@@ -298,8 +333,13 @@ def test_missing_backends_json_is_answered_per_query_until_it_appears(tmp_path: 
     said: list[str] = []
     state = tmp_path / "state"
     state.mkdir()
-    service = Service(state_dir=state, backends_path=state / "backends.json", config_path=write_config(tmp_path),
-                      backends={"qmd": MockBackend("qmd", answer(0.9))}, diagnostics=said.append)
+    service = Service(
+        state_dir=state,
+        backends_path=state / "backends.json",
+        config_path=write_config(tmp_path),
+        backends={"qmd": MockBackend("qmd", answer(0.9))},
+        diagnostics=said.append,
+    )
     assert "does not exist" in said[0]
     response = ask(service, {"id": 1, "query": QUERY})
     assert (response["id"], response["status"], response["error_code"]) == (1, "error", "BACKENDS_JSON_MISSING")
@@ -318,8 +358,11 @@ def test_cooldown_is_per_search_mode(tmp_path: Path) -> None:
         return BackendResponse.from_results("qmd", request.query, [Result(content="x", relevance=0.9, source="qmd")])
 
     qmd = MockBackend("qmd", qmd_handler)
-    service = make_service(tmp_path, {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))},
-                           cooldown={"failures": 1, "seconds": 60})
+    service = make_service(
+        tmp_path,
+        {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))},
+        cooldown={"failures": 1, "seconds": 60},
+    )
     concept = "explain the caching strategy"  # rule 4: qmd/vsearch -> qmd/query -> totalrecall
     first = ask(service, {"id": 1, "query": concept})
     assert codes(first)[:2] == [("qmd", "BACKEND_UNAVAILABLE"), ("qmd", None)]

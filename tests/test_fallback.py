@@ -11,20 +11,24 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.mock import MockBackend, answer, fail, hang
+
 from memory_router.envelope import Envelope
 from memory_router.routerlog import quote
 
 from .conftest import STARTER, installed, make_router
 
 DEFAULT_QUERY = "database"  # rule 7: qmd/query -> totalrecall
-LOG_LINE = re.compile(r'^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] (FALLBACK|TIMEOUT) query="(?:[^"\\]|\\.)*" backend=\w+ .* next=\w+$')
+LOG_LINE = re.compile(
+    r'^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] (FALLBACK|TIMEOUT) query="(?:[^"\\]|\\.)*" backend=\w+ .* next=\w+$'
+)
 
 
 def route(config, tmp_path, qmd, totalrecall, query=DEFAULT_QUERY, **kw):
-    router = make_router(config, tmp_path, {"qmd": MockBackend("qmd", qmd), "totalrecall": MockBackend("totalrecall", totalrecall)})
+    router = make_router(
+        config, tmp_path, {"qmd": MockBackend("qmd", qmd), "totalrecall": MockBackend("totalrecall", totalrecall)}
+    )
     return asyncio.run(router.route(query, installed(*STARTER), **kw)), router
 
 
@@ -44,7 +48,12 @@ def test_primary_accepted(config, tmp_path):
 
 def test_low_relevance_falls_back_quietly(config, tmp_path):
     env, _ = route(config, tmp_path, answer(0.39), answer(0.4))
-    assert (env.status, env.routed_to, env.fallbacks_used, env.normalized_relevance) == ("success", "totalrecall", 1, 0.4)
+    assert (env.status, env.routed_to, env.fallbacks_used, env.normalized_relevance) == (
+        "success",
+        "totalrecall",
+        1,
+        0.4,
+    )
     assert log_lines(tmp_path) == []  # low relevance is not an error
 
 
@@ -56,7 +65,13 @@ def test_exhausted_chain_returns_best_as_partial(config, tmp_path):
 
 def test_all_empty_is_empty_not_error(config, tmp_path):
     env, _ = route(config, tmp_path, answer(), answer())
-    assert (env.status, env.routed_to, env.result_count, env.fallbacks_used, env.error_code) == ("empty", None, 0, 2, None)
+    assert (env.status, env.routed_to, env.result_count, env.fallbacks_used, env.error_code) == (
+        "empty",
+        None,
+        0,
+        2,
+        None,
+    )
 
 
 def test_error_then_empty_is_empty(config, tmp_path):
@@ -70,13 +85,23 @@ def test_error_then_weak_result_is_partial(config, tmp_path):
 
 
 def test_every_backend_fails(config, tmp_path):
-    env, _ = route(config, tmp_path, fail("BACKEND_ERROR", "Python process exited with code 1"), fail("BACKEND_UNAVAILABLE", "no root"))
+    env, _ = route(
+        config,
+        tmp_path,
+        fail("BACKEND_ERROR", "Python process exited with code 1"),
+        fail("BACKEND_UNAVAILABLE", "no root"),
+    )
     assert env.status == "error" and env.error_code == "ALL_BACKENDS_FAILED"
-    assert env.error_message.startswith("All backends in the fallback chain failed. Check ") and "router.log" in env.error_message
+    assert (
+        env.error_message.startswith("All backends in the fallback chain failed. Check ")
+        and "router.log" in env.error_message
+    )
     assert (env.routed_to, env.results, env.fallbacks_used, env.backend_duration_ms) == (None, [], 2, 0)
     first, second = log_lines(tmp_path)
-    assert first.endswith('FALLBACK query="database" backend=qmd error_code=BACKEND_ERROR '
-                          'error_message="Python process exited with code 1" next=totalrecall')
+    assert first.endswith(
+        'FALLBACK query="database" backend=qmd error_code=BACKEND_ERROR '
+        'error_message="Python process exited with code 1" next=totalrecall'
+    )
     assert second.endswith('backend=totalrecall error_code=BACKEND_UNAVAILABLE error_message="no root" next=none')
     assert all(LOG_LINE.match(line) for line in (first, second))
 
@@ -124,7 +149,9 @@ def test_no_usable_backend_in_chain(config, tmp_path):
     assert "cognee: not listed in backends.json" in env.error_message and env.fallback_chain == []
 
 
-@pytest.mark.parametrize(("query", "code"), [("", "EMPTY_QUERY"), (" \n\t ", "EMPTY_QUERY"), ("x" * 5000, "QUERY_TOO_LONG")])
+@pytest.mark.parametrize(
+    ("query", "code"), [("", "EMPTY_QUERY"), (" \n\t ", "EMPTY_QUERY"), ("x" * 5000, "QUERY_TOO_LONG")]
+)
 def test_bad_queries_get_error_envelopes(config, tmp_path, query, code):
     env, router = route(config, tmp_path, answer(0.9), answer(0.9), query=query)
     assert (env.status, env.error_code) == ("error", code)
@@ -194,7 +221,11 @@ def test_envelope_invariants(config, tmp_path_factory, outcomes, query):
     if env.routed_to is None:
         assert env.results == [] and env.status in ("empty", "error")
     else:
-        winner = accepted[0] if accepted else max((a for a in attempts if a["result_count"]), key=lambda a: a["normalized_relevance"])
+        winner = (
+            accepted[0]
+            if accepted
+            else max((a for a in attempts if a["result_count"]), key=lambda a: a["normalized_relevance"])
+        )
         assert (env.routed_to, env.normalized_relevance) == (winner["backend"], winner["normalized_relevance"])
         if env.status == "success":
             assert env.normalized_relevance >= config.threshold

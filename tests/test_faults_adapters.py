@@ -15,24 +15,34 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
-from faults_support import FAULT_PROGRAM, command_backend, log_lines, report, run_cli, wait_no_leftovers, write_setup
-from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+from faults_support import (
+    FAULT_PROGRAM,
+    command_backend,
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    log_lines,
+    report,
+    run_cli,
+    wait_no_leftovers,
+    write_setup,
+)
 
 TIMEOUT_MS = 800
 QUERY = "how is the session token refreshed"
 
 
 def ask(tmp_path: Path, spec: dict[str, Any], *, env: dict[str, str] | None = None):
-    state, config = write_setup(tmp_path, {"adapter": spec, "good": command_backend("ok")}, ["adapter", "good"],
-                                timeout_ms=TIMEOUT_MS)
-    run = run_cli(["query", QUERY, "--state-dir", str(state), "--config", str(config)],
-                  env={**os.environ, **(env or {})})
+    state, config = write_setup(
+        tmp_path, {"adapter": spec, "good": command_backend("ok")}, ["adapter", "good"], timeout_ms=TIMEOUT_MS
+    )
+    run = run_cli(
+        ["query", QUERY, "--state-dir", str(state), "--config", str(config)], env={**os.environ, **(env or {})}
+    )
     assert run.returncode == 0, run.stderr
     data = run.envelope
     assert (data["status"], data["routed_to"], data["fallbacks_used"]) == ("success", "good", 1)
@@ -40,15 +50,26 @@ def ask(tmp_path: Path, spec: dict[str, Any], *, env: dict[str, str] | None = No
     return data["attempts"][0], line, run
 
 
-def check_and_report(key: str, adapter: str, fault: str, attempt: dict, line: str, run, code: str, fragment: str) -> None:
+def check_and_report(
+    key: str, adapter: str, fault: str, attempt: dict, line: str, run, code: str, fragment: str
+) -> None:
     assert attempt["error_code"] == code, attempt
     assert fragment in attempt["error_message"], attempt["error_message"]
     kind = "TIMEOUT" if code == "QUERY_TIMEOUT" else "FALLBACK"
-    assert f"] {kind} query=\"{QUERY}\" backend=adapter " in line and line.endswith(" next=good")
+    assert f'] {kind} query="{QUERY}" backend=adapter ' in line and line.endswith(" next=good")
     if code == "QUERY_TIMEOUT":
         assert TIMEOUT_MS <= attempt["duration_ms"] <= TIMEOUT_MS + 100, attempt
-    report("adapters", key, adapter=adapter, fault=fault, status="success (fallback)", log=f"{kind} {code}",
-           adapter_ms=attempt["duration_ms"], cli_wall_ms=f"{run.wall_ms:.0f}", message=attempt["error_message"][:110])
+    report(
+        "adapters",
+        key,
+        adapter=adapter,
+        fault=fault,
+        status="success (fallback)",
+        log=f"{kind} {code}",
+        adapter_ms=attempt["duration_ms"],
+        cli_wall_ms=f"{run.wall_ms:.0f}",
+        message=attempt["error_message"][:110],
+    )
 
 
 # --------------------------------------------------------------------------- qmd (fake executable)
@@ -56,8 +77,12 @@ def check_and_report(key: str, adapter: str, fault: str, attempt: dict, line: st
 
 @pytest.mark.parametrize(
     ("fault", "code", "fragment"),
-    [("hang", "QUERY_TIMEOUT", "no answer within 800 ms"), ("crash", "BACKEND_ERROR", "index file is corrupt"),
-     ("garbage", "BACKEND_ERROR", "qmd search"), ("huge", "BACKEND_ERROR", "exceeded 8388608 bytes")],
+    [
+        ("hang", "QUERY_TIMEOUT", "no answer within 800 ms"),
+        ("crash", "BACKEND_ERROR", "index file is corrupt"),
+        ("garbage", "BACKEND_ERROR", "qmd search"),
+        ("huge", "BACKEND_ERROR", "exceeded 8388608 bytes"),
+    ],
 )
 def test_qmd_adapter_faults(tmp_path: Path, fault: str, code: str, fragment: str) -> None:
     piddir = tmp_path / "pids"
@@ -108,8 +133,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.behaviour == "blackhole":  # type: ignore[attr-defined]
             self.server.release.wait(30)  # type: ignore[attr-defined]
             return
-        body = (b"<html>Internal Server Error</html>" if self.server.behaviour == "500"  # type: ignore[attr-defined]
-                else b"this is not json")
+        body = (
+            b"<html>Internal Server Error</html>"
+            if self.server.behaviour == "500"  # type: ignore[attr-defined]
+            else b"this is not json"
+        )
         self.send_response(500 if self.server.behaviour == "500" else 200)  # type: ignore[attr-defined]
         self.send_header("Content-Type", "text/html" if self.server.behaviour == "500" else "application/json")  # type: ignore[attr-defined]
         self.send_header("Content-Length", str(len(body)))
@@ -147,16 +175,22 @@ def _closed_port() -> int:
 
 @pytest.mark.parametrize(
     ("fault", "code", "fragment"),
-    [("closed_port", "BACKEND_UNAVAILABLE", "cannot connect to Cognee"),
-     ("blackhole", "QUERY_TIMEOUT", "no answer within 800 ms"),
-     ("500", "BACKEND_ERROR", "500"),
-     ("garbage", "BACKEND_ERROR", "")],
+    [
+        ("closed_port", "BACKEND_UNAVAILABLE", "cannot connect to Cognee"),
+        ("blackhole", "QUERY_TIMEOUT", "no answer within 800 ms"),
+        ("500", "BACKEND_ERROR", "500"),
+        ("garbage", "BACKEND_ERROR", ""),
+    ],
 )
 def test_cognee_adapter_faults(tmp_path: Path, fake_cognee, fault: str, code: str, fragment: str) -> None:
     url = f"http://127.0.0.1:{_closed_port()}" if fault == "closed_port" else fake_cognee(fault)
     attempt, line, run = ask(tmp_path, {"type": "cognee", "base_url": url})
-    names = {"closed_port": "service unreachable (closed port)", "blackhole": "accepts, never answers",
-             "500": "HTTP 500 with an HTML page", "garbage": "HTTP 200, body not JSON"}
+    names = {
+        "closed_port": "service unreachable (closed port)",
+        "blackhole": "accepts, never answers",
+        "500": "HTTP 500 with an HTML page",
+        "garbage": "HTTP 200, body not JSON",
+    }
     check_and_report(f"cognee-{fault}", "cognee (fake HTTP server)", names[fault], attempt, line, run, code, fragment)
 
 
@@ -165,8 +199,9 @@ def test_cognee_adapter_faults(tmp_path: Path, fake_cognee, fault: str, code: st
 
 def test_lossless_missing_database(tmp_path: Path) -> None:
     attempt, line, run = ask(tmp_path, {"type": "lossless", "db_path": str(tmp_path / "nope" / "lcm.db")})
-    check_and_report("lossless-missing", "lossless", "database file missing", attempt, line, run,
-                     "BACKEND_UNAVAILABLE", "lcm.db")
+    check_and_report(
+        "lossless-missing", "lossless", "database file missing", attempt, line, run, "BACKEND_UNAVAILABLE", "lcm.db"
+    )
     assert not (tmp_path / "nope").exists()  # read-only: never creates a database
 
 
@@ -175,8 +210,16 @@ def test_lossless_not_a_database(tmp_path: Path) -> None:
     db.write_bytes(b"this is not an SQLite file " * 100)
     attempt, line, run = ask(tmp_path, {"type": "lossless", "db_path": str(db)})
     assert attempt["error_code"] in ("BACKEND_ERROR", "BACKEND_UNAVAILABLE")
-    check_and_report("lossless-garbage", "lossless", "file is not a database", attempt, line, run,
-                     attempt["error_code"], "not a database")
+    check_and_report(
+        "lossless-garbage",
+        "lossless",
+        "file is not a database",
+        attempt,
+        line,
+        run,
+        attempt["error_code"],
+        "not a database",
+    )
 
 
 def test_lossless_locked_database_is_abandoned_at_the_timeout(tmp_path: Path) -> None:
@@ -190,9 +233,15 @@ def test_lossless_locked_database_is_abandoned_at_the_timeout(tmp_path: Path) ->
     conn.commit()
     conn.close()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sqlite3, sys, time\n"
-         f"c = sqlite3.connect({str(db)!r}, isolation_level=None); c.execute('BEGIN EXCLUSIVE')\n"
-         "print('locked', flush=True); time.sleep(60)"], stdout=subprocess.PIPE)
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(db)!r}, isolation_level=None); c.execute('BEGIN EXCLUSIVE')\n"
+            "print('locked', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
         attempt, line, run = ask(tmp_path, {"type": "lossless", "db_path": str(db), "busy_timeout_ms": 20000})
@@ -200,8 +249,16 @@ def test_lossless_locked_database_is_abandoned_at_the_timeout(tmp_path: Path) ->
         holder.kill()
         holder.wait()
     assert run.wall_ms < 8000, run.wall_ms  # not the 20 s busy timeout
-    check_and_report("lossless-locked", "lossless", "database locked by another process (busy_timeout_ms 20000)",
-                     attempt, line, run, "QUERY_TIMEOUT", "")
+    check_and_report(
+        "lossless-locked",
+        "lossless",
+        "database locked by another process (busy_timeout_ms 20000)",
+        attempt,
+        line,
+        run,
+        "QUERY_TIMEOUT",
+        "",
+    )
 
 
 # --------------------------------------------------------------------------- Total Recall
@@ -209,6 +266,14 @@ def test_lossless_locked_database_is_abandoned_at_the_timeout(tmp_path: Path) ->
 
 def test_totalrecall_missing_root(tmp_path: Path) -> None:
     attempt, line, run = ask(tmp_path, {"type": "totalrecall", "root": str(tmp_path / "no-such-project")})
-    check_and_report("totalrecall-missing", "totalrecall", "memory root missing", attempt, line, run,
-                     attempt["error_code"], "no-such-project")
+    check_and_report(
+        "totalrecall-missing",
+        "totalrecall",
+        "memory root missing",
+        attempt,
+        line,
+        run,
+        attempt["error_code"],
+        "no-such-project",
+    )
     assert attempt["error_code"] in ("BACKEND_UNAVAILABLE", "BACKEND_ERROR")

@@ -18,9 +18,15 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from faults_support import cli_base, command_backend, log_lines, report, run_cli, write_setup
-from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+from faults_support import (
+    cli_base,
+    command_backend,
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    log_lines,
+    report,
+    run_cli,
+    write_setup,
+)
 
 LINE = re.compile(
     r'^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] FALLBACK query="(?P<q>(?:[^"\\]|\\.)*)" backend=(?P<b>b\d) '
@@ -53,8 +59,12 @@ def test_concurrent_processes_write_only_whole_lines(tmp_path: Path) -> None:
         seen.setdefault(m["q"], []).append(m["b"])
     assert sorted(seen) == sorted(queries)
     assert all(order == names for order in seen.values())  # each process's lines in its own order
-    report("log", "concurrent", check=f"{PROCESSES} concurrent query processes, {FAILING_STEPS} failing backends each, "
-           "~5 kB lines", outcome=f"{len(lines)} lines, all whole and well-formed; each process's lines in order")
+    report(
+        "log",
+        "concurrent",
+        check=f"{PROCESSES} concurrent query processes, {FAILING_STEPS} failing backends each, ~5 kB lines",
+        outcome=f"{len(lines)} lines, all whole and well-formed; each process's lines in order",
+    )
 
 
 def _answer(tmp_path: Path, state: Path, config: Path, backends_json: Path | None = None):
@@ -65,7 +75,9 @@ def _answer(tmp_path: Path, state: Path, config: Path, backends_json: Path | Non
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path]:
-    return write_setup(tmp_path, {"broken": command_backend("crash"), "good": command_backend("ok")}, ["broken", "good"])
+    return write_setup(
+        tmp_path, {"broken": command_backend("crash"), "good": command_backend("ok")}, ["broken", "good"]
+    )
 
 
 @pytest.mark.parametrize("case", ["log_is_a_directory", "disk_full", "state_dir_is_a_file", "read_only_dir"])
@@ -95,11 +107,17 @@ def test_an_unwritable_or_full_log_never_fails_a_query(tmp_path: Path, case: str
     assert (data["status"], data["routed_to"], data["fallbacks_used"]) == ("success", "good", 1)
     err = run.stderr.decode()
     assert err.count("warning: cannot write") == 1 and expect in err and "queries still work" in err
-    report("log", case, check={"log_is_a_directory": "router.log is a directory (unwritable)",
-                               "disk_full": "router.log on a full disk (/dev/full, ENOSPC)",
-                               "state_dir_is_a_file": "the state dir path is a file",
-                               "read_only_dir": "read-only state dir"}[case],
-           outcome=f"answered (exit 0, success); one stderr warning: {err.strip()[:110]}")
+    report(
+        "log",
+        case,
+        check={
+            "log_is_a_directory": "router.log is a directory (unwritable)",
+            "disk_full": "router.log on a full disk (/dev/full, ENOSPC)",
+            "state_dir_is_a_file": "the state dir path is a file",
+            "read_only_dir": "read-only state dir",
+        }[case],
+        outcome=f"answered (exit 0, success); one stderr warning: {err.strip()[:110]}",
+    )
 
 
 def _snapshot(roots: list[Path]) -> dict[str, tuple[int, int]]:
@@ -130,21 +148,44 @@ def test_router_log_is_private_created_with_its_directory_and_nothing_written_el
     (memory / "CLAUDE.local.md").write_text("- Auth middleware checks the session token.\n")
     (memory / "memory" / "registers" / "decisions.md").write_text("- Decided: auth middleware uses JWT.\n")
     config = tmp_path / "etc" / "router-config.json"
-    config.write_bytes(orjson.dumps({
-        "timeout_ms": 5000,
-        "rules": [{"number": 1, "id": "default", "chain": [{"backend": "broken"}, {"backend": "memory"}, {"backend": "good"}]}],
-        "backends": {"broken": command_backend("crash"), "good": command_backend("ok"),
-                     "memory": {"type": "totalrecall", "root": str(memory)}},
-    }))
+    config.write_bytes(
+        orjson.dumps(
+            {
+                "timeout_ms": 5000,
+                "rules": [
+                    {
+                        "number": 1,
+                        "id": "default",
+                        "chain": [{"backend": "broken"}, {"backend": "memory"}, {"backend": "good"}],
+                    }
+                ],
+                "backends": {
+                    "broken": command_backend("crash"),
+                    "good": command_backend("ok"),
+                    "memory": {"type": "totalrecall", "root": str(memory)},
+                },
+            }
+        )
+    )
     watched = [home, work, tmpdir, memory, tmp_path / "etc"]
     before = _snapshot(watched)
-    env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmpdir), "OPENCLAW_STATE_DIR": str(state),
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "TMPDIR": str(tmpdir),
+        "OPENCLAW_STATE_DIR": str(state),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     env.pop("MEMORY_ROUTER_CONFIG", None)
     old_umask = os.umask(0)
     try:
-        proc = subprocess.run([*cli_base(), "query", "auth middleware", "--config", str(config),
-                               "--backends-json", str(backends_json)], cwd=work, env=env, capture_output=True, timeout=60)
+        proc = subprocess.run(
+            [*cli_base(), "query", "auth middleware", "--config", str(config), "--backends-json", str(backends_json)],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
     finally:
         os.umask(old_umask)
     assert proc.returncode == 0, proc.stderr
@@ -155,7 +196,15 @@ def test_router_log_is_private_created_with_its_directory_and_nothing_written_el
     assert [p.name for p in state.iterdir()] == ["router.log"]
     assert len(log_lines(state)) == 1
     assert _snapshot(watched) == before  # nothing created or modified outside the state dir
-    report("log", "modes", check="router.log and its directory, created by the router under umask 0",
-           outcome="state dir created 0700 (with parents), router.log 0600; nothing else in it")
-    report("log", "outside", check="writes outside the state dir (HOME, cwd, TMPDIR, memory root, config dir watched)",
-           outcome="none: only <state dir>/router.log was written")
+    report(
+        "log",
+        "modes",
+        check="router.log and its directory, created by the router under umask 0",
+        outcome="state dir created 0700 (with parents), router.log 0600; nothing else in it",
+    )
+    report(
+        "log",
+        "outside",
+        check="writes outside the state dir (HOME, cwd, TMPDIR, memory root, config dir watched)",
+        outcome="none: only <state dir>/router.log was written",
+    )

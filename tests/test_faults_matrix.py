@@ -24,9 +24,17 @@ from typing import Any
 
 import orjson
 import pytest
+from faults_support import (
+    command_backend,
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    log_lines,
+    report,
+    run_cli,
+    run_daemon,
+    wait_no_leftovers,
+    write_setup,
+)
 
-from faults_support import command_backend, log_lines, report, run_cli, run_daemon, wait_no_leftovers, write_setup
-from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
 from memory_router.envelope import Envelope
 
 TIMEOUT_MS = 800
@@ -50,8 +58,20 @@ class Fault:
 
 
 FAULTS = (
-    Fault("crash", "process crash (exit 3, no output)", "FALLBACK", "BACKEND_ERROR", "exited with code 3 and printed nothing"),
-    Fault("hang", "hang (never returns, ignores SIGTERM, has a grandchild)", "TIMEOUT", "QUERY_TIMEOUT", f"no answer within {TIMEOUT_MS} ms"),
+    Fault(
+        "crash",
+        "process crash (exit 3, no output)",
+        "FALLBACK",
+        "BACKEND_ERROR",
+        "exited with code 3 and printed nothing",
+    ),
+    Fault(
+        "hang",
+        "hang (never returns, ignores SIGTERM, has a grandchild)",
+        "TIMEOUT",
+        "QUERY_TIMEOUT",
+        f"no answer within {TIMEOUT_MS} ms",
+    ),
     Fault("garbage", "garbage on stdout (HTML)", "FALLBACK", "BACKEND_ERROR", "printed output that is not JSON"),
     Fault("wrong_shape", "valid JSON, wrong shape", "FALLBACK", "BACKEND_ERROR", "printed JSON of the wrong shape"),
     Fault("huge", "50 MB on stdout", "FALLBACK", "BACKEND_ERROR", "printed more than 8388608 bytes"),
@@ -62,7 +82,7 @@ FAULTS = (
 POSITIONS = ("primary", "fallback")
 
 LINE = re.compile(
-    r'^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] (?:'
+    r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] (?:"
     r'FALLBACK query="(?P<fq>(?:[^"\\]|\\.)*)" backend=(?P<fb>\S+) error_code=(?P<code>\S+) '
     r'error_message="(?P<msg>(?:[^"\\]|\\.)*)" next=(?P<fnext>\S+)'
     r'|TIMEOUT query="(?P<tq>(?:[^"\\]|\\.)*)" backend=(?P<tb>\S+) duration_ms=(?P<ms>\d+) next=(?P<tnext>\S+))$'
@@ -102,8 +122,11 @@ class Cell:
         return [self.name(r) for r in roles]
 
     def backends(self) -> dict[str, dict[str, Any]]:
-        specs = {"good": command_backend("ok", piddir=self.piddir), "weak": command_backend("weak", piddir=self.piddir),
-                 "faulty": fault_spec(self.fault, self.piddir)}
+        specs = {
+            "good": command_backend("ok", piddir=self.piddir),
+            "weak": command_backend("weak", piddir=self.piddir),
+            "faulty": fault_spec(self.fault, self.piddir),
+        }
         return {self.name(role): specs[role] for role in ("faulty", "good", "weak") if self.name(role) in self.chain}
 
 
@@ -137,13 +160,21 @@ def daemon_setup(root: Path, **config: Any) -> tuple[Path, Path, list[Cell], Cel
     """A state dir and config serving every cell at once: one rule per cell (its marker in the
     query picks its chain), backend names prefixed per cell."""
     cells = [make_cell(root, f, p, prefix=f"{f.name}-{p}-") for f in FAULTS for p in POSITIONS]
-    healthy = make_cell(root, next(f for f in FAULTS if f.name == "slow"), "primary", prefix="healthy-", label="healthy")
+    healthy = make_cell(
+        root, next(f for f in FAULTS if f.name == "slow"), "primary", prefix="healthy-", label="healthy"
+    )
     backends: dict[str, Any] = {}
     rules = []
     for number, cell in enumerate([healthy, *cells], start=1):
         backends.update(cell.backends())
-        rules.append({"number": number, "id": f"r{number}", "strong": [re.escape(cell.marker) + r"\b"],
-                      "chain": [{"backend": b} for b in cell.chain]})
+        rules.append(
+            {
+                "number": number,
+                "id": f"r{number}",
+                "strong": [re.escape(cell.marker) + r"\b"],
+                "chain": [{"backend": b} for b in cell.chain],
+            }
+        )
     rules.append({"number": len(rules) + 1, "id": "default", "chain": [{"backend": healthy.name("good")}]})
     state, config_path = write_setup(root, backends, [], timeout_ms=TIMEOUT_MS, **config)
     cfg = orjson.loads(config_path.read_bytes())
@@ -161,8 +192,11 @@ def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
 
     requests = [{"id": i, "query": c.query} for i, c in enumerate([healthy, healthy, *cells])]
     sequence = [healthy, healthy, *cells]
-    run = run_daemon(["--state-dir", str(state), "--config", str(config)], requests,
-                     after_each=lambda i: wait_no_leftovers(sequence[i].piddir))
+    run = run_daemon(
+        ["--state-dir", str(state), "--config", str(config)],
+        requests,
+        after_each=lambda i: wait_no_leftovers(sequence[i].piddir),
+    )
     assert run.exit_code == 0, run.stderr
     lines = log_lines(state)
     answers = {}
@@ -170,7 +204,8 @@ def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
         envelope = dict(response)
         envelope.pop("id")
         answers[(cell.fault.name if cell is not healthy else "healthy", cell.position)] = Answer(
-            envelope, run.exit_code, hwm, [line for line in lines if f'{cell.marker}"' in line], cell, leftovers)
+            envelope, run.exit_code, hwm, [line for line in lines if f'{cell.marker}"' in line], cell, leftovers
+        )
     return answers
 
 
@@ -188,7 +223,12 @@ def healthy_rss_kb(tmp_path_factory, daemon_answers) -> dict[str, int]:
 
 def expected_outcome(fault: Fault, position: str) -> dict[str, Any]:
     if fault.log_kind is None:  # slow: answered by the faulty backend itself
-        return {"status": "success", "routed_to": "faulty", "fallbacks_used": 0 if position == "primary" else 1, "exit": 0}
+        return {
+            "status": "success",
+            "routed_to": "faulty",
+            "fallbacks_used": 0 if position == "primary" else 1,
+            "exit": 0,
+        }
     if position == "primary":
         return {"status": "success", "routed_to": "good", "fallbacks_used": 1, "exit": 0}
     return {"status": "partial", "routed_to": "weak", "fallbacks_used": 2, "exit": 0}
@@ -197,8 +237,14 @@ def expected_outcome(fault: Fault, position: str) -> dict[str, Any]:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
-def test_fault_matrix(tmp_path: Path, fault: Fault, position: str, transport: str,
-                      healthy_rss_kb: dict[str, int], daemon_answers: dict[tuple[str, str], Answer]) -> None:
+def test_fault_matrix(
+    tmp_path: Path,
+    fault: Fault,
+    position: str,
+    transport: str,
+    healthy_rss_kb: dict[str, int],
+    daemon_answers: dict[tuple[str, str], Answer],
+) -> None:
     if transport == "cli":
         answer = ask_cli(tmp_path, make_cell(tmp_path, fault, position))
     else:
@@ -213,7 +259,11 @@ def test_fault_matrix(tmp_path: Path, fault: Fault, position: str, transport: st
     Envelope.model_validate(data)
     assert list(data)[: len(SPEC_FIELDS)] == SPEC_FIELDS
     assert data["fallback_chain"] == chain
-    assert (data["status"], data["routed_to"], data["fallbacks_used"]) == (want["status"], want["routed_to"], want["fallbacks_used"])
+    assert (data["status"], data["routed_to"], data["fallbacks_used"]) == (
+        want["status"],
+        want["routed_to"],
+        want["fallbacks_used"],
+    )
     assert data["router_duration_ms"] >= data["backend_duration_ms"]
     faulty = data["attempts"][chain.index(faulty_name)]
     assert faulty["backend"] == faulty_name and faulty["error_code"] == fault.error_code
@@ -233,7 +283,12 @@ def test_fault_matrix(tmp_path: Path, fault: Fault, position: str, transport: st
             assert (m["tq"], m["tb"], m["tnext"]) == (cell.query, faulty_name, next_backend)
             assert int(m["ms"]) == faulty["duration_ms"]
         else:
-            assert (m["fq"], m["fb"], m["code"], m["fnext"]) == (cell.query, faulty_name, fault.error_code, next_backend)
+            assert (m["fq"], m["fb"], m["code"], m["fnext"]) == (
+                cell.query,
+                faulty_name,
+                fault.error_code,
+                next_backend,
+            )
             assert fault.message in m["msg"]
 
     # A hang is abandoned at timeout_ms + at most 100 ms.
@@ -251,10 +306,16 @@ def test_fault_matrix(tmp_path: Path, fault: Fault, position: str, transport: st
         assert list(cell.piddir.glob("*.pids")), "the fault program should have recorded its process group"
 
     report(
-        "matrix", f"{fault.name}/{position}/{transport}",
-        order=f"{FAULTS.index(fault):02d}{POSITIONS.index(position)}{TRANSPORTS.index(transport)}", timeout_ms=TIMEOUT_MS,
-        fault=fault.description, position=position, transport=transport,
-        status=data["status"], routed_to=data["routed_to"], fallbacks_used=data["fallbacks_used"],
+        "matrix",
+        f"{fault.name}/{position}/{transport}",
+        order=f"{FAULTS.index(fault):02d}{POSITIONS.index(position)}{TRANSPORTS.index(transport)}",
+        timeout_ms=TIMEOUT_MS,
+        fault=fault.description,
+        position=position,
+        transport=transport,
+        status=data["status"],
+        routed_to=data["routed_to"],
+        fallbacks_used=data["fallbacks_used"],
         exit=answer.exit_code,
         log=(lines[0].split("] ", 1)[1].split(" ", 1)[0] if lines else "none")
         + (f" {faulty['error_code']}" if fault.log_kind == "FALLBACK" else ""),
@@ -274,16 +335,34 @@ def test_every_backend_failing_is_an_error_envelope_with_exit_1(tmp_path: Path) 
     assert run.returncode == 1
     data = run.envelope
     Envelope.model_validate(data)
-    assert (data["status"], data["error_code"], data["fallbacks_used"], data["routed_to"]) == ("error", "ALL_BACKENDS_FAILED", 2, None)
+    assert (data["status"], data["error_code"], data["fallbacks_used"], data["routed_to"]) == (
+        "error",
+        "ALL_BACKENDS_FAILED",
+        2,
+        None,
+    )
     assert f"Check {state / 'router.log'} for details" in data["error_message"]
     kinds = [LINE.match(line) for line in log_lines(state)]
     assert [(m["fb"], m["fnext"]) if m["fb"] else (m["tb"], m["tnext"]) for m in kinds] == [("a", "b"), ("b", "none")]
     assert "all backends" in run.stderr.decode().lower() or "All backends" in run.stderr.decode()
     assert wait_no_leftovers(piddir) == []
-    report("matrix", "all/both/cli", order="99", fault="crash then hang (every backend fails)", position="both", transport="cli",
-           status=data["status"], routed_to=None, fallbacks_used=data["fallbacks_used"], exit=run.returncode,
-           log="FALLBACK + TIMEOUT", faulty_ms=data["attempts"][1]["duration_ms"], peak_rss_mb=f"{run.maxrss_kb / 1024:.0f}",
-           leftovers=0, message=data["error_code"])
+    report(
+        "matrix",
+        "all/both/cli",
+        order="99",
+        fault="crash then hang (every backend fails)",
+        position="both",
+        transport="cli",
+        status=data["status"],
+        routed_to=None,
+        fallbacks_used=data["fallbacks_used"],
+        exit=run.returncode,
+        log="FALLBACK + TIMEOUT",
+        faulty_ms=data["attempts"][1]["duration_ms"],
+        peak_rss_mb=f"{run.maxrss_kb / 1024:.0f}",
+        leftovers=0,
+        message=data["error_code"],
+    )
 
 
 def test_daemon_fault_storm(tmp_path: Path) -> None:
@@ -291,8 +370,9 @@ def test_daemon_fault_storm(tmp_path: Path) -> None:
     hang is still cut at the timeout, and no backend process survives."""
     state, config, cells, _ = daemon_setup(tmp_path)
     requests = [{"id": i, "query": c.query} for i, c in enumerate(cells)]
-    run = run_daemon(["--state-dir", str(state), "--config", str(config), "--concurrency", "16"], requests,
-                     concurrent=True)
+    run = run_daemon(
+        ["--state-dir", str(state), "--config", str(config), "--concurrency", "16"], requests, concurrent=True
+    )
     assert run.exit_code == 0, run.stderr
     by_id = {r["id"]: r for r in run.responses}
     assert sorted(by_id) == list(range(len(cells)))
@@ -301,7 +381,10 @@ def test_daemon_fault_storm(tmp_path: Path) -> None:
         data = by_id[i]
         want = expected_outcome(cell.fault, cell.position)
         assert (data["status"], data["routed_to"], data["fallbacks_used"]) == (
-            want["status"], cell.name(want["routed_to"]), want["fallbacks_used"]), (cell.label, data["attempts"])
+            want["status"],
+            cell.name(want["routed_to"]),
+            want["fallbacks_used"],
+        ), (cell.label, data["attempts"])
         faulty = data["attempts"][cell.chain.index(cell.name("faulty"))]
         assert faulty["error_code"] == cell.fault.error_code
         if cell.fault.name == "hang":
@@ -310,7 +393,21 @@ def test_daemon_fault_storm(tmp_path: Path) -> None:
     assert sum(1 for line in log_lines(state) if "] FALLBACK " in line or "] TIMEOUT " in line) == 14
     for cell in cells:
         assert wait_no_leftovers(cell.piddir) == []
-    report("matrix", "storm/both/daemon", order="98", fault="all 16 cells at once (concurrency 16)", position="both",
-           transport="daemon", status="as in the cells above", routed_to="as above", fallbacks_used="as above",
-           exit=run.exit_code, log="14 lines (FALLBACK/TIMEOUT)", faulty_ms=f"hangs: {', '.join(map(str, hang_ms))}",
-           timeout_ms=TIMEOUT_MS, peak_rss_mb=f"{max(run.peak_rss_kb) / 1024:.0f}", leftovers=0, message="")
+    report(
+        "matrix",
+        "storm/both/daemon",
+        order="98",
+        fault="all 16 cells at once (concurrency 16)",
+        position="both",
+        transport="daemon",
+        status="as in the cells above",
+        routed_to="as above",
+        fallbacks_used="as above",
+        exit=run.exit_code,
+        log="14 lines (FALLBACK/TIMEOUT)",
+        faulty_ms=f"hangs: {', '.join(map(str, hang_ms))}",
+        timeout_ms=TIMEOUT_MS,
+        peak_rss_mb=f"{max(run.peak_rss_kb) / 1024:.0f}",
+        leftovers=0,
+        message="",
+    )

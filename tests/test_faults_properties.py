@@ -12,14 +12,16 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
-from hypothesis import HealthCheck, given, settings, strategies as st
-
-from faults_support import report
-from faults_support import faults_report  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+from faults_support import (
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    report,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendResponse, Result
 from memory_router.backends.mock import MockBackend, answer, fail, hang
+
 from memory_router.config import parse_config
 from memory_router.envelope import Envelope
 from memory_router.installed import parse_installed
@@ -35,8 +37,18 @@ relevance = st.floats(0, 1)
 OUTCOME = st.one_of(
     st.tuples(st.just("answer"), st.lists(relevance, max_size=3)),
     st.tuples(st.just("answer_claiming"), st.tuples(st.lists(relevance, min_size=1, max_size=3), relevance)),
-    st.tuples(st.just("fail"), st.sampled_from(["BACKEND_ERROR", "BACKEND_UNAVAILABLE", "QUERY_TIMEOUT", "SOMETHING_ELSE",
-                                                "X\n[2026-01-01T00:00:00Z] FALLBACK query=\"forged\""])),
+    st.tuples(
+        st.just("fail"),
+        st.sampled_from(
+            [
+                "BACKEND_ERROR",
+                "BACKEND_UNAVAILABLE",
+                "QUERY_TIMEOUT",
+                "SOMETHING_ELSE",
+                'X\n[2026-01-01T00:00:00Z] FALLBACK query="forged"',
+            ]
+        ),
+    ),
     st.tuples(st.just("fail_with_results"), st.lists(relevance, min_size=1, max_size=2)),
     st.tuples(st.just("hang"), st.none()),
     st.tuples(st.just("raise"), st.sampled_from([ValueError, KeyError, RuntimeError])),
@@ -64,18 +76,23 @@ def handler(outcome):
     if kind == "fail":
         return fail(arg, f"mock {arg}")
     if kind == "fail_with_results":
+
         def failing(request):
             hits = tuple(Result(content="stray", relevance=r, source="mock") for r in arg)
-            return BackendResponse.failure("mock", request.query, "BACKEND_ERROR", "failed but sent results").model_copy(
-                update={"results": hits, "result_count": len(hits), "normalized_relevance": max(arg)})
+            return BackendResponse.failure(
+                "mock", request.query, "BACKEND_ERROR", "failed but sent results"
+            ).model_copy(update={"results": hits, "result_count": len(hits), "normalized_relevance": max(arg)})
+
         return failing
     if kind == "bad_relevance":
         return lambda request: _claim(answer(0.9), request, arg)
     if kind == "hang":
         return hang()
     if kind == "raise":
+
         def raising(request):
             raise arg("adapter bug")
+
         return raising
 
     def garbage(request):
@@ -92,7 +109,8 @@ async def _claim(handler_coro, request, claimed):
 def make_router(tmp: Path, outcomes) -> Router:
     names = [f"b{i}" for i in range(len(outcomes))]
     data = {
-        "threshold": THRESHOLD, "timeout_ms": TIMEOUT_MS,
+        "threshold": THRESHOLD,
+        "timeout_ms": TIMEOUT_MS,
         "rules": [{"number": 1, "id": "default", "chain": [{"backend": n} for n in names]}],
         "backends": {n: {"type": "command", "argv": ["unused"]} for n in names},
     }
@@ -150,8 +168,11 @@ def test_envelope_properties(tmp_path_factory, outcomes, query) -> None:
     if env.routed_to is None:
         assert env.results == [] and env.status in ("empty", "error") and env.backend_duration_ms == 0
     else:
-        winner = accepted[0] if accepted else max(
-            (a for a in attempts if a["result_count"]), key=lambda a: a["normalized_relevance"])
+        winner = (
+            accepted[0]
+            if accepted
+            else max((a for a in attempts if a["result_count"]), key=lambda a: a["normalized_relevance"])
+        )
         assert env.routed_to == winner["backend"]
         assert env.result_count == winner["result_count"] and env.normalized_relevance == winner["normalized_relevance"]
         assert env.backend_duration_ms == winner["duration_ms"]
@@ -174,8 +195,22 @@ def test_every_outcome_kind_was_exercised() -> None:
     """Runs after the property (file order): the strategy really produced every kind of outcome."""
     if not KINDS_SEEN:
         pytest.skip("runs after test_envelope_properties in the same session")
-    kinds = {"answer", "answer_claiming", "fail", "fail_with_results", "hang", "raise", "not_a_contract", "bad_relevance"}
+    kinds = {
+        "answer",
+        "answer_claiming",
+        "fail",
+        "fail_with_results",
+        "hang",
+        "raise",
+        "not_a_contract",
+        "bad_relevance",
+    }
     assert kinds <= set(KINDS_SEEN), KINDS_SEEN
-    report("properties", "envelope", property="envelope properties (success/partial/empty/error, fallbacks_used, "
-           "routed_to, durations, log lines)", examples=EXAMPLES,
-           outcomes=", ".join(f"{k} x{v}" for k, v in sorted(KINDS_SEEN.items())), result="held")
+    report(
+        "properties",
+        "envelope",
+        property="envelope properties (success/partial/empty/error, fallbacks_used, routed_to, durations, log lines)",
+        examples=EXAMPLES,
+        outcomes=", ".join(f"{k} x{v}" for k, v in sorted(KINDS_SEEN.items())),
+        result="held",
+    )

@@ -9,18 +9,20 @@ import time
 from pathlib import Path
 
 import pytest
-
+from lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
 from memory_router.backends import BackendContext
 from memory_router.backends import lossless as L
 from memory_router.backends.base import BackendRequest
 
-from lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
 
-
-def backend(tmp_path: Path, db: Path | None = None, environ: dict[str, str] | None = None, **settings) -> L.LosslessBackend:
+def backend(
+    tmp_path: Path, db: Path | None = None, environ: dict[str, str] | None = None, **settings
+) -> L.LosslessBackend:
     if db is not None:
         settings["db_path"] = str(db)
-    return L.create("lossless", L.Settings(**settings), BackendContext(state_dir=tmp_path, environ=environ or {}, cwd=tmp_path))
+    return L.create(
+        "lossless", L.Settings(**settings), BackendContext(state_dir=tmp_path, environ=environ or {}, cwd=tmp_path)
+    )
 
 
 def search(b: L.LosslessBackend, query: str, **kw):
@@ -33,6 +35,7 @@ def any_db(request, tmp_path: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- search and ranking
+
 
 def test_decision_query_finds_the_schema_summary_in_every_schema_variant(any_db: Path, tmp_path: Path) -> None:
     resp = search(backend(tmp_path, any_db), "what did we decide about the database schema in the morning session")
@@ -117,7 +120,14 @@ def test_no_content_terms_returns_latest_decisions(tmp_path: Path) -> None:
 def test_operators_in_queries_are_literal(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
     b = backend(tmp_path, db)
-    for query in ['schema AND NOT "', "col:schema*", "NEAR(database schema)", "-deleted_at +uuid ^orders", "(((", "schema OR"]:
+    for query in [
+        'schema AND NOT "',
+        "col:schema*",
+        "NEAR(database schema)",
+        "-deleted_at +uuid ^orders",
+        "(((",
+        "schema OR",
+    ]:
         resp = search(b, query)
         assert resp.status in ("success", "empty"), (query, resp.error_message)
     assert search(b, "deleted_at").results[0].model_extra["summary_id"] == SCHEMA_LEAF
@@ -131,6 +141,7 @@ def test_limit_is_respected(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- schema variants and fallback
+
 
 def test_like_fallback_without_fts_tables(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db", "no_fts")
@@ -155,7 +166,9 @@ def test_dangling_fts_rows_are_not_returned(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     resp = search(backend(tmp_path, db), "payments queue")
-    assert QUEUE_LEAF not in {r.model_extra.get("summary_id") for r in resp.results if r.model_extra["kind"] != "message"}
+    assert QUEUE_LEAF not in {
+        r.model_extra.get("summary_id") for r in resp.results if r.model_extra["kind"] != "message"
+    }
 
 
 def test_legacy_schema_uses_created_at_and_reports_missing_columns(tmp_path: Path) -> None:
@@ -166,7 +179,9 @@ def test_legacy_schema_uses_created_at_and_reports_missing_columns(tmp_path: Pat
     assert top.model_extra["latest_at"] is None and top.timestamp is not None
     probe = b.probe()
     assert probe.ok
-    assert {"summaries.latest_at", "summaries.model", "conversations.session_key"} <= set(probe.facts["missing_columns"])
+    assert {"summaries.latest_at", "summaries.model", "conversations.session_key"} <= set(
+        probe.facts["missing_columns"]
+    )
 
 
 def test_fts_table_this_sqlite_cannot_read_falls_back_to_like(tmp_path: Path) -> None:
@@ -198,6 +213,7 @@ def test_schema_change_while_cached_is_picked_up(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- read-only and WAL
+
 
 def test_reader_sees_committed_rows_only_while_the_plugin_writes_in_wal(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
@@ -246,6 +262,7 @@ def test_searching_never_writes_the_database(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- locating the database
 
+
 def test_missing_database_is_unavailable_names_paths_and_creates_nothing(tmp_path: Path) -> None:
     home = tmp_path / "home"
     state = tmp_path / "state"
@@ -283,8 +300,11 @@ def test_resolution_order_env_then_state_dir_then_home(tmp_path: Path) -> None:
     build_small_db(tmp_path / "nope.db")
     loc = L.resolve_db_path("lossless", L.Settings(), BackendContext(state_dir=tmp_path, environ=env, cwd=tmp_path))
     assert loc.source == "LCM_DATABASE_PATH"
-    loc = L.resolve_db_path("lossless", L.Settings(db_path="~/.openclaw/lcm.db"),
-                            BackendContext(state_dir=tmp_path, environ=env, cwd=tmp_path))
+    loc = L.resolve_db_path(
+        "lossless",
+        L.Settings(db_path="~/.openclaw/lcm.db"),
+        BackendContext(state_dir=tmp_path, environ=env, cwd=tmp_path),
+    )
     assert loc.path == home / ".openclaw" / "lcm.db" and loc.source == "backends.lossless.db_path"
 
 
@@ -314,6 +334,7 @@ def test_settings_reject_unknown_keys() -> None:
 
 
 # --------------------------------------------------------------------------- deadline
+
 
 def test_deadline_interrupts_sqlite_work(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
@@ -355,7 +376,9 @@ def test_router_timeout_cancels_the_search(tmp_path: Path) -> None:
 def test_cjk_query_inside_a_longer_run_is_found_by_substring(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
     conn = sqlite3.connect(db, isolation_level=None)
-    LcmWriter(conn).summary(1, "决定：端到端测试结果保存在数据库中，因为需要审计。", latest=NOW, summary_id="sum_00000000000000d1")
+    LcmWriter(conn).summary(
+        1, "决定：端到端测试结果保存在数据库中，因为需要审计。", latest=NOW, summary_id="sum_00000000000000d1"
+    )
     conn.close()
     resp = search(backend(tmp_path, db), "端到端测试")
     assert resp.results and resp.results[0].model_extra["summary_id"] == "sum_00000000000000d1"
@@ -368,8 +391,12 @@ def test_session_key_limits_search_to_one_session_family(tmp_path: Path, variant
     conn = sqlite3.connect(db, isolation_level=None)
     w = LcmWriter(conn)
     other = w.conversation("sess-2", session_key="agent:other:main")
-    w.summary(other, "Database schema decision in another agent: we chose MongoDB.", latest=NOW,
-              summary_id="sum_00000000000000e1")
+    w.summary(
+        other,
+        "Database schema decision in another agent: we chose MongoDB.",
+        latest=NOW,
+        summary_id="sum_00000000000000e1",
+    )
     conn.close()
     everything = search(backend(tmp_path, db), "database schema")
     assert "sum_00000000000000e1" in {r.model_extra.get("summary_id") for r in everything.results}
@@ -404,7 +431,9 @@ def test_a_database_locked_by_the_plugin_is_a_clear_error_within_the_busy_timeou
 def test_db_path_expands_variables_and_home_from_the_context_not_the_process(tmp_path: Path, monkeypatch) -> None:
     build_small_db(tmp_path / "lcm.db")
     monkeypatch.setenv("MR_TEST_LCM_DIR", "/nowhere")  # the process environment must not be used
-    ctx = BackendContext(state_dir=tmp_path, environ={"MR_TEST_LCM_DIR": str(tmp_path), "HOME": str(tmp_path)}, cwd=tmp_path)
+    ctx = BackendContext(
+        state_dir=tmp_path, environ={"MR_TEST_LCM_DIR": str(tmp_path), "HOME": str(tmp_path)}, cwd=tmp_path
+    )
     for raw in ("$MR_TEST_LCM_DIR/lcm.db", "${MR_TEST_LCM_DIR}/lcm.db", "~/lcm.db", "lcm.db"):
         loc = L.resolve_db_path("lossless", L.Settings(db_path=raw), ctx)
         assert loc.path == tmp_path / "lcm.db", raw

@@ -7,18 +7,49 @@ import sqlite3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from memory_router.backends import lossless as L
 
-FTS5_SYNTAX = st.sampled_from(['"', "'", "*", "-", "+", "^", ":", "(", ")", "{", "}", "AND", "OR", "NOT", "NEAR",
-                               "NEAR(", "col:", "\x00", "\n", "’", "’s", "\\", "%", "_", "—", "🙂", "é", "日本"])
+FTS5_SYNTAX = st.sampled_from(
+    [
+        '"',
+        "'",
+        "*",
+        "-",
+        "+",
+        "^",
+        ":",
+        "(",
+        ")",
+        "{",
+        "}",
+        "AND",
+        "OR",
+        "NOT",
+        "NEAR",
+        "NEAR(",
+        "col:",
+        "\x00",
+        "\n",
+        "’",
+        "’s",
+        "\\",
+        "%",
+        "_",
+        "—",
+        "🙂",
+        "é",
+        "日本",
+    ]
+)
 QUERIES = st.lists(st.one_of(st.text(max_size=12), FTS5_SYNTAX), max_size=12).map(" ".join)
 
 
 @pytest.fixture(scope="module")
 def fts() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE summaries_fts USING fts5(summary_id UNINDEXED, content, tokenize='porter unicode61')")
+    conn.execute(
+        "CREATE VIRTUAL TABLE summaries_fts USING fts5(summary_id UNINDEXED, content, tokenize='porter unicode61')"
+    )
     conn.execute("INSERT INTO summaries_fts VALUES ('sum_1', 'database schema decided: UUID v7 keys and deleted_at')")
     return conn
 
@@ -65,7 +96,6 @@ def test_fts_strings_neutralise_operators() -> None:
 @pytest.fixture(scope="module", params=["current", "no_fts"])
 def lcm_backend(request, tmp_path_factory) -> L.LosslessBackend:
     from lcm_fixtures import build_small_db
-
     from memory_router.backends import BackendContext
 
     root = tmp_path_factory.mktemp(request.param)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from memory_router.backends import BackendContext
 from memory_router.backends import lossless as L
 from memory_router.backends.base import BackendRequest
+
 from memory_router.config import parse_config, read_json
 from memory_router.demo import WORKSPACE
 from memory_router.installed import parse_installed
@@ -45,7 +45,9 @@ def demo(tmp_path_factory) -> dict[str, Path]:
     config_path = state / "router-config.json"
     config_path.write_text(json.dumps(config))
     backends_path = state / "backends.json"
-    backends_path.write_text(json.dumps({"tier": "pro", "backends": {n: {"status": "ready"} for n in config["backends"]}}))
+    backends_path.write_text(
+        json.dumps({"tier": "pro", "backends": {n: {"status": "ready"} for n in config["backends"]}})
+    )
     return {"root": root, "workspace": workspace, "state": state, "config": config_path, "backends": backends_path}
 
 
@@ -86,9 +88,23 @@ def test_starter_tier_without_lossless_falls_through_to_total_recall(demo: dict[
 
 def test_cli_query_routes_to_lossless(demo: dict[str, Path]) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_router", "query", RULE3[0], "--config", str(demo["config"]),
-         "--backends-json", str(demo["backends"]), "--state-dir", str(demo["state"])],
-        capture_output=True, text=True, timeout=60, cwd=demo["workspace"],
+        [
+            sys.executable,
+            "-m",
+            "memory_router",
+            "query",
+            RULE3[0],
+            "--config",
+            str(demo["config"]),
+            "--backends-json",
+            str(demo["backends"]),
+            "--state-dir",
+            str(demo["state"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=demo["workspace"],
     )
     assert proc.returncode == 0, proc.stderr
     envelope = json.loads(proc.stdout)
@@ -99,8 +115,11 @@ def test_cli_query_routes_to_lossless(demo: dict[str, Path]) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=80))
 def test_any_query_gets_an_answer_not_an_error(demo: dict[str, Path], query: str) -> None:
-    b = L.create("lossless", L.Settings(db_path=str(demo["state"] / "lcm.db")),
-                 BackendContext(state_dir=demo["state"], environ={}))
+    b = L.create(
+        "lossless",
+        L.Settings(db_path=str(demo["state"] / "lcm.db")),
+        BackendContext(state_dir=demo["state"], environ={}),
+    )
     resp = b.search_sync(BackendRequest(query))
     assert resp.status in ("success", "empty"), resp.error_message
     assert all(0.0 <= r.relevance <= 1.0 for r in resp.results)

@@ -10,8 +10,9 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,9 @@ def workspace(tmp_path: Path) -> tuple[Path, Path]:
     return starter_workspace(tmp_path / "demo")
 
 
-def with_session(args: list[str], body: Callable[[ClientSession], Awaitable[Any]], env: dict[str, str] | None = None) -> Any:
+def with_session(
+    args: list[str], body: Callable[[ClientSession], Awaitable[Any]], env: dict[str, str] | None = None
+) -> Any:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "memory_router", "mcp", *args],
@@ -65,7 +68,12 @@ def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
 def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspace: tuple[Path, Path]) -> None:
     state, config = workspace
     flags = ["--state-dir", str(state), "--config", str(config)]
-    queries = ["find the function parseAuthToken", "why did we do it that way", "zzzqqq xxyyzz", "that thing with the tokens"]
+    queries = [
+        "find the function parseAuthToken",
+        "why did we do it that way",
+        "zzzqqq xxyyzz",
+        "that thing with the tokens",
+    ]
 
     async def body(session: ClientSession) -> Any:
         out = []
@@ -101,7 +109,9 @@ def test_bad_input_is_an_answer_not_a_crash(workspace: tuple[Path, Path]) -> Non
         still_alive = await session.call_tool("memory_query", {"query": "auth", "limit": 1})
         return empty, too_long, bad_limit, route_empty, still_alive
 
-    empty, too_long, bad_limit, route_empty, alive = with_session(["--state-dir", str(state), "--config", str(config)], body)
+    empty, too_long, bad_limit, route_empty, alive = with_session(
+        ["--state-dir", str(state), "--config", str(config)], body
+    )
     assert empty.structured_content["error_code"] == "EMPTY_QUERY"
     assert too_long.structured_content["error_code"] == "QUERY_TOO_LONG"
     assert bad_limit.is_error and "limit" in bad_limit.content[0].text

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 from memory_router.backends.base import BackendRequest
+
 from memory_router.config import load_config
 from memory_router.installed import load_installed
 from memory_router.paths import packaged_config
@@ -49,8 +49,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
         (source / rel).parent.mkdir(parents=True, exist_ok=True)
         (source / rel).write_text(text)
     state = base / "state"
-    settings = {"index_path": str(base / "idx" / "index.sqlite"), "config_dir": str(base / "idx" / "cfg"),
-                "collections": ["kb"]}
+    settings = {
+        "index_path": str(base / "idx" / "index.sqlite"),
+        "config_dir": str(base / "idx" / "cfg"),
+        "collections": ["kb"],
+    }
     backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=state))
     qmd_adapter.build_collection(backend.transport(), source, "kb", "**/*.{md,ts}", base / "idx" / "index.lock")
     return {"base": base, "state": state, "settings": settings}
@@ -64,7 +67,9 @@ def make_router(corpus: dict, tmp_path: Path) -> tuple[Router, object]:
     cfg = tmp_path / "router-config.json"
     cfg.write_text(json.dumps(config))
     installed = tmp_path / "backends.json"
-    installed.write_text(json.dumps({"tier": "starter", "backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}}))
+    installed.write_text(
+        json.dumps({"tier": "starter", "backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}})
+    )
     router = Router(load_config(cfg), context=BackendContext(state_dir=corpus["state"], cwd=tmp_path))
     return router, load_installed(installed)
 
@@ -127,7 +132,9 @@ def test_query_starting_with_a_dash_is_not_read_as_a_flag(corpus: dict) -> None:
 
 @needs_qmd
 def test_unknown_collection_is_a_precise_backend_error(corpus: dict) -> None:
-    response = asyncio.run(backend_for(corpus, collections=("nope",)).search(BackendRequest("consensus", mode="search")))
+    response = asyncio.run(
+        backend_for(corpus, collections=("nope",)).search(BackendRequest("consensus", mode="search"))
+    )
     assert response.status == "error" and response.error_code == "BACKEND_ERROR"
     assert "Collection not found: nope" in response.error_message
     assert "backends.qmd.collections" in response.error_message
@@ -140,8 +147,9 @@ def test_stray_project_qmd_folder_cannot_take_over(corpus: dict, tmp_path: Path)
     project = tmp_path / "project"
     (project / ".qmd").mkdir(parents=True)
     (project / ".qmd" / "index.yml").write_text("collections: {}\n")
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**corpus["settings"]),
-                                     BackendContext(state_dir=project / "state"))
+    backend = qmd_adapter.QmdBackend(
+        "qmd", qmd_adapter.Settings(**corpus["settings"]), BackendContext(state_dir=project / "state")
+    )
     response = asyncio.run(backend.search(BackendRequest("parseAuthToken", mode="search")))
     assert response.status == "success"
     assert not (project / ".qmd" / "index.sqlite").exists()
@@ -158,8 +166,9 @@ def test_probe_reports_versions_and_modes(corpus: dict) -> None:
 
 @needs_qmd
 def test_probe_says_when_the_index_is_not_built(tmp_path: Path) -> None:
-    probe = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(index_path=str(tmp_path / "none.sqlite")),
-                                   BackendContext(state_dir=tmp_path)).probe()
+    probe = qmd_adapter.QmdBackend(
+        "qmd", qmd_adapter.Settings(index_path=str(tmp_path / "none.sqlite")), BackendContext(state_dir=tmp_path)
+    ).probe()
     assert probe.ok and probe.facts["index_exists"] is False
     assert "no index at" in probe.detail and "qmd collection add" in probe.detail
 
@@ -176,9 +185,14 @@ def test_demo_setup_indexes_the_demo_workspace(tmp_path: Path) -> None:
     assert settings["collections"] == ["demo"]
     again = qmd_adapter.demo_setup(ws, tmp_path / "state")  # re-run: `qmd update`, not a second add
     assert again == settings
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=tmp_path / "state"))
-    response = asyncio.run(backend.search(BackendRequest("find all usages of UserService", mode="search",
-                                                         signal=r"\bfind all usages of\b")))
+    backend = qmd_adapter.QmdBackend(
+        "qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=tmp_path / "state")
+    )
+    response = asyncio.run(
+        backend.search(
+            BackendRequest("find all usages of UserService", mode="search", signal=r"\bfind all usages of\b")
+        )
+    )
     assert response.status == "success" and response.query_sent == "UserService"
     assert any(r.path == "src/models/user.ts" for r in response.results)
 
@@ -217,9 +231,44 @@ def test_index_writers_wait_for_the_lock(tmp_path: Path) -> None:
 
 @needs_qmd
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(["consensus", "parseAuthToken", "src/auth", "token.ts", "a_b", "DEC-1", "v2.8",
-                                 '"', "'", "`", "-", "--", "*", "/", ".", ":", "(", "é", "日本", "$x", " ", " ", "AND", "OR",
-                                 "NOT", "NEAR", "^", "+"]), min_size=1, max_size=8).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "consensus",
+                "parseAuthToken",
+                "src/auth",
+                "token.ts",
+                "a_b",
+                "DEC-1",
+                "v2.8",
+                '"',
+                "'",
+                "`",
+                "-",
+                "--",
+                "*",
+                "/",
+                ".",
+                ":",
+                "(",
+                "é",
+                "日本",
+                "$x",
+                " ",
+                " ",
+                "AND",
+                "OR",
+                "NOT",
+                "NEAR",
+                "^",
+                "+",
+            ]
+        ),
+        min_size=1,
+        max_size=8,
+    ).map("".join)
+)
 def test_any_query_gives_an_answer_never_a_qmd_error(corpus: dict, query: str) -> None:
     # Whatever an agent types, the rewritten query is valid qmd syntax: success or empty.
     response = asyncio.run(backend_for(corpus).search(BackendRequest(query, mode="search")))

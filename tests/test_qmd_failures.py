@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import DEFAULT_MODELS, QmdNotFound, resolve_command
@@ -26,11 +25,15 @@ needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not install
 
 
 def backend(tmp_path: Path, environ: dict[str, str] | None = None, **settings) -> qmd_adapter.QmdBackend:
-    base = {"index_path": str(tmp_path / "index.sqlite"), "config_dir": str(tmp_path / "cfg"),
-            "cache_dir": str(tmp_path / "cache")}
+    base = {
+        "index_path": str(tmp_path / "index.sqlite"),
+        "config_dir": str(tmp_path / "cfg"),
+        "cache_dir": str(tmp_path / "cache"),
+    }
     env = dict(os.environ if environ is None else environ)
-    return qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**{**base, **settings}),
-                                  BackendContext(state_dir=tmp_path / "state", environ=env))
+    return qmd_adapter.QmdBackend(
+        "qmd", qmd_adapter.Settings(**{**base, **settings}), BackendContext(state_dir=tmp_path / "state", environ=env)
+    )
 
 
 def ask(b: qmd_adapter.QmdBackend, query: str, mode: str):
@@ -143,7 +146,8 @@ def test_settings_reject_unknown_keys() -> None:
         qmd_adapter.Settings(colections=["a"])
 
 
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st
 
 
 @given(st.text(max_size=40), st.lists(st.text(min_size=1, max_size=8), max_size=3))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memory_router.backends._qmd_keywords import STOPWORDS, extract_terms, keyword_forms, trigger_words
 
 RULE1_FUNCTION = r"\bfind\b.*\bfunctions?\b"

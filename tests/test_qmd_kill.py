@@ -14,7 +14,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
@@ -66,10 +65,14 @@ async def _cancel_mid_flight(b: qmd_adapter.QmdBackend, marker: str, expect: int
 def _backend(tmp_path: Path, marker: str, **settings) -> qmd_adapter.QmdBackend:
     env = {**os.environ, "MR_QMD_TEST_MARKER": marker}
     env.pop("CI", None)
-    base = {"index_path": str(tmp_path / "index.sqlite"), "config_dir": str(tmp_path / "cfg"),
-            "cache_dir": str(tmp_path / "cache")}
-    return qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**{**base, **settings}),
-                                  BackendContext(state_dir=tmp_path / "state", environ=env))
+    base = {
+        "index_path": str(tmp_path / "index.sqlite"),
+        "config_dir": str(tmp_path / "cfg"),
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    return qmd_adapter.QmdBackend(
+        "qmd", qmd_adapter.Settings(**{**base, **settings}), BackendContext(state_dir=tmp_path / "state", environ=env)
+    )
 
 
 def _assert_all_gone(marker: str) -> None:
@@ -99,8 +102,8 @@ def test_cancelled_launcher_leaves_no_node_child(tmp_path: Path) -> None:
     b.context.environ["PATH"] = f"{COMMAND.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
     b.settings = qmd_adapter.Settings(**{**b.settings.model_dump(), "qmd": str(launcher)})
     b._transport = qmd_adapter.CliTransport(
-        qmd_adapter.QmdCommand((str(launcher),), launcher, None, None),
-        env=b.env(), cwd=b.working_dir(), index="index")
+        qmd_adapter.QmdCommand((str(launcher),), launcher, None, None), env=b.env(), cwd=b.working_dir(), index="index"
+    )
     seen = asyncio.run(_cancel_mid_flight(b, marker, expect=2))
     assert len(seen) >= 2, f"expected launcher + node child, saw {seen}"
     _assert_all_gone(marker)

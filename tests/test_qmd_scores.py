@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from hypothesis import given, strategies as st
-
+from hypothesis import given
+from hypothesis import strategies as st
 from memory_router.backends._qmd_parse import (
     QmdOutputError,
     clean_snippet,
@@ -16,12 +16,26 @@ from memory_router.backends._qmd_parse import (
     vsearch_relevance,
 )
 
-SEARCH_OUTPUT = orjson.dumps([
-    {"docid": "#b8b489", "score": 0.39, "file": "qmd://notes/raft-consensus.md", "line": 1, "title": "Raft Consensus",
-     "snippet": "@@ -1,3 @@ (0 before, 2 after)\n# Raft Consensus\n\nRaft is a consensus algorithm"},
-    {"docid": "#3d1ab4", "score": 0.25, "file": "qmd://notes/meeting-2024-03-01.md", "line": 4, "title": "Meeting",
-     "snippet": "@@ -3,3 @@ (2 before, 0 after)\nBob will\nbenchmark the new consensus layer.\n"},
-])
+SEARCH_OUTPUT = orjson.dumps(
+    [
+        {
+            "docid": "#b8b489",
+            "score": 0.39,
+            "file": "qmd://notes/raft-consensus.md",
+            "line": 1,
+            "title": "Raft Consensus",
+            "snippet": "@@ -1,3 @@ (0 before, 2 after)\n# Raft Consensus\n\nRaft is a consensus algorithm",
+        },
+        {
+            "docid": "#3d1ab4",
+            "score": 0.25,
+            "file": "qmd://notes/meeting-2024-03-01.md",
+            "line": 4,
+            "title": "Meeting",
+            "snippet": "@@ -3,3 @@ (2 before, 0 after)\nBob will\nbenchmark the new consensus layer.\n",
+        },
+    ]
+)
 
 
 def test_search_hits_become_contract_results() -> None:
@@ -29,7 +43,12 @@ def test_search_hits_become_contract_results() -> None:
     top = results[0]
     assert top.content == "# Raft Consensus\n\nRaft is a consensus algorithm"
     assert (top.path, top.collection, top.line, top.title, top.docid) == (
-        "raft-consensus.md", "notes", 1, "Raft Consensus", "#b8b489")
+        "raft-consensus.md",
+        "notes",
+        1,
+        "Raft Consensus",
+        "#b8b489",
+    )
     assert top.source == "qmd" and top.relevance == 1.0 and top.qmd_score == 0.39
     # every hit holds all terms: 0.6 floor, +0.4 scaled by bm25 relative to the best hit
     assert results[1].relevance == pytest.approx(0.6 + 0.4 * 0.25 / 0.39, abs=1e-3)
@@ -48,9 +67,21 @@ def test_vsearch_relevance_maps_cosine_with_0_5_at_the_threshold() -> None:
 
 
 def _query_hit(score: float, rerank: float, weight: float, vec=(), fts=()) -> dict:
-    return {"docid": "#a", "score": score, "file": "qmd://c/a.md", "line": 2, "title": "A", "snippet": "@@ -1,1 @@\nx",
-            "explain": {"ftsScores": list(fts), "vectorScores": list(vec), "rerankScore": rerank,
-                        "rrf": {"rank": 1, "weight": weight}, "blendedScore": score}}
+    return {
+        "docid": "#a",
+        "score": score,
+        "file": "qmd://c/a.md",
+        "line": 2,
+        "title": "A",
+        "snippet": "@@ -1,1 @@\nx",
+        "explain": {
+            "ftsScores": list(fts),
+            "vectorScores": list(vec),
+            "rerankScore": rerank,
+            "rrf": {"rank": 1, "weight": weight},
+            "blendedScore": score,
+        },
+    }
 
 
 def test_query_uses_the_reranker_score_not_the_rank_blend() -> None:
@@ -79,24 +110,41 @@ def test_http_mode_line_numbered_snippets_are_cleaned() -> None:
     assert split_uri("/abs/path.md") == (None, "/abs/path.md")
 
 
-@pytest.mark.parametrize("stdout, message", [
-    (b"", "printed nothing"),
-    (b"No results found.", "not JSON"),
-    (b'{"a": 1}', "expected an array"),
-    (b"[1, 2]", "other than hit objects"),
-])
+@pytest.mark.parametrize(
+    "stdout, message",
+    [
+        (b"", "printed nothing"),
+        (b"No results found.", "not JSON"),
+        (b'{"a": 1}', "expected an array"),
+        (b"[1, 2]", "other than hit objects"),
+    ],
+)
 def test_unexpected_output_is_a_precise_error(stdout: bytes, message: str) -> None:
     with pytest.raises(QmdOutputError, match=message):
         parse_hits(stdout)
 
 
-hit = st.fixed_dictionaries({
-    "score": st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.none(), st.text(max_size=3)),
-    "file": st.one_of(st.text(max_size=30), st.just("qmd://c/x.md")),
-    "snippet": st.text(max_size=200),
-}, optional={"line": st.integers(0, 10**6), "title": st.text(max_size=20), "docid": st.text(max_size=8),
-             "explain": st.fixed_dictionaries({"rerankScore": st.floats(-2, 2), "vectorScores": st.lists(st.floats(-1, 2), max_size=3),
-                                               "ftsScores": st.lists(st.floats(0, 1), max_size=3)})})
+hit = st.fixed_dictionaries(
+    {
+        "score": st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.none(), st.text(max_size=3)
+        ),
+        "file": st.one_of(st.text(max_size=30), st.just("qmd://c/x.md")),
+        "snippet": st.text(max_size=200),
+    },
+    optional={
+        "line": st.integers(0, 10**6),
+        "title": st.text(max_size=20),
+        "docid": st.text(max_size=8),
+        "explain": st.fixed_dictionaries(
+            {
+                "rerankScore": st.floats(-2, 2),
+                "vectorScores": st.lists(st.floats(-1, 2), max_size=3),
+                "ftsScores": st.lists(st.floats(0, 1), max_size=3),
+            }
+        ),
+    },
+)
 
 
 @given(st.lists(hit, max_size=8), st.sampled_from(["search", "vsearch", "query"]), st.floats(0.01, 1.0), st.booleans())

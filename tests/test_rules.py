@@ -79,7 +79,9 @@ def test_signal_lists_route_as_the_spec_says(query, rule):
 
 def test_status_filter_keeps_ready_and_degraded_only():
     match = CONFIG.rules.match("how does the cache relate to the queue")  # rule 2
-    plan = make_plan(match, installed("qmd", "totalrecall", "cognee", statuses={"cognee": "degraded", "qmd": "installed"}))
+    plan = make_plan(
+        match, installed("qmd", "totalrecall", "cognee", statuses={"cognee": "degraded", "qmd": "installed"})
+    )
     assert plan.fallback_chain == ["cognee", "totalrecall"]
     (skipped,) = plan.skipped
     assert skipped.step.backend == "qmd" and "'installed'" in skipped.reason
@@ -110,7 +112,7 @@ def test_any_text_routes_to_exactly_one_rule_without_raising(text):
     if match.strength == "default":
         assert match.rule.number == 7 and match.signal is None
     else:
-        assert match.span is not None and text[match.span[0]:match.span[1]] == match.matched
+        assert match.span is not None and text[match.span[0] : match.span[1]] == match.matched
 
 
 WORDS = ["relationship", "decide", "explain", "recently", "src/x.py", "parseAuthToken", "that thing", "the", "auth"]

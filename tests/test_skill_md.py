@@ -13,8 +13,9 @@ import click
 import pytest
 import yaml
 
-from ._client_support import run_cli, starter_workspace
 from memory_router.cli import main as cli_main
+
+from ._client_support import run_cli, starter_workspace
 
 SKILL = Path(__file__).resolve().parent.parent / "SKILL.md"
 TEXT = SKILL.read_text(encoding="utf-8")
@@ -135,7 +136,11 @@ def test_worked_examples_are_what_the_router_prints(tmp_path: Path) -> None:
         proc = run_cli(*args, env=env)
         actual = json.loads(proc.stdout)
         assert _comparable(actual) == _comparable(documented), f"SKILL.md example `{' '.join(args)}` is stale"
-        want_exit = 2 if documented["error_code"] in ("EMPTY_QUERY", "QUERY_TOO_LONG") else (1 if documented["status"] == "error" else 0)
+        want_exit = (
+            2
+            if documented["error_code"] in ("EMPTY_QUERY", "QUERY_TOO_LONG")
+            else (1 if documented["status"] == "error" else 0)
+        )
         assert proc.returncode == want_exit
 
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall import (
@@ -36,14 +34,26 @@ def write(root: Path, rel: str, text: str) -> Path:
 @pytest.fixture
 def memory(tmp_path: Path) -> Path:
     write(tmp_path, "CLAUDE.local.md", "# Focus\n- Shipping the billing export this week.\n")
-    write(tmp_path, "memory/registers/decisions.md", (
-        "# Decisions\n\n"
-        "## [superseded: 2026-01-10] Queue\n- **claim**: We use RabbitMQ for the job queue.\n- **confidence**: medium\n\n"
-        "## [current] Queue\n- **claim**: We use Redis streams for the job queue.\n- **confidence**: high\n"
-        "- **last_verified**: 2026-02-01\n"
-    ))
-    write(tmp_path, f"memory/daily/{TODAY.isoformat()}.md", "[09:15] Fixed the flaky login test.\n[17:30] Paired on the job queue retry logic.\n")
-    write(tmp_path, f"memory/daily/{(TODAY - timedelta(days=60)).isoformat()}.md", "[10:00] Fixed the flaky login test in CI.\n")
+    write(
+        tmp_path,
+        "memory/registers/decisions.md",
+        (
+            "# Decisions\n\n"
+            "## [superseded: 2026-01-10] Queue\n- **claim**: We use RabbitMQ for the job queue.\n- **confidence**: medium\n\n"
+            "## [current] Queue\n- **claim**: We use Redis streams for the job queue.\n- **confidence**: high\n"
+            "- **last_verified**: 2026-02-01\n"
+        ),
+    )
+    write(
+        tmp_path,
+        f"memory/daily/{TODAY.isoformat()}.md",
+        "[09:15] Fixed the flaky login test.\n[17:30] Paired on the job queue retry logic.\n",
+    )
+    write(
+        tmp_path,
+        f"memory/daily/{(TODAY - timedelta(days=60)).isoformat()}.md",
+        "[10:00] Fixed the flaky login test in CI.\n",
+    )
     write(tmp_path, "memory/archive/old.md", "- The billing export used CSV in 2024.\n")
     write(tmp_path, "memory/registers/_index.md", "- job queue index entry that must be ignored\n")
     return tmp_path
@@ -139,7 +149,12 @@ def test_root_resolution_order(tmp_path):
 
 
 def test_query_terms_drop_stopwords_and_meta_words():
-    assert query_terms("what did we decide about the database schema in the morning session") == ["decid", "databas", "schema", "session"]
+    assert query_terms("what did we decide about the database schema in the morning session") == [
+        "decid",
+        "databas",
+        "schema",
+        "session",
+    ]
     assert query_terms("recently") == []
 
 

@@ -16,8 +16,11 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
     """The Service for the CLI's options; exits 2 with the reason if router-config.json is bad."""
     try:
         return Service.from_options(
-            state_dir=kw.get("state_dir"), backends_json=kw.get("backends_json"), config=kw.get("config"),
-            concurrency=concurrency, max_line_bytes=max_line_bytes,
+            state_dir=kw.get("state_dir"),
+            backends_json=kw.get("backends_json"),
+            config=kw.get("config"),
+            concurrency=concurrency,
+            max_line_bytes=max_line_bytes,
         )
     except RouterError as exc:
         click.echo(f"memory-router serve: {exc}", err=True)
@@ -25,22 +28,57 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
 
 
 @click.command("serve")
-@click.option("--concurrency", type=click.IntRange(1, 4096), default=DEFAULT_CONCURRENCY, show_default=True,
-              help="Requests routed at once.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 4096),
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Requests routed at once.",
+)
 @click.option("--ordered", is_flag=True, help="Write responses in input order (default: as they complete).")
-@click.option("--max-line-bytes", type=click.IntRange(256, 1 << 30), default=DEFAULT_MAX_LINE_BYTES, show_default=True,
-              help="Longer request lines are answered REQUEST_TOO_LARGE.")
-@click.option("--grace-ms", type=click.IntRange(0, 600_000), default=5000, show_default=True,
-              help="On SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled.")
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(256, 1 << 30),
+    default=DEFAULT_MAX_LINE_BYTES,
+    show_default=True,
+    help="Longer request lines are answered REQUEST_TOO_LARGE.",
+)
+@click.option(
+    "--grace-ms",
+    type=click.IntRange(0, 600_000),
+    default=5000,
+    show_default=True,
+    help="On SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled.",
+)
 @click.option("--no-reload", is_flag=True, help="Do not watch router-config.json and backends.json for changes.")
-@click.option("--socket", "socket_path", metavar="[PATH]", is_flag=False, flag_value="", default=None,
-              help="Serve clients on a Unix socket instead of stdin/stdout (PATH default: $MEMORY_ROUTER_SOCKET, "
-                   "else <state dir>/router.sock); `memory-router query` uses it when it answers.")
-@click.option("--idle-exit", type=click.FloatRange(0), default=0, show_default=True,
-              help="With --socket: exit after this many seconds without clients or requests (0: never).")
+@click.option(
+    "--socket",
+    "socket_path",
+    metavar="[PATH]",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    help="Serve clients on a Unix socket instead of stdin/stdout (PATH default: $MEMORY_ROUTER_SOCKET, "
+    "else <state dir>/router.sock); `memory-router query` uses it when it answers.",
+)
+@click.option(
+    "--idle-exit",
+    type=click.FloatRange(0),
+    default=0,
+    show_default=True,
+    help="With --socket: exit after this many seconds without clients or requests (0: never).",
+)
 @common_options
-def serve(ordered: bool, grace_ms: int, no_reload: bool, concurrency: int, max_line_bytes: int,
-          socket_path: str | None, idle_exit: float, **kw: Any) -> None:
+def serve(
+    ordered: bool,
+    grace_ms: int,
+    no_reload: bool,
+    concurrency: int,
+    max_line_bytes: int,
+    socket_path: str | None,
+    idle_exit: float,
+    **kw: Any,
+) -> None:
     """Answer JSON-lines queries on stdin, one JSON response per line on stdout.
 
     A request is {"id": ..., "query": "...", "timeout_ms": N, "limit": N, "deadline_ms": N,

@@ -84,10 +84,13 @@ def parse_line(line: bytes, max_bytes: int) -> Request:
             line.decode("utf-8")
         except UnicodeDecodeError as bad:
             raise BadRequest(
-                INVALID_UTF8, f"the request is not valid UTF-8 (byte {bad.start}); send UTF-8 JSON",
+                INVALID_UTF8,
+                f"the request is not valid UTF-8 (byte {bad.start}); send UTF-8 JSON",
                 _id_despite_bad_utf8(line),
             ) from None
-        raise BadRequest(INVALID_JSON, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", sniff_id(line)) from None
+        raise BadRequest(
+            INVALID_JSON, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", sniff_id(line)
+        ) from None
     return parse_request(data)
 
 
@@ -111,9 +114,7 @@ def parse_request(data: object) -> Request:
     rid = data.get("id")
     unknown = sorted(k for k in data if k not in KNOWN_KEYS)
     if unknown:
-        raise BadRequest(
-            INVALID_REQUEST, f"unknown key {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})", rid
-        )
+        raise BadRequest(INVALID_REQUEST, f"unknown key {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})", rid)
     op = data.get("op", "query")
     if op not in OPS:
         raise BadRequest(INVALID_REQUEST, f"unknown op {op!r}; use one of: {', '.join(OPS)}", rid)

@@ -32,9 +32,10 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import orjson
 
@@ -202,8 +203,13 @@ class Service:
         try:
             if request.op == "stats":
                 self.stats.request("stats")
-                return {"id": request.id, "status": "ok", "error_code": None, "error_message": None,
-                        "stats": self.stats_snapshot()}
+                return {
+                    "id": request.id,
+                    "status": "ok",
+                    "error_code": None,
+                    "error_message": None,
+                    "stats": self.stats_snapshot(),
+                }
             if request.explain:
                 return self._explain(request)
             return await self._query(request)
@@ -212,8 +218,9 @@ class Service:
         except Exception as exc:  # a bug must cost one response, never the daemon
             self.say(f"internal error on request id={request.id!r}: {exc!r}\n{traceback.format_exc()}")
             self.stats.request("error", INTERNAL_ERROR)
-            return self.error_response(request.id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}",
-                                       request.query or "")
+            return self.error_response(
+                request.id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}", request.query or ""
+            )
 
     def _explain(self, request: Request) -> dict[str, Any]:
         assert request.query is not None
@@ -229,8 +236,12 @@ class Service:
         self.stats.request("plan")
         cooling = self._cooldown.snapshot() if router.cooldown is not None else {}
         return {
-            "id": request.id, "query_echo": request.query, "status": "plan",
-            "error_code": None, "error_message": None, **plan.as_dict(),
+            "id": request.id,
+            "query_echo": request.query,
+            "status": "plan",
+            "error_code": None,
+            "error_message": None,
+            **plan.as_dict(),
             "cooldown": {key: cooling[key] for key in (_health_key(s) for s in plan.steps) if key in cooling},
         }
 
@@ -252,8 +263,11 @@ class Service:
         try:
             async with slots:
                 envelope = await router.route(
-                    request.query, installed,
-                    timeout_ms=request.timeout_ms, limit=request.limit, deadline_ms=request.deadline_ms,
+                    request.query,
+                    installed,
+                    timeout_ms=request.timeout_ms,
+                    limit=request.limit,
+                    deadline_ms=request.deadline_ms,
                 )
         finally:
             self._in_flight -= 1
@@ -278,7 +292,9 @@ class Service:
             "pid": os.getpid(),
             "config": str(self.config_path),
             "backends_json": str(self.backends_path),
-            "backends_json_error": str(self.installed_error) if self.installed is None and self.installed_error else None,
+            "backends_json_error": str(self.installed_error)
+            if self.installed is None and self.installed_error
+            else None,
             "cooldown": self._cooldown.snapshot() if self.router.cooldown is not None else None,
             "deadline_ms": self.router.config.deadline_ms,
         }
@@ -289,7 +305,10 @@ class Service:
         if config.cooldown is not None:
             self._cooldown.configure(config.cooldown.failures, config.cooldown.seconds)
         return Router(
-            config, context=self.context, log=self.log, backends={**keep, **self._overrides},
+            config,
+            context=self.context,
+            log=self.log,
+            backends={**keep, **self._overrides},
             cooldown=self._cooldown if config.cooldown is not None else None,
         )
 
@@ -327,8 +346,9 @@ class Service:
                 _close_quietly(instance)
         self.router = self._make_router(config, keep)
         self._rewatch = True
-        return self._reloaded(f"{self.config_path} reloaded: {len(config.rules.rules)} rules, "
-                              f"backends {', '.join(config.backends)}")
+        return self._reloaded(
+            f"{self.config_path} reloaded: {len(config.rules.rules)} rules, backends {', '.join(config.backends)}"
+        )
 
     def _reload_installed(self) -> str:
         try:
@@ -399,16 +419,21 @@ class Service:
         for key, instance in instances.items():
             if key in self._backend_watches:
                 continue
-            folders = instance.watch_paths() if all(
-                callable(getattr(instance, a, None)) for a in ("watch_paths", "set_watched", "invalidate")) else []
+            folders = (
+                instance.watch_paths()
+                if all(callable(getattr(instance, a, None)) for a in ("watch_paths", "set_watched", "invalidate"))
+                else []
+            )
             if not folders:
                 self._backend_watches[key] = (instance, None)
                 continue
             stop = asyncio.Event()
             self._backend_watches[key] = (instance, stop)
             for folder, recursive in folders:
-                asyncio.create_task(self._watch_folder(instance, Path(folder), recursive, stop),
-                                    name=f"memory-router-watch-{getattr(instance, 'name', '?')}")
+                asyncio.create_task(
+                    self._watch_folder(instance, Path(folder), recursive, stop),
+                    name=f"memory-router-watch-{getattr(instance, 'name', '?')}",
+                )
             started = True
         if started:
             for _ in range(3):  # let the watchers register before the backends rely on them
@@ -454,7 +479,12 @@ class Service:
 
         try:
             async for _changes in awatch(
-                *folders, watch_filter=relevant, stop_event=stop, recursive=False, debounce=400, step=30,
+                *folders,
+                watch_filter=relevant,
+                stop_event=stop,
+                recursive=False,
+                debounce=400,
+                step=30,
             ):
                 self.reload()
         except asyncio.CancelledError:

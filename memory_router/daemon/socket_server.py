@@ -62,8 +62,15 @@ def _say(message: str) -> None:
 
 
 class SocketServer:
-    def __init__(self, service: Any, path: Path, *, idle_exit_s: float = 0.0, grace_s: float = 5.0,
-                 max_clients: int = MAX_CLIENTS) -> None:
+    def __init__(
+        self,
+        service: Any,
+        path: Path,
+        *,
+        idle_exit_s: float = 0.0,
+        grace_s: float = 5.0,
+        max_clients: int = MAX_CLIENTS,
+    ) -> None:
         self.service = service
         self.path = path
         self.lock_path = path.with_name(path.name + ".lock")
@@ -80,8 +87,11 @@ class SocketServer:
         self._server: asyncio.AbstractServer | None = None
         self._inode: int | None = None
         self.context = context(
-            cwd=str(service.context.cwd), environ=dict(service.context.environ),
-            state_dir=str(service.state_dir), backends_json=str(service.backends_path), config=str(service.config_path),
+            cwd=str(service.context.cwd),
+            environ=dict(service.context.environ),
+            state_dir=str(service.state_dir),
+            backends_json=str(service.backends_path),
+            config=str(service.config_path),
         )
 
     # ------------------------------------------------------------------ claiming the socket
@@ -97,15 +107,19 @@ class SocketServer:
         if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
             raise SocketInUse(f"{folder} is writable by everyone; refusing to put the socket there")
         if len(os.fsencode(self.path)) > 107:
-            raise SocketInUse(f"the socket path {self.path} is longer than a Unix socket path may be (107 bytes); pass a shorter --socket PATH")
+            raise SocketInUse(
+                f"the socket path {self.path} is longer than a Unix socket path may be (107 bytes); pass a shorter --socket PATH"
+            )
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
             os.close(fd)
-            raise SocketInUse(f"another memory-router daemon (pid {holder}) is serving {self.path}; "
-                              "stop it first: memory-router daemon stop") from None
+            raise SocketInUse(
+                f"another memory-router daemon (pid {holder}) is serving {self.path}; "
+                "stop it first: memory-router daemon stop"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
@@ -158,8 +172,11 @@ class SocketServer:
         self._inode = os.lstat(self.path).st_ino
         if reload:
             await self.service.start()
-        _say(f"listening on {self.path} (pid {os.getpid()}, protocol {PROTOCOL}, memory-router {__version__}"
-             + (f", exits after {self.idle_exit_s:g} s idle" if self.idle_exit_s else "") + ")")
+        _say(
+            f"listening on {self.path} (pid {os.getpid()}, protocol {PROTOCOL}, memory-router {__version__}"
+            + (f", exits after {self.idle_exit_s:g} s idle" if self.idle_exit_s else "")
+            + ")"
+        )
         idle = asyncio.create_task(self._idle_watch()) if self.idle_exit_s else None
         try:
             await self.stopping.wait()
@@ -199,7 +216,11 @@ class SocketServer:
     async def _idle_watch(self) -> None:
         while True:
             await asyncio.sleep(min(1.0, self.idle_exit_s))
-            if not self.connections and not self.in_flight and time.monotonic() - self.last_activity >= self.idle_exit_s:
+            if (
+                not self.connections
+                and not self.in_flight
+                and time.monotonic() - self.last_activity >= self.idle_exit_s
+            ):
                 self.stop(f"idle for {self.idle_exit_s:g} s")
                 return
 
@@ -250,14 +271,18 @@ class SocketServer:
         sock = writer.get_extra_info("socket")
         if sock is not None and hasattr(socket, "SO_PEERCRED"):
             try:
-                _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+                _pid, uid, _gid = struct.unpack(
+                    "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+                )
             except OSError:
                 return "could not identify the connecting user"
             if uid != os.getuid():
                 return "this daemon serves only its own user"
         return None
 
-    async def _answer(self, item: bytes | tuple[bytes, int], writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
+    async def _answer(
+        self, item: bytes | tuple[bytes, int], writer: asyncio.StreamWriter, slots: asyncio.Semaphore
+    ) -> None:
         try:
             if isinstance(item, tuple):
                 response = self.service.oversized_line(*item)
@@ -283,12 +308,20 @@ class SocketServer:
             return None
         op = data.get("op")
         if op == "hello":
-            return orjson.dumps({
-                "id": data.get("id"), "op": "hello", "protocol": PROTOCOL, "version": __version__,
-                "pid": os.getpid(), "socket": str(self.path), "started": self.started,
-                "uptime_s": round(time.time() - self.started, 3), "clients": len(self.connections),
-                "context": self.context,
-            })
+            return orjson.dumps(
+                {
+                    "id": data.get("id"),
+                    "op": "hello",
+                    "protocol": PROTOCOL,
+                    "version": __version__,
+                    "pid": os.getpid(),
+                    "socket": str(self.path),
+                    "started": self.started,
+                    "uptime_s": round(time.time() - self.started, 3),
+                    "clients": len(self.connections),
+                    "context": self.context,
+                }
+            )
         if op == "shutdown":
             self.stop("shutdown requested by a client")
             return orjson.dumps({"id": data.get("id"), "op": "shutdown", "status": "ok", "pid": os.getpid()})
@@ -331,7 +364,9 @@ async def _lines(reader: asyncio.StreamReader, max_line: int):
             start = nl + 1
 
 
-def serve_socket(service: Any, path: Path, *, idle_exit_s: float = 0.0, grace_s: float = 5.0, reload: bool = True) -> int:
+def serve_socket(
+    service: Any, path: Path, *, idle_exit_s: float = 0.0, grace_s: float = 5.0, reload: bool = True
+) -> int:
     """Run the socket daemon until stopped; the exit code (2 if the socket is not ours)."""
     server = SocketServer(service, path, idle_exit_s=idle_exit_s, grace_s=grace_s)
     try:

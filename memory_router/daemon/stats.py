@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict, deque
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from memory_router.backends.base import QUERY_TIMEOUT
 

@@ -23,7 +23,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -133,8 +134,10 @@ class StdioServer:
             return True
 
         reader = threading.Thread(
-            target=read_lines, args=(self.in_fd, self.service.max_line_bytes, emit),
-            name="memory-router-stdin", daemon=True,
+            target=read_lines,
+            args=(self.in_fd, self.service.max_line_bytes, emit),
+            name="memory-router-stdin",
+            daemon=True,
         )
         self._install_signals(loop, queue)
         reader.start()
@@ -193,8 +196,11 @@ class StdioServer:
         except orjson.JSONDecodeError:
             pass
         self.service.stats.request("error", SHUTTING_DOWN)
-        return self.service.dumps(self.service.error_response(
-            rid, SHUTTING_DOWN, "the daemon is shutting down (SIGTERM/SIGINT); the request was not completed"))
+        return self.service.dumps(
+            self.service.error_response(
+                rid, SHUTTING_DOWN, "the daemon is shutting down (SIGTERM/SIGINT); the request was not completed"
+            )
+        )
 
     def _respond(self, seq: int, response: bytes) -> None:
         if not self.ordered:
@@ -248,7 +254,8 @@ class StdioServer:
             name = signal.Signals(signum).name
             if self._signals == 1:
                 self.service.say(
-                    f"{name}: stopping; {len(self._pending)} request(s) in flight get {self.grace_s:g} s to finish")
+                    f"{name}: stopping; {len(self._pending)} request(s) in flight get {self.grace_s:g} s to finish"
+                )
             else:
                 self.service.say(f"{name} again: cancelling {len(self._pending)} request(s) now")
                 for task in list(self._pending):
@@ -284,7 +291,8 @@ def serve_stdio(service: Service, *, ordered: bool = False, grace_s: float = 5.0
         service.say(
             f"ready: pid {os.getpid()}, config {service.config_path}, backends.json {service.backends_path}, "
             f"concurrency {service.concurrency}{', ordered' if ordered else ''}"
-            f"{', watching both for changes' if reload else ''}")
+            f"{', watching both for changes' if reload else ''}"
+        )
         return await StdioServer(service, ordered=ordered, grace_s=grace_s, out_fd=out_fd).run()
 
     try:

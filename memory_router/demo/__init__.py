@@ -19,7 +19,8 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
-from datetime import date, datetime, time as dtime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +41,16 @@ class Example:
 SPEC_EXAMPLES: tuple[Example, ...] = (
     Example(1, "find the function parseAuthToken", 1, ("qmd", "totalrecall")),
     Example(2, "how does the auth middleware relate to the session store", 2, ("cognee", "qmd", "totalrecall")),
-    Example(3, "what did we decide about the database schema in the morning session", 3, ("lossless", "totalrecall", "qmd")),
+    Example(
+        3, "what did we decide about the database schema in the morning session", 3, ("lossless", "totalrecall", "qmd")
+    ),
     Example(4, "how does error handling work in the API layer", 4, ("qmd", "qmd", "totalrecall")),
     Example(5, "what was the last thing we changed", 5, ("totalrecall", "qmd")),
     Example(6, "search in src/models/*.ts", 6, ("qmd", "totalrecall")),
     Example(7, "find all usages of UserService", 1, ("qmd", "totalrecall")),
-    Example(8, "what's the relationship between OrderController and PaymentService", 2, ("cognee", "qmd", "totalrecall")),
+    Example(
+        8, "what's the relationship between OrderController and PaymentService", 2, ("cognee", "qmd", "totalrecall")
+    ),
     Example(9, "recall the architecture decision from this morning", 3, ("lossless", "totalrecall", "qmd")),
     Example(10, "explain the caching strategy", 4, ("qmd", "qmd", "totalrecall")),
     Example(11, "auth", 7, ("qmd", "totalrecall")),
@@ -140,7 +145,10 @@ def run_demo(directory: Path | None, *, as_json: bool = False) -> int:
     dest = directory or Path(tempfile.mkdtemp(prefix="memory-router-demo-"))
     ws = materialize(dest, log=lambda m: print(m, file=sys.stderr))
     print(f"demo workspace: {ws.root}", file=sys.stderr)
-    print(f"backends.json:  {ws.backends_path}  ({', '.join(f'{k}={v}' for k, v in ws.statuses.items())})", file=sys.stderr)
+    print(
+        f"backends.json:  {ws.backends_path}  ({', '.join(f'{k}={v}' for k, v in ws.statuses.items())})",
+        file=sys.stderr,
+    )
     envelopes = asyncio.run(_route_all(ws))
     mismatches = 0
     rows = []
@@ -150,16 +158,27 @@ def run_demo(directory: Path | None, *, as_json: bool = False) -> int:
         if as_json:
             sys.stdout.buffer.write(env.to_json() + b"\n")
             continue
-        rows.append((
-            str(ex.number), ex.query[:58], f"{env.rule['number'] if env.rule else '-'} {env.rule['id'] if env.rule else ''}",
-            "ok" if ok else f"want {ex.rule}", env.routed_to or "-", env.routed_mode or "-", env.status,
-            f"{env.normalized_relevance:.2f}", str(env.fallbacks_used), str(env.router_duration_ms),
-        ))
+        rows.append(
+            (
+                str(ex.number),
+                ex.query[:58],
+                f"{env.rule['number'] if env.rule else '-'} {env.rule['id'] if env.rule else ''}",
+                "ok" if ok else f"want {ex.rule}",
+                env.routed_to or "-",
+                env.routed_mode or "-",
+                env.status,
+                f"{env.normalized_relevance:.2f}",
+                str(env.fallbacks_used),
+                str(env.router_duration_ms),
+            )
+        )
     if not as_json:
         header = ("#", "query", "rule", "spec", "routed_to", "mode", "status", "relev", "fb", "ms")
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
             print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-        print(f"\n{15 - mismatches}/15 examples routed to the rule the spec names. "
-              f"router.log: {ws.state_dir / 'router.log'}")
+        print(
+            f"\n{15 - mismatches}/15 examples routed to the rule the spec names. "
+            f"router.log: {ws.state_dir / 'router.log'}"
+        )
     return 0 if mismatches == 0 else 1

@@ -53,9 +53,14 @@ TOKENIZER_MODEL = "local/fake-tok"
 # A minimal word-level tokenizer in the `tokenizers` library's JSON format: Cognee only counts
 # tokens with it (chunk sizing), so every word mapping to [UNK] is fine.
 TOKENIZER_JSON = {
-    "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
-    "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "Whitespace"},
-    "post_processor": None, "decoder": None,
+    "version": "1.0",
+    "truncation": None,
+    "padding": None,
+    "added_tokens": [],
+    "normalizer": {"type": "Lowercase"},
+    "pre_tokenizer": {"type": "Whitespace"},
+    "post_processor": None,
+    "decoder": None,
     "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"},
 }
 
@@ -110,8 +115,15 @@ def seed_tokenizer(hf_home: Path) -> None:
     (repo_dir / "refs" / "main").write_text(revision)
 
 
-def http_json(method: str, url: str, *, body: object = None, form: dict | None = None,
-              headers: dict | None = None, timeout: float = 10.0) -> tuple[int, object]:
+def http_json(
+    method: str,
+    url: str,
+    *,
+    body: object = None,
+    form: dict | None = None,
+    headers: dict | None = None,
+    timeout: float = 10.0,
+) -> tuple[int, object]:
     data = None
     hdrs = dict(headers or {})
     if form is not None:
@@ -172,8 +184,9 @@ class ServerStartError(RuntimeError):
     pass
 
 
-def start(python: Path, root: Path | None = None, *, startup_timeout: float = 150.0,
-          access_control: bool = True) -> CogneeServer:
+def start(
+    python: Path, root: Path | None = None, *, startup_timeout: float = 150.0, access_control: bool = True
+) -> CogneeServer:
     """Start everything; raise :class:`ServerStartError` with the server's log on failure.
 
     ``access_control=False`` runs Cognee's single-user mode: no authentication, and search
@@ -229,11 +242,16 @@ def start(python: Path, root: Path | None = None, *, startup_timeout: float = 15
 
     t = time.perf_counter()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(python), str(HERE / "serve.py"), DATASET, CHUNK_DATASET], cwd=root, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    server = CogneeServer(f"http://127.0.0.1:{port}", "", password, DATASET, root, proc, log_path,
-                          timings, closers)
+        proc = subprocess.Popen(
+            [str(python), str(HERE / "serve.py"), DATASET, CHUNK_DATASET],
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    server = CogneeServer(f"http://127.0.0.1:{port}", "", password, DATASET, root, proc, log_path, timings, closers)
     deadline = time.monotonic() + startup_timeout
     while True:
         if proc.poll() is not None:
@@ -254,13 +272,18 @@ def start(python: Path, root: Path | None = None, *, startup_timeout: float = 15
     if not access_control:
         timings["total_s"] = time.perf_counter() - t0
         return server
-    status, token = http_json("POST", server.base_url + "/api/v1/auth/login",
-                              form={"username": USER, "password": password})
+    status, token = http_json(
+        "POST", server.base_url + "/api/v1/auth/login", form={"username": USER, "password": password}
+    )
     if status != 200 or not isinstance(token, dict):
         server.stop()
         raise ServerStartError(f"login failed: HTTP {status} {token}\n{server.log_tail()}")
-    status, key = http_json("POST", server.base_url + "/api/v1/auth/api-keys", body={"name": "router-tests"},
-                            headers={"Authorization": f"Bearer {token['access_token']}"})
+    status, key = http_json(
+        "POST",
+        server.base_url + "/api/v1/auth/api-keys",
+        body={"name": "router-tests"},
+        headers={"Authorization": f"Bearer {token['access_token']}"},
+    )
     if status != 200 or not isinstance(key, dict) or "key" not in key:
         server.stop()
         raise ServerStartError(f"api key creation failed: HTTP {status} {key}\n{server.log_tail()}")
@@ -274,9 +297,21 @@ if __name__ == "__main__":
     if py is None:
         sys.exit("no Cognee venv: run `bash .ci/setup.d/40-cognee.sh` (or set COGNEE_PYTHON)")
     srv = start(py)
-    print(json.dumps({"COGNEE_BASE_URL": srv.base_url, "COGNEE_API_KEY": srv.api_key,
-                      "username": USER, "password": srv.password, "dataset": srv.dataset,
-                      "root": str(srv.root), "timings": srv.timings}, indent=2), flush=True)
+    print(
+        json.dumps(
+            {
+                "COGNEE_BASE_URL": srv.base_url,
+                "COGNEE_API_KEY": srv.api_key,
+                "username": USER,
+                "password": srv.password,
+                "dataset": srv.dataset,
+                "root": str(srv.root),
+                "timings": srv.timings,
+            },
+            indent=2,
+        ),
+        flush=True,
+    )
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -94,8 +94,15 @@ class _Handler(BaseHTTPRequestHandler):
             if body.get("encoding_format") == "base64":  # what the openai client asks for by default
                 vector = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode()
             data.append({"object": "embedding", "index": index, "embedding": vector})
-        self._send(200, {"object": "list", "data": data, "model": body.get("model", "fake-hashed-bow"),
-                         "usage": {"prompt_tokens": used, "total_tokens": used}})
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "fake-hashed-bow"),
+                "usage": {"prompt_tokens": used, "total_tokens": used},
+            },
+        )
 
 
 def serve(host: str = "127.0.0.1", port: int = 0, dim: int = DEFAULT_DIM) -> ThreadingHTTPServer:

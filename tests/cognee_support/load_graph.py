@@ -67,7 +67,7 @@ async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> 
     class Component(DataPoint):
         name: str
         description: str
-        depends_on: list["Component"] = []
+        depends_on: list[Component] = []
         metadata: dict = {"index_fields": ["name"]}
 
     Component.model_rebuild()
@@ -78,8 +78,16 @@ async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> 
 
     doc = TextDocument(name=RUNBOOK, raw_data_location=RUNBOOK, external_metadata=None, mime_type="text/markdown")
     chunks = [
-        DocumentChunk(text=text, chunk_size=len(text.split()), chunk_index=i, cut_type="paragraph_end",
-                      is_part_of=doc, contains=[], document_id=str(doc.id), document_name=RUNBOOK)
+        DocumentChunk(
+            text=text,
+            chunk_size=len(text.split()),
+            chunk_index=i,
+            cut_type="paragraph_end",
+            is_part_of=doc,
+            contains=[],
+            document_id=str(doc.id),
+            document_name=RUNBOOK,
+        )
         for i, text in enumerate(CHUNKS)
     ]
 
@@ -88,8 +96,10 @@ async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> 
     graph_id = await _write(graph_dataset, list(by_name.values()), user)
     chunks_id = await _write(chunk_dataset, chunks, user)
     edges = sum(len(d) for _, _, d in COMPONENTS)
-    return {graph_dataset: {"id": graph_id, "nodes": len(COMPONENTS), "edges": edges},
-            chunk_dataset: {"id": chunks_id, "chunks": len(chunks)}}
+    return {
+        graph_dataset: {"id": graph_id, "nodes": len(COMPONENTS), "edges": edges},
+        chunk_dataset: {"id": chunks_id, "chunks": len(chunks)},
+    }
 
 
 if __name__ == "__main__":

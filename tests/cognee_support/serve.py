@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def main(datasets: list[str]) -> None:
     import uvicorn
     from cognee.api.client import app, lifespan
-
     from load_graph import load
 
     @asynccontextmanager
