@@ -39,6 +39,8 @@ class BackendContext:
     state_dir: Path
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     cwd: Path = field(default_factory=Path.cwd)
+    long_lived: bool = False
+    """True in ``serve``/``mcp``: adapters may keep warm helper processes (qmd's engine)."""
 
 
 def adapter_module(type_name: str) -> ModuleType:

@@ -49,6 +49,11 @@ MODES_NEED = {
     "query": ("embed", "generate", "rerank"),
     # `qmd query` given a typed lex:/vec: document skips the expansion (generate) model.
     "query-structured": ("embed", "rerank"),
+    # The warm engine: vector search without expansion, hybrid search with it, and the reranker
+    # (optional there: without it the engine ranks by retrieval evidence).
+    "embed": ("embed",),
+    "query-expand": ("embed", "generate"),
+    "rerank": ("rerank",),
 }
 
 

@@ -142,8 +142,10 @@ def to_results(
     *,
     coverage: float = 1.0,
     reranked: bool = False,
+    rank_only: bool = False,
 ) -> list[Result]:
-    """Map hits to contract results with the documented per-mode relevance."""
+    """Map hits to contract results with the documented per-mode relevance. ``rank_only``: the
+    scores are rank positions (qmd's HTTP ``/query``), reported as weak evidence whatever the mode."""
     hits = list(hits)
     best_search = max((_num(h.get("score")) for h in hits), default=0.0)
     best_fts = max(
@@ -153,7 +155,9 @@ def to_results(
     results: list[Result] = []
     for hit in hits:
         score = _num(hit.get("score"))
-        if mode == "search":
+        if rank_only:
+            relevance = _clamp(RANK_ONLY_FACTOR * score)
+        elif mode == "search":
             relevance = search_relevance(score, best_search, coverage)
         elif mode == "vsearch":
             relevance = vsearch_relevance(score)

@@ -39,6 +39,7 @@ added beside it without touching query rewriting or scoring.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import subprocess
@@ -46,17 +47,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import BackendContext, DemoUnavailable
 from ._process import ExecutableNotFound, OutputTooLarge, run
+from ._qmd_engine import ENGINE_SCRIPT, EngineFailed, QmdEngine
 from ._qmd_keywords import keyword_forms
 from ._qmd_locate import (
     INSTALL_HINT,
     QmdCommand,
     QmdNotFound,
+    configured_models,
     missing_models,
     models_dir,
     qmd_version,
@@ -98,6 +101,20 @@ class Settings(BaseModel):
     """``query`` mode: let qmd expand the query with its 1.7B generate model (qmd's default). False
     sends a typed document instead (``lex: <keyword form>`` + ``vec: <query>``): still BM25 +
     vectors + rerank, but without the generate model - much faster on a CPU, one model fewer."""
+    engine: Literal["auto", "off"] = "auto"
+    """``auto``: a long-lived router (``serve``, ``serve --socket``, ``mcp``) answers through one
+    warm qmd engine process that keeps the index and models loaded; ``off``: a ``qmd`` process per
+    call everywhere. The one-shot CLI always runs ``qmd`` per call."""
+    engine_idle_s: float = Field(default=300.0, ge=0)
+    """The engine unloads its models after this many idle seconds (0: never); the next semantic
+    query loads them again."""
+    vsearch_expansion: bool = False
+    """Engine and ``http_url`` only: let ``vsearch`` also search qmd's expansions of the query
+    (generate model, seconds per new query on a CPU). The ``qmd vsearch`` CLI always expands."""
+    http_url: str | None = None
+    """A running ``qmd mcp --http`` server (e.g. ``http://127.0.0.1:8181``) to answer instead of
+    starting qmd. Its ``/query`` gives rank positions, not similarities: results count as weak
+    (relevance <= 0.35), see the README."""
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> QmdBackend:
@@ -115,12 +132,19 @@ class Answer:
     error_code: str | None = None
     error_message: str | None = None
     stderr: str = ""
+    rank_only: bool = False
+    """The scores are rank positions (qmd's HTTP ``/query``), not similarities."""
 
 
 class Transport(Protocol):
-    """How a qmd search reaches qmd. The CLI today; ``qmd mcp --http``'s ``/query`` later."""
+    """How a qmd search reaches qmd: a ``qmd`` process per call (:class:`CliTransport`), the
+    daemon's warm engine (:class:`EngineTransport`) or a running ``qmd mcp --http``
+    (:class:`HttpTransport`). ``query`` is the text to send (a keyword form for ``search``, a
+    typed ``lex:``/``vec:`` document or the question for ``query``)."""
 
-    async def search(self, mode: str, query: str, limit: int, collections: Sequence[str]) -> Answer: ...
+    async def search(
+        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
+    ) -> Answer: ...
 
 
 class CliTransport:
@@ -139,7 +163,9 @@ class CliTransport:
             argv += ["--", query]
         return argv
 
-    async def search(self, mode: str, query: str, limit: int, collections: Sequence[str]) -> Answer:
+    async def search(
+        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
+    ) -> Answer:
         options = ["--json", "-n", str(limit)]
         for collection in collections:
             options += ["-c", collection]
@@ -168,6 +194,125 @@ class CliTransport:
                 stderr=stderr,
             )
         return Answer(hits, stderr=stderr)
+
+
+class EngineTransport:
+    """qmd calls answered by the daemon's warm engine (:mod:`._qmd_engine`): the same qmd
+    functions as the CLI, with the index and the models kept loaded between calls."""
+
+    def __init__(self, engine: QmdEngine, *, env: Mapping[str, str], cwd: Path, expand_vsearch: bool) -> None:
+        self.engine = engine
+        self.env = engine.env
+        self.cwd = cwd
+        self.expand_vsearch = expand_vsearch
+        self.rerank = True
+
+    async def search(
+        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
+    ) -> Answer:
+        payload: dict[str, Any] = {"op": mode, "query": query, "limit": limit, "collections": list(collections)}
+        if timeout_s:
+            payload["deadline_ms"] = int(timeout_s * 1000)
+        if mode == "vsearch":
+            payload["expand"] = self.expand_vsearch
+        elif mode == "query":
+            payload["rerank"] = self.rerank
+            if (searches := typed_searches(query)) is not None:
+                payload["searches"] = searches
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        try:
+            answer = await self.engine.request(payload)
+        except EngineFailed as exc:
+            code = BACKEND_UNAVAILABLE if exc.kind == "unavailable" else BACKEND_ERROR
+            return Answer(None, code, f"qmd {mode}: {exc}")
+        warnings = "\n".join(w for w in answer.get("warnings") or () if isinstance(w, str))
+        if answer.get("ok") is True and isinstance(answer.get("hits"), list):
+            return Answer([h for h in answer["hits"] if isinstance(h, dict)], stderr=warnings)
+        return Answer(None, *_classify_engine_refusal(mode, answer), stderr=warnings)
+
+
+class HttpTransport:
+    """qmd calls answered by a running ``qmd mcp --http`` server (``POST /query``, typed searches).
+
+    Its scores are RRF positions (``1/rank``, blended with the reranker when it ran), never a
+    cosine or a BM25 strength, so answers are marked ``rank_only`` and scored as weak evidence."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    async def search(
+        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
+    ) -> Answer:
+        import httpx
+
+        searches = typed_searches(query) if mode == "query" else None
+        if searches is None:
+            searches = [{"type": "vec" if mode == "vsearch" else "lex", "query": query}]
+        body: dict[str, Any] = {"searches": searches, "limit": limit, "rerank": mode == "query"}
+        if collections:
+            body["collections"] = list(collections)
+        shown = _public_url(self.url)
+        try:
+            async with httpx.AsyncClient(timeout=timeout_s or 5.0, trust_env=False) as client:
+                response = await client.post(f"{self.url}/query", json=body)
+        except httpx.HTTPError as exc:
+            return Answer(
+                None,
+                BACKEND_UNAVAILABLE,
+                f"qmd {mode}: no answer from the qmd server at {shown} ({type(exc).__name__}: {exc}). "
+                "Start it with `qmd mcp --http`, or unset backends.qmd.http_url to let memory-router run qmd.",
+            )
+        if response.status_code != 200:
+            return Answer(
+                None,
+                BACKEND_ERROR,
+                f"qmd {mode}: the qmd server at {shown} answered HTTP {response.status_code}: {response.text[:200]!r}",
+            )
+        try:
+            hits = parse_hits(response.content)
+        except QmdOutputError as exc:
+            return Answer(None, BACKEND_ERROR, f"qmd {mode} ({shown}): {exc}")
+        return Answer(hits, rank_only=True)
+
+
+def typed_searches(document: str) -> list[dict[str, str]] | None:
+    """``lex: a b\nvec: a b`` (what :func:`structured_query` writes) as qmd's typed searches;
+    None for a plain question."""
+    searches = []
+    for line in document.split("\n"):
+        kind, sep, text = line.partition(": ")
+        if not sep or kind not in ("lex", "vec", "hyde") or not text.strip():
+            return None
+        searches.append({"type": kind, "query": text.strip()})
+    return searches or None
+
+
+def _public_url(url: str) -> str:
+    """The URL without any ``user:password@`` part, for messages and logs."""
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
+def _classify_engine_refusal(mode: str, answer: Mapping[str, Any]) -> tuple[str, str]:
+    kind, message = answer.get("kind"), str(answer.get("error") or "no message")[:400]
+    if kind == "collection":
+        return BACKEND_ERROR, (
+            f"qmd {mode}: {message}. Check backends.qmd.collections in router-config.json (`qmd collection list`)."
+        )
+    if kind == "no_vectors":
+        return BACKEND_UNAVAILABLE, (
+            f"qmd {mode}: the index has no embeddings yet ({message}). "
+            "Run `qmd embed` (needs the embedding model; `qmd pull` fetches it)."
+        )
+    if kind == "expired":
+        return BACKEND_ERROR, f"qmd {mode}: the engine was busy until the call's timeout; nothing was searched"
+    if CI_REFUSAL in message:
+        return _classify_failure(mode, 1, message)
+    if re.search(r"gguf|model|ENOENT|fetch failed|ENOTFOUND", message, re.IGNORECASE):
+        return BACKEND_UNAVAILABLE, (
+            f"qmd {mode}: the engine could not load a model: {message}. Check the model files "
+            "(`qmd doctor`; `qmd pull` fetches the defaults) and index.yml's models block."
+        )
+    return BACKEND_ERROR, f"qmd {mode} (engine): {message}"
 
 
 _VEC_UNSAFE = re.compile(r"(^|\s)-+(?=[\w\"])")
@@ -229,6 +374,8 @@ class QmdBackend:
         self.settings = settings
         self.context = context
         self._transport: CliTransport | None = None
+        self._engine: EngineTransport | None = None
+        self._http: HttpTransport | None = None
 
     # -- environment -------------------------------------------------------------------
 
@@ -290,6 +437,57 @@ class QmdBackend:
             self._transport = CliTransport(command, env=env, cwd=self.working_dir(), index=self.index_name())
         return self._transport
 
+    def answering(self) -> Transport:
+        """The transport queries go through: ``http_url``'s server, else the warm engine in a
+        long-lived router (``engine: auto``), else a ``qmd`` process per call."""
+        if self.settings.http_url:
+            if self._http is None:
+                self._http = HttpTransport(self.settings.http_url)
+            return self._http
+        cli = self.transport()
+        if self._engine is None and self.settings.engine == "auto" and self.context.long_lived:
+            argv = self._engine_argv(cli)
+            if argv is not None:
+                self._engine = EngineTransport(
+                    QmdEngine(argv, env=cli.env, cwd=cli.cwd),
+                    env=cli.env,
+                    cwd=cli.cwd,
+                    expand_vsearch=self.settings.vsearch_expansion,
+                )
+        return self._engine or cli
+
+    def _engine_argv(self, cli: CliTransport) -> list[str] | None:
+        """How to start the engine, or None where it cannot run (qmd is not a qmd.js run by a
+        Node we found, or a project-local ``.qmd/`` decides the index)."""
+        index_file = self.index_file(cli.env)
+        if cli.command.node is None or index_file is None:
+            return None
+        config = self.config_file(cli.env)
+        init = {
+            "dbPath": str(index_file),
+            "configPath": str(config),
+            "models": configured_models(config, cli.env),
+            "idleMs": int(self.settings.engine_idle_s * 1000),
+        }
+        package = cli.command.qmd.parent.parent.parent
+        return [str(cli.command.node), str(ENGINE_SCRIPT), str(package), json.dumps(init)]
+
+    async def aclose(self) -> None:
+        """Stop the warm engine, if one was started."""
+        if self._engine is not None:
+            await self._engine.engine.aclose()
+
+    async def runtime_facts(self) -> dict[str, Any]:
+        """The warm engine's state (pid, RSS, loaded models), asked of the engine itself."""
+        if self.settings.http_url:
+            return {"transport": "http", "url": _public_url(self.settings.http_url)}
+        if self._engine is None:
+            return {
+                "transport": "engine" if self.context.long_lived and self.settings.engine == "auto" else "cli",
+                "engine": {"state": "not started"},
+            }
+        return {"transport": "engine", "engine": await self._engine.engine.refresh()}
+
     # -- the seam ------------------------------------------------------------------------
 
     async def search(self, request: BackendRequest) -> BackendResponse:
@@ -300,18 +498,17 @@ class QmdBackend:
                 self.name, request.query, BACKEND_ERROR, f"qmd has no mode {mode!r}; use one of {sorted(MODES)}"
             )
         try:
-            transport = self.transport()
+            transport = self.answering()
         except QmdNotFound as exc:
             return BackendResponse.failure(
                 self.name, request.query, BACKEND_UNAVAILABLE, str(exc), duration_ms=watch.ms
             )
-        if mode != "search":
-            sent = request.query
-            needs = mode
-            if mode == "query" and not self.settings.query_expansion:
-                sent = structured_query(request.query, request.signal)
-                needs = "query-structured"
-            missing = missing_models(needs, self.config_file(transport.env), transport.env)
+        if mode == "search":
+            return await self._keyword_search(request, transport, watch)
+        sent, needs = self._semantic_plan(mode, request, transport)
+        if not isinstance(transport, HttpTransport):
+            config = self.config_file(transport.env)
+            missing = missing_models(needs, config, transport.env)
             if missing:
                 return BackendResponse.failure(
                     self.name,
@@ -323,20 +520,35 @@ class QmdBackend:
                     duration_ms=watch.ms,
                     query_sent=sent,
                 )
-            answer = await transport.search(mode, sent, request.limit, self.settings.collections)
-            return self._respond(request, answer, mode, sent, 1.0, watch)
-        return await self._keyword_search(request, transport, watch)
+            if isinstance(transport, EngineTransport):
+                # The engine reranks when the reranker is on disk, else ranks by retrieval evidence.
+                transport.rerank = not missing_models("rerank", config, transport.env)
+        answer = await transport.search(
+            mode, sent, request.limit, self.settings.collections, timeout_s=request.timeout_s
+        )
+        return self._respond(request, answer, mode, sent, 1.0, watch)
 
-    async def _keyword_search(
-        self, request: BackendRequest, transport: CliTransport, watch: Stopwatch
-    ) -> BackendResponse:
+    def _semantic_plan(self, mode: str, request: BackendRequest, transport: Transport) -> tuple[str, str]:
+        """What to send for vsearch/query over this transport, and which models that needs
+        (a key of ``_qmd_locate.MODES_NEED``)."""
+        structured = mode == "query" and (not self.settings.query_expansion or isinstance(transport, HttpTransport))
+        sent = structured_query(request.query, request.signal) if structured else request.query
+        if not isinstance(transport, EngineTransport):
+            return sent, "query-structured" if structured else mode
+        if mode == "vsearch":
+            return sent, "vsearch" if transport.expand_vsearch else "embed"
+        return sent, "embed" if structured else "query-expand"
+
+    async def _keyword_search(self, request: BackendRequest, transport: Transport, watch: Stopwatch) -> BackendResponse:
         forms = keyword_forms(request.query, request.signal, self.settings.max_search_calls)
         if not forms:
             # Nothing but stopwords ("what was the last thing"): ANDing them would match noise.
             return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, query_sent="")
         answer = Answer([])
         for form in forms:
-            answer = await transport.search("search", form.text, request.limit, self.settings.collections)
+            answer = await transport.search(
+                "search", form.text, request.limit, self.settings.collections, timeout_s=request.timeout_s
+            )
             if answer.hits is None or answer.hits:
                 return self._respond(request, answer, "search", form.text, form.coverage, watch)
         return self._respond(request, answer, "search", forms[-1].text, forms[-1].coverage, watch)
@@ -354,7 +566,9 @@ class QmdBackend:
                 query_sent=sent,
             )
         reranked = mode == "query" and really_reranked(answer.hits, answer.stderr)
-        results = to_results(answer.hits, mode, self.name, coverage=coverage, reranked=reranked)
+        results = to_results(
+            answer.hits, mode, self.name, coverage=coverage, reranked=reranked, rank_only=answer.rank_only
+        )
         return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
 
     def probe(self) -> Probe:

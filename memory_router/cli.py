@@ -277,15 +277,38 @@ def backends(as_json: bool, **kw: Any) -> None:
                 **({"facts": probe.facts} if probe.facts else {}),
             }
         )
+    running = _daemon_runtime(kw.get("state_dir"))
+    for row in rows:
+        if row["backend"] in running:
+            row["daemon"] = running[row["backend"]]
     if as_json:
         _write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
         return
+    from .daemon_cli import describe_runtime
+
     click.echo(f"backends.json: {session.backends_path}" + ("" if installed else " (missing)"))
     for row in rows:
         flag = "ok " if row["usable"] and row["runs_here"] else "-- "
         click.echo(
-            f"{flag}{row['backend']:<12} status={row['status'] or 'not listed':<12} runs_here={'yes' if row['runs_here'] else 'no ':<4} {row['detail']}"
+            f"{flag}{row['backend']:<12} status={row['status'] or 'not listed':<12} "
+            f"runs_here={'yes' if row['runs_here'] else 'no ':<4} {row['detail']}"
         )
+        if "daemon" in row:
+            click.echo(f"   {'':<12} in the daemon: {describe_runtime(row['daemon'])}")
+
+
+def _daemon_runtime(state_dir: str | None) -> dict[str, Any]:
+    """The socket daemon's live backend facts (qmd's warm engine), if a daemon answers."""
+    from . import client
+
+    try:
+        with client.Connection(client.socket_path(client.resolve_state_dir(state_dir)), timeout=2.0) as conn:
+            conn.hello()
+            stats = conn.request({"op": "stats"}, timeout=5.0).get("stats")
+    except (client.DaemonError, OSError, ValueError):
+        return {}
+    runtime = stats.get("runtime") if isinstance(stats, dict) else None
+    return runtime if isinstance(runtime, dict) else {}
 
 
 @main.group()

@@ -88,6 +88,9 @@ def status(as_json: bool, **kw: Any) -> None:
             f"requests: {orjson.dumps(stats.get('requests')).decode()}  "
             f"latency_ms: {orjson.dumps(stats.get('latency_ms')).decode()}"
         )
+    runtime = stats.get("runtime") if isinstance(stats, dict) else None
+    for name, facts in (runtime or {}).items():
+        click.echo(f"{name}: {describe_runtime(facts)}")
     if diff:
         click.echo(f"note: queries from this shell route in-process: its context differs in {', '.join(diff)}")
     else:
@@ -190,3 +193,22 @@ def _lock_holder(path: str) -> int | None:
         return None
     finally:
         os.close(fd)
+
+
+def describe_runtime(facts: Any) -> str:
+    """One line for a backend's runtime facts (qmd's warm engine) in ``daemon status``/``backends``."""
+    if not isinstance(facts, dict):
+        return "?"
+    if facts.get("transport") == "http":
+        return f"answered by the qmd server at {facts.get('url')}"
+    engine = facts.get("engine")
+    if facts.get("transport") != "engine" or not isinstance(engine, dict):
+        return f"transport {facts.get('transport')}" + (f" ({facts['error']})" if facts.get("error") else "")
+    if engine.get("state") != "running":
+        text = f"engine {engine.get('state')}"
+        return text + (f" (last failure: {engine['last_failure']})" if engine.get("last_failure") else "")
+    loaded = [role for role, on in (engine.get("models") or {}).items() if on]
+    return (
+        f"engine running: pid {engine.get('pid')}, RSS {engine.get('rss_mib')} MiB, up {engine.get('uptime_s')} s, "
+        f"{engine.get('served')} served, {engine.get('starts')} start(s), models loaded: {', '.join(loaded) or 'none'}"
+    )

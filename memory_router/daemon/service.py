@@ -106,7 +106,7 @@ class Service:
         self.config_path = config_path or paths.packaged_config()
         self.concurrency = concurrency
         self.max_line_bytes = max_line_bytes
-        self.context = context or BackendContext(state_dir=state_dir)
+        self.context = context or BackendContext(state_dir=state_dir, long_lived=True)
         self.log = RouterLog(paths.router_log(state_dir))
         self.stats = Stats()
         self.say = diagnostics or _stderr
@@ -203,13 +203,8 @@ class Service:
         try:
             if request.op == "stats":
                 self.stats.request("stats")
-                return {
-                    "id": request.id,
-                    "status": "ok",
-                    "error_code": None,
-                    "error_message": None,
-                    "stats": self.stats_snapshot(),
-                }
+                snapshot = {**self.stats_snapshot(), "runtime": await self.runtime_facts()}
+                return {"id": request.id, "status": "ok", "error_code": None, "error_message": None, "stats": snapshot}
             if request.explain:
                 return self._explain(request)
             return await self._query(request)
@@ -298,6 +293,18 @@ class Service:
             "cooldown": self._cooldown.snapshot() if self.router.cooldown is not None else None,
             "deadline_ms": self.router.config.deadline_ms,
         }
+
+    async def runtime_facts(self) -> dict[str, Any]:
+        """What the live backend instances hold (qmd's warm engine: pid, RSS, loaded models)."""
+        facts: dict[str, Any] = {}
+        for name, instance in self.router.instances().items():
+            runtime = getattr(instance, "runtime_facts", None)
+            if callable(runtime):
+                try:
+                    facts[name] = await asyncio.wait_for(runtime(), 3.0)
+                except Exception as exc:  # a status line must not fail the stats request
+                    facts[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        return facts
 
     # ------------------------------------------------------------------ config and reload
 
@@ -391,7 +398,10 @@ class Service:
         await self._watch_backends()
 
     async def aclose(self) -> None:
-        """Stop watching (in-flight requests are the transport's business)."""
+        """Stop watching and stop the backends' helper processes (qmd's warm engine); in-flight
+        requests are the transport's business."""
+        for instance in self.router.instances().values():
+            await _aclose_quietly(instance)
         task, self._watch_task = self._watch_task, None
         if task is None:
             return
@@ -498,8 +508,21 @@ def _health_key(step: Any) -> str:
     return step.backend if step.mode is None else f"{step.backend}/{step.mode}"
 
 
+async def _aclose_quietly(instance: object) -> None:
+    aclose = getattr(instance, "aclose", None)
+    if callable(aclose):
+        try:
+            await asyncio.wait_for(aclose(), 5.0)
+        except Exception:
+            pass
+
+
 def _close_quietly(instance: object) -> None:
-    """Backends that hold resources may define ``close()``; a replaced one gets it called."""
+    """Backends that hold resources may define ``aclose()`` or ``close()``; a replaced one gets
+    it called."""
+    if callable(getattr(instance, "aclose", None)):
+        asyncio.ensure_future(_aclose_quietly(instance))
+        return
     close = getattr(instance, "close", None)
     if callable(close):
         try:

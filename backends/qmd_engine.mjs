@@ -1,0 +1,219 @@
+// memory-router's warm qmd engine: one Node process that keeps qmd's SQLite index and GGUF models
+// loaded, driven by the daemon over JSON lines (requests on stdin, answers on stdout).
+//
+//   node qmd_engine.mjs <qmd package dir> '<init json>'
+//   init: {"dbPath", "configPath"|null, "models": {"embed","generate","rerank"}, "idleMs"}
+//
+// It imports qmd's own modules (dist/store.js, dist/llm.js) and calls the same functions the
+// `qmd` CLI calls, so hits have the CLI's `--json` shape and qmd's own scores: BM25 for search,
+// cosine for vsearch, the reranker's score in `explain` for query. stdout carries protocol lines
+// only (console.* goes to stderr). It exits when stdin closes, i.e. when the daemon is gone.
+//
+// Requests:  {"id": 1, "op": "search"|"vsearch"|"query"|"health"|"unload", ...}
+// Answers:   {"id": 1, "ok": true, "hits": [...], "warnings": [...]} or
+//            {"id": 1, "ok": false, "error": "...", "kind": "error"|"expired"|"collection"|"no_vectors"}
+import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
+import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+
+const [qmdDir, initJson] = process.argv.slice(2);
+const init = JSON.parse(initJson);
+const dist = (name) => pathToFileURL(join(qmdDir, "dist", name)).href;
+
+// Protocol lines use the real stdout; everything qmd or llama.cpp logs goes to stderr, and
+// warnings are also kept for the answer of the request that caused them.
+const writeOut = process.stdout.write.bind(process.stdout);
+let warnings = [];
+const toStderr = (...args) => {
+  const text = args.map((a) => (typeof a === "string" ? a : a instanceof Error ? a.message : JSON.stringify(a))).join(" ");
+  if (warnings.length < 20) warnings.push(text.slice(0, 500));
+  process.stderr.write(text + "\n");
+};
+console.log = console.info = console.warn = console.error = console.debug = toStderr;
+const send = (obj) => writeOut(JSON.stringify(obj) + "\n");
+
+// A failure to start (qmd missing, unreadable index.yml, unopenable index) is reported as one
+// protocol line, so the daemon can say what is wrong instead of quoting a stack trace.
+let sdk, store_, llm_, opened;
+try {
+  sdk = await import(dist("index.js"));
+  store_ = await import(dist("store.js"));
+  llm_ = await import(dist("llm.js"));
+  opened = await sdk.createStore({
+    dbPath: init.dbPath,
+    ...(init.configPath && existsSync(init.configPath) ? { configPath: init.configPath } : {}),
+  });
+} catch (err) {
+  send({ event: "fatal", error: String(err?.message ?? err).slice(0, 1000) });
+  process.exit(1);
+}
+const store = opened.internal;
+const llm = new llm_.LlamaCpp({
+  embedModel: init.models?.embed,
+  generateModel: init.models?.generate,
+  rerankModel: init.models?.rerank,
+  inactivityTimeoutMs: init.idleMs > 0 ? init.idleMs : 0,
+  disposeModelsOnInactivity: true,
+});
+store.llm = llm;
+llm_.setDefaultLlamaCpp(llm);
+
+let version = null;
+try {
+  version = JSON.parse(readFileSync(join(qmdDir, "package.json"), "utf8")).version;
+} catch {}
+
+class Refusal extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.kind = kind;
+  }
+}
+
+// The collections a search covers, as the CLI resolves them: the named ones (each must exist),
+// else the collections included by default.
+function collectionsFor(names) {
+  const known = store_.listCollections(store.db);
+  if (!names || names.length === 0) return known.filter((c) => c.includeByDefault).map((c) => c.name);
+  for (const name of names) {
+    if (!known.some((c) => c.name === name)) throw new Refusal("collection", `Collection not found: ${name}`);
+  }
+  return names;
+}
+const filterOf = (names) => (names.length === 0 ? undefined : names.length === 1 ? names[0] : names);
+
+// The CLI's --json row (qmd.js outputResults): docid, score rounded to 2 places, qmd:// file,
+// the snippet's line, title, context, explain.
+function row(r, query, explain) {
+  const docid = r.docid || (r.hash ? r.hash.slice(0, 6) : undefined);
+  const info = sdk.extractSnippet(r.body || "", query, 300, r.chunkPos ?? r.bestChunkPos, r.chunkLen ?? r.bestChunk?.length);
+  return {
+    ...(docid && { docid: `#${docid}` }),
+    score: Math.round(r.score * 100) / 100,
+    file: r.file ?? r.filepath,
+    line: info.line,
+    title: r.title,
+    ...(r.context && { context: r.context }),
+    snippet: info.snippet,
+    ...(explain && r.explain && { explain: r.explain }),
+  };
+}
+
+function search(req) {
+  const names = collectionsFor(req.collections);
+  const limit = req.limit || 10;
+  const hits = store.searchFTS(req.query, Math.max(50, limit * 2), filterOf(names));
+  return hits.slice(0, limit).map((r) => row({ ...r, file: r.filepath, context: store.getContextForFile(r.filepath) }, req.query));
+}
+
+function requireVectors() {
+  const hasVectors = !!store.db.prepare("SELECT name FROM sqlite_master WHERE type='table' AND name='vectors_vec'").get();
+  const health = store_.getIndexHealth(store.db, llm.embedModelName);
+  if (!hasVectors || (health.totalDocs > 0 && health.needsEmbedding >= health.totalDocs)) {
+    throw new Refusal("no_vectors", `${health.needsEmbedding} documents (100%) need embeddings`);
+  }
+}
+
+async function vsearch(req) {
+  const names = collectionsFor(req.collections);
+  const limit = req.limit || 10;
+  requireVectors();
+  if (req.expand) {
+    const hits = await store_.vectorSearchQuery(store, req.query, { collection: filterOf(names), limit, minScore: 0.3 });
+    return hits.map((r) => row(r, req.query));
+  }
+  // Without expansion: the query's own embedding, qmd's searchVec per collection, best first.
+  const embedding = (await llm.embed(llm_.formatQueryForEmbedding(req.query, llm.embedModelName), { isQuery: true }))?.embedding;
+  if (!embedding) throw new Error("the embedding model returned no embedding for the query");
+  const hits = await store.searchVec(req.query, llm.embedModelName, limit, filterOf(names), undefined, embedding);
+  return hits
+    .filter((r) => r.score >= 0.3)
+    .slice(0, limit)
+    .map((r) => row({ ...r, file: r.filepath }, req.query));
+}
+
+async function query(req) {
+  const names = collectionsFor(req.collections);
+  const limit = req.limit || 10;
+  const options = { limit, minScore: 0, explain: true, skipRerank: !req.rerank };
+  if (req.searches) {
+    if (req.searches.some((s) => s.type !== "lex")) requireVectors();
+    const hits = await store_.structuredSearch(store, req.searches, { ...options, collections: names.length ? names : undefined });
+    const primary = req.searches.find((s) => s.type === "lex")?.query || req.searches[0]?.query || req.query;
+    return hits.map((r) => row(r, primary, true));
+  }
+  requireVectors();
+  const hits = await store_.hybridQuery(store, req.query, { ...options, collection: filterOf(names) });
+  return hits.map((r) => row(r, req.query, true));
+}
+
+function health() {
+  return {
+    pid: process.pid,
+    node: process.version,
+    qmd_version: version,
+    rss_bytes: process.memoryUsage().rss,
+    models: {
+      embed: { uri: llm.embedModelName, loaded: !!llm.embedModel },
+      generate: { uri: llm.generateModelName, loaded: !!llm.generateModel },
+      rerank: { uri: llm.rerankModelName, loaded: !!llm.rerankModel },
+    },
+    served,
+  };
+}
+
+// Model work runs one request at a time (qmd: "concurrent embed() hangs"); a request whose
+// deadline passed while it waited is answered "expired" without running (its caller gave up).
+let chain = Promise.resolve();
+let served = 0;
+const handlers = { search, vsearch, query };
+
+async function handle(req) {
+  const run = async () => {
+    if (req.deadline && Date.now() > req.deadline) throw new Refusal("expired", "the caller's deadline passed while queued");
+    warnings = [];
+    const hits = await handlers[req.op](req);
+    served += 1;
+    return { id: req.id, ok: true, hits, warnings };
+  };
+  let answer;
+  try {
+    if (req.op === "health") answer = { id: req.id, ok: true, health: health() };
+    else if (req.op === "unload") {
+      await llm.unloadIdleResources();
+      answer = { id: req.id, ok: true, health: health() };
+    } else if (!handlers[req.op]) answer = { id: req.id, ok: false, kind: "error", error: `unknown op ${JSON.stringify(req.op)}` };
+    else if (req.op === "search") answer = await run();
+    else {
+      const turn = chain.then(run, run);
+      chain = turn.catch(() => {});
+      answer = await turn;
+    }
+  } catch (err) {
+    answer = { id: req.id, ok: false, kind: err instanceof Refusal ? err.kind : "error", error: String(err?.message ?? err), warnings };
+  }
+  send(answer);
+}
+
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+lines.on("line", (line) => {
+  let req;
+  try {
+    req = JSON.parse(line);
+  } catch {
+    send({ id: null, ok: false, kind: "error", error: "request is not JSON" });
+    return;
+  }
+  if (req.deadline_ms) req.deadline = Date.now() + req.deadline_ms;
+  handle(req);
+});
+// The daemon is gone (exit, crash or SIGKILL closes our stdin): free the models and leave.
+lines.on("close", async () => {
+  try {
+    await Promise.race([llm.dispose(), new Promise((r) => setTimeout(r, 2000))]);
+  } finally {
+    process.exit(0);
+  }
+});
+send({ event: "ready", ...health() });
