@@ -209,7 +209,7 @@ class QmdEngine:
         assert proc.stdout is not None
         reason = None
         try:
-            while True:
+            while reason is None:
                 try:
                     line = await proc.stdout.readline()
                 except (ValueError, asyncio.LimitOverrunError):
@@ -217,34 +217,39 @@ class QmdEngine:
                     break
                 if not line:
                     break
-                try:
-                    message = orjson.loads(line)
-                    if not isinstance(message, dict):
-                        raise ValueError
-                except ValueError:
-                    reason = f"it printed something that is not a protocol line: {line[:120]!r}"
-                    break
-                if message.get("event") == "ready":
-                    if not ready.done():
-                        ready.set_result(message)
-                    continue
-                if message.get("event") == "fatal":
-                    reason = f"it could not open qmd's index or config: {message.get('error')}"
-                    break
-                future = self._pending.pop(message.get("id"), None) if isinstance(message.get("id"), int) else None
-                if future is not None and not future.done():
-                    future.set_result(message)
+                reason = self._dispatch(line, ready)
         finally:
             if reason is not None:
                 self._kill(proc, reason)
             code = await _wait_code(proc)
-            why = reason or f"it exited with code {code}"
-            failure = EngineFailed(f"the qmd engine stopped: {why}{self._stderr_tail()}")
+            failure = EngineFailed(
+                f"the qmd engine stopped: {reason or f'it exited with code {code}'}{self._stderr_tail()}"
+            )
             if not ready.done():
                 ready.set_exception(failure)
             if proc is self._proc or self._proc is None:
                 self._crashed(str(failure))
                 self._fail_pending(str(failure))
+
+    def _dispatch(self, line: bytes, ready: asyncio.Future[dict[str, Any]]) -> str | None:
+        """Hand one stdout line to whoever waits for it; a reason to stop the engine, or None."""
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            message = None
+        if not isinstance(message, dict):
+            return f"it printed something that is not a protocol line: {line[:120]!r}"
+        event = message.get("event")
+        if event == "ready":
+            if not ready.done():
+                ready.set_result(message)
+        elif event == "fatal":
+            return f"it could not open qmd's index or config: {message.get('error')}"
+        elif isinstance(message.get("id"), int):
+            future = self._pending.pop(message["id"], None)
+            if future is not None and not future.done():
+                future.set_result(message)
+        return None
 
     async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stderr is not None

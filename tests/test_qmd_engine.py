@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_engine import QmdEngine
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest
 
