@@ -381,3 +381,60 @@ def test_daemons_own_their_engines_and_take_them_down_when_they_exit(corpus: dic
         for proc in (one, two):
             if proc.poll() is None:
                 proc.kill()
+
+
+# --------------------------------------------------------------------------- http_url
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corpus: dict, tmp_path: Path) -> None:
+    port = free_port()
+    cli = qmd_adapter.QmdBackend(
+        "qmd", qmd_adapter.Settings(**corpus["settings"]), BackendContext(state_dir=tmp_path / "s", environ=ENV)
+    ).transport()
+    cli.cwd.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen(
+        cli.argv("mcp", ["--http", "--port", str(port)]), cwd=cli.cwd, env=cli.env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    url = f"http://user:s3cret@127.0.0.1:{port}"
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+
+        async def main() -> None:
+            backend = warm(corpus, tmp_path, http_url=url)
+            answer = await ask(backend, "leader election")
+            assert answer.status == "success" and answer.results[0].path == "notes/raft.md"
+            # /query scores are positions (the top hit is always 1.0): never a usable relevance alone
+            assert answer.results[0].qmd_score == 1.0
+            assert all(r.relevance <= 0.35 for r in answer.results)
+            assert backend._engine is None  # no engine started when a server answers
+            facts = await backend.runtime_facts()
+            assert facts == {"transport": "http", "url": f"http://127.0.0.1:{port}"}  # no password shown
+
+        asyncio.run(main())
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(5)
+
+    async def down() -> None:
+        answer = await ask(warm(corpus, tmp_path, http_url=url), "leader election")
+        assert answer.status == "error" and answer.error_code == BACKEND_UNAVAILABLE
+        assert "qmd mcp --http" in answer.error_message and "s3cret" not in answer.error_message
+
+    asyncio.run(down())
