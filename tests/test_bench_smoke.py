@@ -26,6 +26,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Written by the QMD and client issues; only checked to run.
     "daemon_client.py": (["--quick"], []),
     "qmd_search.py": (["--repeats", "1"], []),
+    # Builds a qmd index embedded with the MiniLM GGUF; without the model it says so and exits 0.
+    "qmd_engine.py": (["--quick"], ["Warm engine versus a process per call (median ratio)"]),
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
     "cognee_query.py": (["--quick"], []),
 }
