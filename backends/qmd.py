@@ -200,12 +200,31 @@ class EngineTransport:
     """qmd calls answered by the daemon's warm engine (:mod:`._qmd_engine`): the same qmd
     functions as the CLI, with the index and the models kept loaded between calls."""
 
-    def __init__(self, engine: QmdEngine, *, env: Mapping[str, str], cwd: Path, expand_vsearch: bool) -> None:
+    def __init__(self, engine: QmdEngine, *, index_file: Path, cwd: Path, expand_vsearch: bool) -> None:
         self.engine = engine
         self.env = engine.env
         self.cwd = cwd
+        self.index_file = index_file
         self.expand_vsearch = expand_vsearch
         self.rerank = True
+        self._index_id: tuple[int, int] | None = None
+
+    async def follow_index(self) -> str | None:
+        """One ``stat`` per call: a missing index is reported (the engine would create an empty
+        one), and an index replaced by a new file (a fresh ``qmd collection add`` after deleting
+        it) restarts the engine, which still holds the old file open."""
+        try:
+            st = self.index_file.stat()
+        except OSError:
+            return (
+                f"no qmd index at {self.index_file}. Create it with `qmd collection add <folder> --name <name>` "
+                "(with the same INDEX_PATH/--index), or point backends.qmd.index_path in router-config.json at it."
+            )
+        identity = (st.st_dev, st.st_ino)
+        if self._index_id is not None and identity != self._index_id:
+            await self.engine.aclose()
+        self._index_id = identity
+        return None
 
     async def search(
         self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
@@ -358,7 +377,8 @@ def _classify_failure(mode: str, returncode: int, stderr: str) -> tuple[str, str
     if "Collection not found" in stderr:
         return (
             BACKEND_ERROR,
-            f"qmd {mode}: {_tail(stderr)}. Check backends.qmd.collections in router-config.json (`qmd collection list`).",
+            f"qmd {mode}: {_tail(stderr)}. "
+            "Check backends.qmd.collections in router-config.json (`qmd collection list`).",
         )
     if returncode < 0 or returncode in (134, 139):
         return BACKEND_UNAVAILABLE, f"qmd {mode} crashed (exit {returncode}); is Node >= 22 in use? {INSTALL_HINT}"
@@ -448,9 +468,11 @@ class QmdBackend:
         if self._engine is None and self.settings.engine == "auto" and self.context.long_lived:
             argv = self._engine_argv(cli)
             if argv is not None:
+                index_file = self.index_file(cli.env)
+                assert index_file is not None  # _engine_argv returns None without one
                 self._engine = EngineTransport(
                     QmdEngine(argv, env=cli.env, cwd=cli.cwd),
-                    env=cli.env,
+                    index_file=index_file,
                     cwd=cli.cwd,
                     expand_vsearch=self.settings.vsearch_expansion,
                 )
@@ -502,6 +524,10 @@ class QmdBackend:
         except QmdNotFound as exc:
             return BackendResponse.failure(
                 self.name, request.query, BACKEND_UNAVAILABLE, str(exc), duration_ms=watch.ms
+            )
+        if isinstance(transport, EngineTransport) and (missing_index := await transport.follow_index()):
+            return BackendResponse.failure(
+                self.name, request.query, BACKEND_UNAVAILABLE, f"qmd {mode}: {missing_index}", duration_ms=watch.ms
             )
         if mode == "search":
             return await self._keyword_search(request, transport, watch)
@@ -595,7 +621,10 @@ class QmdBackend:
             "modes_ready": ["search"] + ([] if missing else ["vsearch", "query"]),
         }
         if missing:
-            detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search ready; vsearch/query need `qmd pull` ({len(missing)} model(s) missing)"
+            detail = (
+                f"qmd {facts['qmd_version']} on Node {command.node_version}: search ready; "
+                f"vsearch/query need `qmd pull` ({len(missing)} model(s) missing)"
+            )
         else:
             detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search, vsearch, query ready"
         if index_file is not None and not index_file.is_file():
