@@ -91,12 +91,15 @@ class QmdEngine:
 
     # ------------------------------------------------------------------ public
 
-    async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, payload: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
         """Send one request, return its answer (``ok`` true or false). Raises
-        :class:`EngineFailed`; cancellation (the caller's timeout) leaves the engine suspect."""
+        :class:`EngineFailed`; cancellation (the caller's timeout) leaves the engine suspect.
+        ``timeout_s`` (the caller's budget) bounds the health check of a suspect engine to a
+        third of it, so a replaced engine still has time to answer."""
         await self._ensure_running()
         if self._suspect:
-            await self._check_alive()
+            ping = self.ping_timeout_s if timeout_s is None else min(self.ping_timeout_s, max(0.2, timeout_s / 3))
+            await self._check_alive(ping)
         try:
             answer = await self._send(payload)
         except asyncio.CancelledError:
@@ -312,15 +315,15 @@ class QmdEngine:
         finally:
             self._pending.pop(request_id, None)
 
-    async def _check_alive(self) -> None:
+    async def _check_alive(self, timeout_s: float) -> None:
         """After an abandoned request: a ping must come back, or the engine is hung."""
         try:
-            await asyncio.wait_for(self._send({"op": "health"}), self.ping_timeout_s)
+            await asyncio.wait_for(self._send({"op": "health"}), timeout_s)
             self._suspect = False
         except (asyncio.TimeoutError, EngineFailed):
             proc = self._proc
             if proc is not None:
-                self._kill(proc, f"it did not answer a health check within {self.ping_timeout_s:.0f} s (hung)")
+                self._kill(proc, f"it did not answer a health check within {timeout_s:.1f} s (hung)")
                 await _wait_code(proc)
             await self._ensure_running()
 

@@ -240,7 +240,7 @@ class EngineTransport:
                 payload["searches"] = searches
         self.cwd.mkdir(parents=True, exist_ok=True)
         try:
-            answer = await self.engine.request(payload)
+            answer = await self.engine.request(payload, timeout_s)
         except EngineFailed as exc:
             code = BACKEND_UNAVAILABLE if exc.kind == "unavailable" else BACKEND_ERROR
             return Answer(None, code, f"qmd {mode}: {exc}")

@@ -103,8 +103,12 @@ def http_series(cli: qmd_adapter.CliTransport, n: int) -> tuple[float, list[floa
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
-        cli.argv("mcp", ["--http", "--port", str(port)]), cwd=cli.cwd, env=cli.env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cli.argv("mcp", ["--http", "--port", str(port)]),
+        cwd=cli.cwd,
+        env=cli.env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         url = f"http://127.0.0.1:{port}"

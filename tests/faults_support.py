@@ -288,6 +288,11 @@ _SECTIONS = {
         "Faults of each adapter's own transport (CLI, falling back to a healthy backend)",
         ["adapter", "fault", "status", "log", "adapter_ms", "cli_wall_ms", "message"],
     ),
+    "engine": (
+        "The warm qmd engine (serve/mcp; the real engine, or a FAKE node where named; falling back to a healthy "
+        "backend)",
+        ["fault", "status", "log", "faulty_ms", "recovery", "leftovers", "message"],
+    ),
     "bad_input": ("Bad input", ["input", "exit", "status", "error_code", "answered", "message"]),
     "log": ("router.log and files", ["check", "outcome"]),
     "properties": ("Properties (hypothesis)", ["property", "examples", "outcomes", "result"]),

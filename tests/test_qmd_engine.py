@@ -401,8 +401,12 @@ def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corp
     ).transport()
     cli.cwd.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen(
-        cli.argv("mcp", ["--http", "--port", str(port)]), cwd=cli.cwd, env=cli.env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cli.argv("mcp", ["--http", "--port", str(port)]),
+        cwd=cli.cwd,
+        env=cli.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     url = f"http://user:s3cret@127.0.0.1:{port}"
     try:

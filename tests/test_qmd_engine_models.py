@@ -191,9 +191,20 @@ def test_rule_4_is_answered_by_qmd_vsearch_through_the_daemon(embedded: dict, tm
         json.dumps({"backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}})
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memory_router", "serve", "--state-dir", str(tmp_path), "--config",
-         str(tmp_path / "router-config.json")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV,
+        [
+            sys.executable,
+            "-m",
+            "memory_router",
+            "serve",
+            "--state-dir",
+            str(tmp_path),
+            "--config",
+            str(tmp_path / "router-config.json"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
     )
     try:
         assert proc.stdin is not None and proc.stdout is not None
@@ -202,7 +213,9 @@ def test_rule_4_is_answered_by_qmd_vsearch_through_the_daemon(embedded: dict, tm
             proc.stdin.flush()
             answer = json.loads(proc.stdout.readline())
             assert answer["rule"]["number"] == 4, answer["rule"]
-            assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "vsearch", "success"), answer
+            assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "vsearch", "success"), (
+                answer
+            )
             assert answer["results"][0]["path"] == "api-errors.md"
             assert answer["fallbacks_used"] == 0
     finally:
