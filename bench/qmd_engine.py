@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, repeats, table
-
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends.base import BackendRequest
