@@ -442,3 +442,55 @@ def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corp
         assert "qmd mcp --http" in answer.error_message and "s3cret" not in answer.error_message
 
     asyncio.run(down())
+
+
+def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corpus: dict, tmp_path: Path) -> None:
+    from memory_router import client
+
+    proc, state = serve(tmp_path, corpus, "sock")  # a stdin daemon we do not use: just the files
+    proc.kill()
+    proc.wait(10)
+    env = {**ENV, "OPENCLAW_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(state / "router-config.json")}
+    for key in ("MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET"):
+        env.pop(key, None)
+    cli = [sys.executable, "-m", "memory_router"]
+    daemon = subprocess.Popen(
+        [*cli, "serve", "--socket"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with client.Connection(str(state / "router.sock")) as conn:
+                    conn.hello()
+                break
+            except client.DaemonError:
+                assert time.monotonic() < deadline and daemon.poll() is None, "serve --socket did not start"
+                time.sleep(0.05)
+        status = subprocess.run([*cli, "daemon", "status"], env=env, capture_output=True, text=True, timeout=30)
+        assert "qmd:" not in status.stdout  # no engine before the first qmd call
+        answer = subprocess.run(
+            [*cli, "query", "find the function leader election"], env=env, capture_output=True, timeout=60
+        )
+        assert json.loads(answer.stdout)["routed_to"] == "qmd"
+        status = subprocess.run([*cli, "daemon", "status", "--json"], env=env, capture_output=True, timeout=30)
+        engine = json.loads(status.stdout)["stats"]["runtime"]["qmd"]["engine"]
+        assert engine["state"] == "running" and engine["rss_mib"] > 10 and alive(engine["pid"])
+        text = subprocess.run([*cli, "daemon", "status"], env=env, capture_output=True, text=True, timeout=30)
+        assert f"qmd: engine running: pid {engine['pid']}, RSS " in text.stdout
+        listing = subprocess.run([*cli, "backends"], env=env, capture_output=True, text=True, timeout=30)
+        assert f"in the daemon: engine running: pid {engine['pid']}" in listing.stdout
+        rows = json.loads(
+            subprocess.run([*cli, "backends", "--json"], env=env, capture_output=True, timeout=30).stdout
+        )["backends"]
+        assert next(r for r in rows if r["backend"] == "qmd")["daemon"]["engine"]["pid"] == engine["pid"]
+        stop = subprocess.run([*cli, "daemon", "stop"], env=env, capture_output=True, timeout=30)
+        assert stop.returncode == 0, stop.stderr
+        assert wait_gone(engine["pid"]), "daemon stop left the engine running"
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
