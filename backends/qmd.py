@@ -31,9 +31,10 @@ with the fix (``qmd pull``) at once. With ``CI`` set qmd refuses model work ("LL
 disabled in CI"); that, a missing qmd/Node, and an index without embeddings are
 ``BACKEND_UNAVAILABLE`` too; other failures are ``BACKEND_ERROR`` with qmd's stderr tail.
 
-**Transports.** :class:`CliTransport` is the only one today; the backend talks to a
-:class:`Transport` so qmd's HTTP mode (``qmd mcp --http``, ``POST /query``, warm models) can be
-added beside it without touching query rewriting or scoring.
+**Transports.** The backend talks to a :class:`Transport`: :class:`CliTransport` (a process per
+call: the one-shot CLI), :class:`EngineTransport` (the warm engine of a long-lived router, see
+``_qmd_engine``) or :class:`HttpTransport` (a running ``qmd mcp --http``, ``http_url``). Query
+rewriting and scoring are the same over all three.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,13 +201,21 @@ class EngineTransport:
     """qmd calls answered by the daemon's warm engine (:mod:`._qmd_engine`): the same qmd
     functions as the CLI, with the index and the models kept loaded between calls."""
 
-    def __init__(self, engine: QmdEngine, *, index_file: Path, cwd: Path, expand_vsearch: bool) -> None:
+    def __init__(
+        self,
+        engine: QmdEngine,
+        *,
+        index_file: Path,
+        cwd: Path,
+        expand_vsearch: bool,
+        has_reranker: Callable[[], bool],
+    ) -> None:
         self.engine = engine
         self.env = engine.env
         self.cwd = cwd
         self.index_file = index_file
         self.expand_vsearch = expand_vsearch
-        self.rerank = True
+        self.has_reranker = has_reranker
         self._index_id: tuple[int, int] | None = None
 
     async def follow_index(self) -> str | None:
@@ -235,7 +244,7 @@ class EngineTransport:
         if mode == "vsearch":
             payload["expand"] = self.expand_vsearch
         elif mode == "query":
-            payload["rerank"] = self.rerank
+            payload["rerank"] = self.has_reranker()
             if (searches := typed_searches(query)) is not None:
                 payload["searches"] = searches
         self.cwd.mkdir(parents=True, exist_ok=True)
@@ -466,21 +475,12 @@ class QmdBackend:
             return self._http
         cli = self.transport()
         if self._engine is None and self.settings.engine == "auto" and self.context.long_lived:
-            argv = self._engine_argv(cli)
-            if argv is not None:
-                index_file = self.index_file(cli.env)
-                assert index_file is not None  # _engine_argv returns None without one
-                self._engine = EngineTransport(
-                    QmdEngine(argv, env=cli.env, cwd=cli.cwd),
-                    index_file=index_file,
-                    cwd=cli.cwd,
-                    expand_vsearch=self.settings.vsearch_expansion,
-                )
+            self._engine = self._make_engine(cli)
         return self._engine or cli
 
-    def _engine_argv(self, cli: CliTransport) -> list[str] | None:
-        """How to start the engine, or None where it cannot run (qmd is not a qmd.js run by a
-        Node we found, or a project-local ``.qmd/`` decides the index)."""
+    def _make_engine(self, cli: CliTransport) -> EngineTransport | None:
+        """The warm engine for this backend, or None where it cannot run (qmd is not a qmd.js run
+        by a Node we found, or a project-local ``.qmd/`` decides the index)."""
         index_file = self.index_file(cli.env)
         if cli.command.node is None or index_file is None:
             return None
@@ -492,7 +492,15 @@ class QmdBackend:
             "idleMs": int(self.settings.engine_idle_s * 1000),
         }
         package = cli.command.qmd.parent.parent.parent
-        return [str(cli.command.node), str(ENGINE_SCRIPT), str(package), json.dumps(init)]
+        argv = [str(cli.command.node), str(ENGINE_SCRIPT), str(package), json.dumps(init)]
+        return EngineTransport(
+            QmdEngine(argv, env=cli.env, cwd=cli.cwd),
+            index_file=index_file,
+            cwd=cli.cwd,
+            expand_vsearch=self.settings.vsearch_expansion,
+            # The engine reranks when the reranker is on disk, else ranks by retrieval evidence.
+            has_reranker=lambda: not missing_models("rerank", config, cli.env),
+        )
 
     async def aclose(self) -> None:
         """Stop the warm engine, if one was started."""
@@ -533,8 +541,7 @@ class QmdBackend:
             return await self._keyword_search(request, transport, watch)
         sent, needs = self._semantic_plan(mode, request, transport)
         if not isinstance(transport, HttpTransport):
-            config = self.config_file(transport.env)
-            missing = missing_models(needs, config, transport.env)
+            missing = missing_models(needs, self.config_file(transport.env), transport.env)
             if missing:
                 return BackendResponse.failure(
                     self.name,
@@ -546,9 +553,6 @@ class QmdBackend:
                     duration_ms=watch.ms,
                     query_sent=sent,
                 )
-            if isinstance(transport, EngineTransport):
-                # The engine reranks when the reranker is on disk, else ranks by retrieval evidence.
-                transport.rerank = not missing_models("rerank", config, transport.env)
         answer = await transport.search(
             mode, sent, request.limit, self.settings.collections, timeout_s=request.timeout_s
         )

@@ -175,7 +175,7 @@ async function handle(req) {
     warnings = [];
     const hits = await handlers[req.op](req);
     served += 1;
-    return { id: req.id, ok: true, hits, warnings };
+    return { id: req.id, ok: true, hits, warnings, health: health() };
   };
   let answer;
   try {

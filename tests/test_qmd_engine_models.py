@@ -142,8 +142,8 @@ def test_models_are_unloaded_after_the_idle_period_and_reloaded_on_demand(embedd
         backend = engine(embedded, tmp_path, engine_idle_s=1)
         try:
             assert (await ask(backend, CONCEPT, "vsearch")).status == "success"
-            loaded = await backend.runtime_facts()
-            assert loaded["engine"]["models"]["embed"] is True
+            loaded = backend._engine.engine.facts()  # as of the answer (every answer carries it)
+            assert loaded["models"]["embed"] is True
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
@@ -151,7 +151,7 @@ def test_models_are_unloaded_after_the_idle_period_and_reloaded_on_demand(embedd
                 if not facts["engine"]["models"]["embed"]:
                     break
             assert facts["engine"]["models"]["embed"] is False, "models still loaded after the idle period"
-            assert facts["engine"]["pid"] == loaded["engine"]["pid"]  # same engine, models given back
+            assert facts["engine"]["pid"] == loaded["pid"]  # same engine, models given back
             answer = await ask(backend, CONCEPT, "vsearch")
             assert answer.results[0].path == "api-errors.md"
         finally:
