@@ -173,7 +173,11 @@ async function handle(req) {
   const run = async () => {
     if (req.deadline && Date.now() > req.deadline) throw new Refusal("expired", "the caller's deadline passed while queued");
     warnings = [];
-    const hits = await handlers[req.op](req);
+    // A session keeps qmd's idle timer from unloading the models in the middle of this call.
+    const hits =
+      req.op === "search"
+        ? handlers.search(req)
+        : await llm_.withLLMSession(() => handlers[req.op](req), { maxDuration: 10 * 60 * 1000, name: req.op });
     served += 1;
     return { id: req.id, ok: true, hits, warnings, health: health() };
   };

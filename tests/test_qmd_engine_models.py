@@ -141,7 +141,8 @@ def test_models_are_unloaded_after_the_idle_period_and_reloaded_on_demand(embedd
     async def main() -> None:
         backend = engine(embedded, tmp_path, engine_idle_s=1)
         try:
-            assert (await ask(backend, CONCEPT, "vsearch")).status == "success"
+            first = await ask(backend, CONCEPT, "vsearch")
+            assert first.status == "success", first.error_message
             loaded = backend._engine.engine.facts()  # as of the answer (every answer carries it)
             assert loaded["models"]["embed"] is True
             deadline = time.monotonic() + 15
