@@ -4,7 +4,8 @@ own SDK (`createStore(...).searchVector(...)`, tests/qmd_models_support/vector_s
 
 The CLI's `qmd vsearch` is not used: it always expands the query with qmd's generate model first
 (1.7 B, not installable here), so it cannot run with only an embedding model. searchVector is the
-same vector path without the expansion.
+same vector path without the expansion; the CLI's typed `query -- 'vec: …' --no-rerank` also runs
+with the embed model alone and is checked too.
 
 qmd refuses model work when CI is set, so CI is removed from the qmd subprocesses' environment.
 Skips only when the model file, qmd or Node 22 is absent (CI installs all three)."""
@@ -157,6 +158,22 @@ def test_concept_query_finds_the_error_handling_note(index: dict) -> None:
     assert scores["api-errors.md"] >= 0.4  # cosine: "usable" in the router's relevance scale
     assert scores["api-errors.md"] - rows[1]["score"] >= 0.2, rows  # a clear winner, not a near tie
     assert scores.get("gardening.md", 0.0) < 0.3, rows  # below qmd vsearch's default --min-score
+
+
+@needs_model
+@needs_qmd
+def test_cli_typed_vec_query_without_rerank_needs_only_the_embed_model(index: dict) -> None:
+    """The one CLI form that runs with just an embedding model: a typed `vec:` query skips the
+    expansion (generate) model, `--no-rerank` the reranker; `--explain` carries the cosine."""
+    assert QMD is not None
+    argv = [*QMD.argv_prefix, "query", "--json", "-n", "3", "--no-rerank", "--explain", "--", f"vec: {CONCEPT_QUERY}"]
+    done = run_group(argv, env=index["env"], cwd=index["base"], timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert names(rows)[0] == "api-errors.md", rows
+    cosines = [row["explain"]["vectorScores"][0] for row in rows]
+    assert cosines[0] >= 0.4 and cosines[0] - cosines[1] >= 0.2, cosines
+    assert [row["score"] for row in rows] == [1, 0.5, 0.33]  # without the reranker qmd's score is 1/rank
 
 
 @needs_model
