@@ -772,7 +772,7 @@ def _newest_first(schema: Schema, table: str) -> str:
 
 def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
     names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _dedupe(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:

@@ -51,6 +51,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import pairwise
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -455,8 +456,8 @@ def _recency(ts: datetime | None, now: datetime) -> float:
 def _phrase_bonus(terms: list[str], entry_terms: tuple[str, ...]) -> float:
     if len(terms) < 2:
         return 0.0
-    pairs = set(zip(entry_terms, entry_terms[1:]))
-    hits = sum(1 for pair in zip(terms, terms[1:]) if pair in pairs)
+    pairs = set(pairwise(entry_terms))
+    hits = sum(1 for pair in pairwise(terms) if pair in pairs)
     return min(0.2, 0.1 * hits)
 
 
@@ -486,7 +487,7 @@ def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[fl
     if not candidates or limit <= 0:
         return []
     quoted = [a or b for a, b in _QUOTED.findall(query)]
-    pairs = list(zip(terms, terms[1:]))
+    pairs = list(pairwise(terms))
     entries, term_sets = index.entries, index.term_sets
     weight_items = tuple(weights.items())
 

@@ -63,7 +63,7 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], 
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(row: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
 
     print(f"\n## {title}")
     print(line(cells[0]))

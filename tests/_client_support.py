@@ -98,6 +98,6 @@ def assert_same_answer(a: dict, b: dict, what: str = "") -> None:
     assert without_timings(a) == without_timings(b), what
     assert list(a) == list(b), f"{what}: field order differs"
     ra, rb = relevances(a), relevances(b)
-    assert len(ra) == len(rb) and all(abs(x - y) <= RELEVANCE_TOLERANCE for x, y in zip(ra, rb)), (
+    assert len(ra) == len(rb) and all(abs(x - y) <= RELEVANCE_TOLERANCE for x, y in zip(ra, rb, strict=True)), (
         f"{what}: {ra} != {rb}"
     )

@@ -173,7 +173,7 @@ def test_read_lines_splits_any_stream_and_flags_long_lines(lines, max_line, trai
     if expected and expected[-1] == b"" and not trailing_newline:
         expected.pop()  # a stream ending in "\n" has no empty last line
     assert len(got) == len(expected)
-    for item, line in zip(got, expected):
+    for item, line in zip(got, expected, strict=True):
         if len(line) > max_line:
             assert isinstance(item, _Oversized) and item.length == len(line) and line.startswith(item.prefix)
         else:

@@ -200,7 +200,7 @@ def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
     assert run.exit_code == 0, run.stderr
     lines = log_lines(state)
     answers = {}
-    for cell, response, hwm, leftovers in zip(sequence, run.responses, run.peak_rss_kb, run.after_each):
+    for cell, response, hwm, leftovers in zip(sequence, run.responses, run.peak_rss_kb, run.after_each, strict=False):
         envelope = dict(response)
         envelope.pop("id")
         answers[(cell.fault.name if cell is not healthy else "healthy", cell.position)] = Answer(

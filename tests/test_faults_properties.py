@@ -116,7 +116,7 @@ def make_router(tmp: Path, outcomes) -> Router:
     }
     config = parse_config(data, tmp / "router-config.json")
     mocks = {}
-    for name, outcome in zip(names, outcomes):
+    for name, outcome in zip(names, outcomes, strict=True):
         mock = MockBackend(name, handler(outcome))
         if outcome[0] == "not_a_contract":
             # MockBackend stamps the name with model_copy, which a non-contract lacks: call the raw handler.
@@ -178,11 +178,11 @@ def test_envelope_properties(tmp_path_factory, outcomes, query) -> None:
         assert env.backend_duration_ms == winner["duration_ms"]
         assert all(r.content.startswith("hit ") for r in env.results)
     # Contract violations by an in-process adapter are BACKEND_ERRORs, not crashes.
-    for a, outcome in zip(attempts, outcomes):
+    for a, outcome in zip(attempts, outcomes, strict=False):
         if outcome[0] in ("raise", "not_a_contract", "bad_relevance"):
             assert a["status"] == "error" and a["error_code"] == "BACKEND_ERROR"
     # Hangs are cut at the timeout; every error or timeout is one router.log line.
-    for a, outcome in zip(attempts, outcomes):
+    for a, outcome in zip(attempts, outcomes, strict=False):
         if outcome[0] == "hang":
             assert a["error_code"] == "QUERY_TIMEOUT" and a["duration_ms"] < TIMEOUT_MS + 100
     log = tmp / "state" / "router.log"

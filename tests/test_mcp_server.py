@@ -84,7 +84,7 @@ def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspa
         return out
 
     answers = with_session(flags, body)
-    for q, (queried, routed) in zip(queries, answers):
+    for q, (queried, routed) in zip(queries, answers, strict=True):
         assert not queried.is_error and not routed.is_error
         cli_env = json.loads(run_cli("query", q, "--limit", "2", *flags, env={"MEMORY_ROUTER_DAEMON": "off"}).stdout)
         assert_same_answer(queried.structured_content, cli_env, q)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from itertools import pairwise
 from pathlib import Path
 
 import click
@@ -99,7 +100,7 @@ def worked_examples() -> list[tuple[list[str], dict]]:
     ```json block: the command and the envelope SKILL.md says it prints."""
     blocks = fenced_blocks(TEXT)
     pairs = []
-    for (lang, body, end), (next_lang, next_body, _) in zip(blocks, blocks[1:]):
+    for (lang, body, end), (next_lang, next_body, _) in pairwise(blocks):
         lines = body.strip().splitlines()
         if lang == "sh" and next_lang == "json" and len(lines) == 1 and lines[0].startswith("memory-router query"):
             between = TEXT[end : TEXT.index("```json\n" + next_body, end)]

@@ -152,7 +152,7 @@ def run_demo(directory: Path | None, *, as_json: bool = False) -> int:
     envelopes = asyncio.run(_route_all(ws))
     mismatches = 0
     rows = []
-    for ex, env in zip(SPEC_EXAMPLES, envelopes):
+    for ex, env in zip(SPEC_EXAMPLES, envelopes, strict=True):
         ok = env.rule is not None and env.rule["number"] == ex.rule
         mismatches += not ok
         if as_json:
@@ -176,7 +176,7 @@ def run_demo(directory: Path | None, *, as_json: bool = False) -> int:
         header = ("#", "query", "rule", "spec", "routed_to", "mode", "status", "relev", "fb", "ms")
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
-            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         print(
             f"\n{15 - mismatches}/15 examples routed to the rule the spec names. "
             f"router.log: {ws.state_dir / 'router.log'}"
