@@ -63,7 +63,8 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], 
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(row: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+        padded = (c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        return "  ".join(padded).rstrip()
 
     print(f"\n## {title}")
     print(line(cells[0]))
@@ -86,7 +87,7 @@ def environment_line() -> str:
     import platform
 
     try:
-        load = "load average %.1f" % os.getloadavg()[0]
+        load = f"load average {os.getloadavg()[0]:.1f}"
     except OSError:
         load = "load average unknown"
     # The load average matters: on a shared machine, preemption shows up in every p99.

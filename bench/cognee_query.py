@@ -76,7 +76,7 @@ def main() -> int:
                 http.append((time.perf_counter() - t) * 1000)
                 assert status == 200, status
 
-            async def timed_adapter() -> list[float]:
+            async def timed_adapter(query: str, mode: str) -> list[float]:
                 out = []
                 for _ in range(n):
                     t = time.perf_counter()
@@ -85,7 +85,7 @@ def main() -> int:
                     assert r.status == "success", r.error_message
                 return out
 
-            async def timed_router() -> list[float]:
+            async def timed_router(query: str, mode: str) -> list[float]:
                 config["rules"][1]["chain"][0]["mode"] = mode
                 router = Router(parse_config(config, config_path), context=context)
                 out = []
@@ -96,8 +96,8 @@ def main() -> int:
                     assert e.routed_to == "cognee", e.attempts
                 return out
 
-            adapter_ms = asyncio.run(timed_adapter())
-            router_ms = asyncio.run(timed_router())
+            adapter_ms = asyncio.run(timed_adapter(query, mode))
+            router_ms = asyncio.run(timed_router(query, mode))
             (tmp / "router-config.json").write_text(json.dumps(config))
             cli = []
             cli_env = {**os.environ, **env, "MEMORY_ROUTER_DAEMON": "off"}
@@ -129,7 +129,10 @@ def main() -> int:
             "Cognee relationship query latency (ms, medians)",
             ["mode", "query", "http", "adapter", "router", "cli"],
             rows,
-            note=f"{n} repeats ({max(1, n // 3)} for cli); server start-up {srv.timings['total_s']:.1f} s; {environment_line()}",
+            note=(
+                f"{n} repeats ({max(1, n // 3)} for cli); "
+                f"server start-up {srv.timings['total_s']:.1f} s; {environment_line()}"
+            ),
         )
     finally:
         srv.stop()

@@ -111,7 +111,8 @@ def main() -> None:
         daemon.wait(timeout=30)
 
     print(
-        f"daemon client: {reps} processes per row, the 15 spec queries round-robin; demo in {demo}; {environment_line()}"
+        f"daemon client: {reps} processes per row, the 15 spec queries round-robin; "
+        f"demo in {demo}; {environment_line()}"
     )
     table(
         "memory-router query per call, ms (fresh process each run)",

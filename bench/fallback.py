@@ -88,7 +88,7 @@ def main() -> None:
         backends = {"totalrecall": ok, "lossless": ok, "cognee": ok, "qmd": ok, **overrides}
         router = Router(config, context=BackendContext(state_dir=state), log=RouterLog(None), backends=backends)
 
-        async def run_all() -> list[float]:
+        async def run_all(router: Router, query: str, label: str) -> list[float]:
             await timed_route(router, query, installed, timeout_ms)  # warm-up
             walls = []
             for _ in range(reps):
@@ -98,7 +98,7 @@ def main() -> None:
                 walls.append(wall)
             return walls
 
-        walls = asyncio.run(run_all())
+        walls = asyncio.run(run_all(router, query, label))
         wall = median(walls)
         excess = wall - timeouts * timeout_ms
         rows.append([label, timeouts, fmt(wall), fmt(max(walls)), fmt(excess), verdict(excess, EXCESS_BOUND_MS)])
@@ -117,13 +117,13 @@ def main() -> None:
             cooldown=Cooldown(failures=3, seconds=30),
         )
 
-        async def run_series() -> None:
+        async def run_series(router: Router) -> None:
             for n in range(series_len):
                 wall, envelope = await timed_route(router, DEFAULT_QUERY, installed, timeout_ms)
                 walls_by_query[n].append(wall)
                 skipped_by_query[n] += any(a.get("error_code") == "COOLDOWN" for a in envelope.attempts)
 
-        asyncio.run(run_series())
+        asyncio.run(run_series(router))
     for n in range(series_len):
         wall = median(walls_by_query[n])
         cooling = skipped_by_query[n] > 0
