@@ -279,7 +279,8 @@ class LcmWriter:
         self._seq[conversation_id] = seq
         created = sqlite_time(at or datetime.now(timezone.utc))
         cur = self.conn.execute(
-            "INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
             (conversation_id, seq, role, content, max(1, len(content) // 4), created),
         )
         message_id = int(cur.lastrowid)

@@ -157,7 +157,8 @@ def resolve_command(qmd_setting: str | None, node_setting: str | None, environ: 
         raise QmdNotFound(f"{node} does not run (`{node} --version` failed). {INSTALL_HINT}")
     if _major(version) < MIN_NODE_MAJOR:
         raise QmdNotFound(
-            f"{node} is Node {version}; qmd 2.x needs Node >= {MIN_NODE_MAJOR} (under Node 20 it segfaults). {INSTALL_HINT}"
+            f"{node} is Node {version}; qmd 2.x needs Node >= {MIN_NODE_MAJOR} (under Node 20 it segfaults). "
+            f"{INSTALL_HINT}"
         )
     return QmdCommand((str(node), str(js)), js, node, version)
 

@@ -319,7 +319,8 @@ class CogneeBackend:
         version = health.get("version", "?")
         return Probe(
             ok,
-            f"Cognee {version} at {self.base_url}: {health.get('health', health.get('status', 'up'))} (auth: {self.auth_kind})",
+            f"Cognee {version} at {self.base_url}: {health.get('health', health.get('status', 'up'))} "
+            f"(auth: {self.auth_kind})",
             facts,
         )
 

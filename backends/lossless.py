@@ -689,7 +689,10 @@ class LosslessBackend:
         select = self._select_list(schema, table, "s")
         if op == "AND":
             where = " AND ".join([like] * len(patterns))
-            sql = f"SELECT {select} FROM {table} s WHERE ({where}) AND {self._scope(schema, 's')} ORDER BY s.rowid DESC LIMIT ?"
+            sql = (
+                f"SELECT {select} FROM {table} s WHERE ({where}) AND {self._scope(schema, 's')} "
+                "ORDER BY s.rowid DESC LIMIT ?"
+            )
         else:  # each row's LIKEs are evaluated once, in the subquery
             hits = " + ".join([f"({like})"] * len(patterns))
             sql = (
@@ -715,7 +718,8 @@ class LosslessBackend:
         for table in tables:
             sql = (
                 f"SELECT {self._select_list(schema, table, 's')} FROM "
-                f"(SELECT * FROM {table} t WHERE {self._scope(schema, 't')} ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
+                f"(SELECT * FROM {table} t WHERE {self._scope(schema, 't')} "
+                f"ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
                 f"ORDER BY {_newest_first(schema, table)} LIMIT ?"
             )
             rows = _rows(conn.execute(sql, (*self._scope_args(), pool)))

@@ -132,7 +132,10 @@ def main() -> None:
     "--daemon",
     "daemon_mode",
     type=click.Choice(["auto", "off", "require"]),
-    help="Use a warm daemon (`serve --socket`): auto (default, else in-process), off, require. Default: $MEMORY_ROUTER_DAEMON, else auto.",
+    help=(
+        "Use a warm daemon (`serve --socket`): auto (default, else in-process), off, require. "
+        "Default: $MEMORY_ROUTER_DAEMON, else auto."
+    ),
 )
 @click.option(
     "--spawn",

@@ -135,13 +135,13 @@ def read_json(path: Path, error: type[Exception] = InvalidConfig) -> Any:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise error(path, "", "file not found")
+        raise error(path, "", "file not found") from None
     except OSError as exc:
-        raise error(path, "", f"cannot read: {exc.strerror or exc}")
+        raise error(path, "", f"cannot read: {exc.strerror or exc}") from exc
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise error(path, "", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+        raise error(path, "", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
 
 def load_config(path: Path | None = None) -> RouterConfig:

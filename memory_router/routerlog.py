@@ -1,7 +1,7 @@
 """router.log: one line per backend error or timeout, in the spec's format::
 
-    [2026-03-17T14:30:00Z] FALLBACK query="auth middleware" backend=cognee error_code=BACKEND_ERROR error_message="..." next=qmd
-    [2026-03-17T14:30:01Z] TIMEOUT query="auth middleware" backend=qmd duration_ms=5230 next=totalrecall
+    [2026-03-17T14:30:00Z] FALLBACK query="auth" backend=cognee error_code=BACKEND_ERROR error_message="..." next=qmd
+    [2026-03-17T14:30:01Z] TIMEOUT query="auth" backend=qmd duration_ms=5230 next=totalrecall
 
 Quoted values escape backslash, quote, and every control character, so a query can never add
 or forge a line. Each line is written with a single ``write`` on an ``O_APPEND`` descriptor, so

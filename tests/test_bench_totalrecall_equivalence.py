@@ -196,7 +196,10 @@ def build_memory(root: Path, rng: random.Random, files: int) -> None:
     for f in range(files):
         kind = f % 3
         if kind == 0:
-            body = f"# Register {f}\n## [superseded: old] {words()}\n- **claim**: {words()}\n## Now\n- **claim**: {words()}\n"
+            body = (
+                f"# Register {f}\n## [superseded: old] {words()}\n- **claim**: {words()}\n"
+                f"## Now\n- **claim**: {words()}\n"
+            )
             (root / "memory" / "registers" / f"r{f}.md").write_text(body)
         elif kind == 1:
             day = (today - timedelta(days=f)).date().isoformat()

@@ -41,7 +41,8 @@ class Workspace:
         config["backends"]["cognee"] = {"type": "command", "argv": [PY, "-c", "import sys; sys.exit(3)"]}
         weak = (
             "import json, sys; print(json.dumps({'status': 'success', 'results': "
-            "[{'content': 'from the conversation: ' + sys.argv[1], 'relevance': 0.2, 'timestamp': '2026-01-01T00:00:00Z'}]}))"
+            "[{'content': 'from the conversation: ' + sys.argv[1], 'relevance': 0.2, "
+            "'timestamp': '2026-01-01T00:00:00Z'}]}))"
         )
         config["backends"]["lossless"] = {"type": "command", "argv": [PY, "-c", weak, "{query}"]}
         self.config.write_text(json.dumps(config))
@@ -71,13 +72,13 @@ class Workspace:
                 with client.Connection(str(self.socket)) as conn:
                     conn.hello()
                 return proc
-            except client.DaemonError:
+            except client.DaemonError as exc:
                 if proc.poll() is not None:
                     out, err = proc.communicate()
-                    raise AssertionError(f"serve --socket exited {proc.returncode}: {err.decode()}")
+                    raise AssertionError(f"serve --socket exited {proc.returncode}: {err.decode()}") from exc
                 if time.monotonic() > deadline:
                     proc.kill()
-                    raise AssertionError("serve --socket did not start listening")
+                    raise AssertionError("serve --socket did not start listening") from exc
                 time.sleep(0.05)
 
     def query(
@@ -117,10 +118,10 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> tuple[int, str]:
         proc.send_signal(signal.SIGTERM)
     try:
         _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
         proc.kill()
         _, err = proc.communicate()
-        raise AssertionError("the daemon did not exit on SIGTERM")
+        raise AssertionError("the daemon did not exit on SIGTERM") from exc
     return proc.returncode, err.decode("utf-8", "replace")
 
 
@@ -410,7 +411,8 @@ class FakeOldDaemon:
     "reply",
     [
         b'{"op": "hello", "protocol": 0, "version": "0.0.9"}',
-        b'{"id": null, "status": "error", "error_code": "INVALID_REQUEST", "error_message": "unknown key \'protocol\'"}',
+        b'{"id": null, "status": "error", "error_code": "INVALID_REQUEST", '
+        b'"error_message": "unknown key \'protocol\'"}',
     ],
 )
 def test_protocol_mismatch_warns_and_routes_in_process(ws: Workspace, reply: bytes) -> None:

@@ -132,7 +132,10 @@ def test_nul_and_control_characters_are_normalised_and_answered(tmp_path: Path) 
 
 
 HOSTILE = "it's '''$(touch PWNED)''' and `touch PWNED2` \"quoted\" \\ back\nslash"
-FORGED = 'x"\n[2026-01-01T00:00:00Z] FALLBACK query="forged" backend=qmd error_code=BACKEND_ERROR error_message="x" next=none'
+FORGED = (
+    'x"\n[2026-01-01T00:00:00Z] FALLBACK query="forged" backend=qmd error_code=BACKEND_ERROR '
+    'error_message="x" next=none'
+)
 
 
 @pytest.mark.parametrize(("key", "text"), [("shell", HOSTILE), ("forged_log", FORGED)], ids=["shell", "forged_log"])

@@ -385,7 +385,10 @@ def test_a_program_that_ignores_stdin_still_answers(tmp_path: Path) -> None:
 
 
 def test_a_programs_error_code_and_message_cannot_forge_log_lines_or_flood(tmp_path: Path) -> None:
-    forged = 'X\n[2026-01-01T00:00:00Z] FALLBACK query="forged" backend=qmd error_code=BACKEND_ERROR error_message="x" next=none'
+    forged = (
+        'X\n[2026-01-01T00:00:00Z] FALLBACK query="forged" backend=qmd error_code=BACKEND_ERROR '
+        'error_message="x" next=none'
+    )
     program = [
         sys.executable,
         "-c",

@@ -214,7 +214,7 @@ def healthy_rss_kb(tmp_path_factory, daemon_answers) -> dict[str, int]:
     """Peak RSS of each transport after answering a healthy query: the baseline of the cells."""
     slow = next(f for f in FAULTS if f.name == "slow")
     runs = []
-    for i in range(2):
+    for _ in range(2):
         root = tmp_path_factory.mktemp("baseline")
         runs.append(ask_cli(root, make_cell(root, slow, "primary")))
     assert all(a.envelope["status"] == "success" for a in runs)

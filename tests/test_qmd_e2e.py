@@ -32,11 +32,24 @@ except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
 needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
 
 NOTES = {
-    "notes/raft-consensus.md": "# Raft Consensus\n\nRaft is a consensus algorithm for managing a replicated log. A leader is elected\nand followers replicate its entries. Leader election uses randomized timeouts.\n",
-    "notes/meeting-2024-03-01.md": "# Meeting 2024-03-01\n\nDiscussed the quarterly roadmap. Alice owns the database migration; Bob will\nbenchmark the new consensus layer. Deadline for the migration is April 15.\n",
-    "src/auth/token.ts": "// parseAuthToken: verify a JWT access token and return its claims.\nexport function parseAuthToken(header: string): Claims {\n  return verify(header);\n}\n",
-    "src/models/order.ts": "// Order model: orders reference the user and a payment.\nexport class Order { id = ''; }\n",
-    "src/models/user.ts": "// UserService resolves users by id.\nexport class UserService { findById(id: string) { return id; } }\n",
+    "notes/raft-consensus.md": (
+        "# Raft Consensus\n\nRaft is a consensus algorithm for managing a replicated log. A leader is elected\n"
+        "and followers replicate its entries. Leader election uses randomized timeouts.\n"
+    ),
+    "notes/meeting-2024-03-01.md": (
+        "# Meeting 2024-03-01\n\nDiscussed the quarterly roadmap. Alice owns the database migration; Bob will\n"
+        "benchmark the new consensus layer. Deadline for the migration is April 15.\n"
+    ),
+    "src/auth/token.ts": (
+        "// parseAuthToken: verify a JWT access token and return its claims.\n"
+        "export function parseAuthToken(header: string): Claims {\n  return verify(header);\n}\n"
+    ),
+    "src/models/order.ts": (
+        "// Order model: orders reference the user and a payment.\nexport class Order { id = ''; }\n"
+    ),
+    "src/models/user.ts": (
+        "// UserService resolves users by id.\nexport class UserService { findById(id: string) { return id; } }\n"
+    ),
     "docs/guide.md": "# Guide\n\nThe auth middleware calls parseAuthToken first.\n",
 }
 

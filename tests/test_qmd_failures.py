@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from memory_router.backends import BackendContext
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import DEFAULT_MODELS, QmdNotFound, resolve_command
@@ -144,10 +146,6 @@ def test_unknown_mode_is_a_backend_error(tmp_path: Path) -> None:
 def test_settings_reject_unknown_keys() -> None:
     with pytest.raises(Exception, match="extra"):
         qmd_adapter.Settings(colections=["a"])
-
-
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st
 
 
 @given(st.text(max_size=40), st.lists(st.text(min_size=1, max_size=8), max_size=3))

@@ -39,7 +39,8 @@ def memory(tmp_path: Path) -> Path:
         "memory/registers/decisions.md",
         (
             "# Decisions\n\n"
-            "## [superseded: 2026-01-10] Queue\n- **claim**: We use RabbitMQ for the job queue.\n- **confidence**: medium\n\n"
+            "## [superseded: 2026-01-10] Queue\n- **claim**: We use RabbitMQ for the job queue.\n"
+            "- **confidence**: medium\n\n"
             "## [current] Queue\n- **claim**: We use Redis streams for the job queue.\n- **confidence**: high\n"
             "- **last_verified**: 2026-02-01\n"
         ),

@@ -108,7 +108,8 @@ class SocketServer:
             raise SocketInUse(f"{folder} is writable by everyone; refusing to put the socket there")
         if len(os.fsencode(self.path)) > 107:
             raise SocketInUse(
-                f"the socket path {self.path} is longer than a Unix socket path may be (107 bytes); pass a shorter --socket PATH"
+                f"the socket path {self.path} is longer than a Unix socket path may be (107 bytes); "
+                "pass a shorter --socket PATH"
             )
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
