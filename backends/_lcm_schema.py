@@ -270,7 +270,8 @@ class LcmWriter:
         cur = self.conn.execute(
             f"INSERT INTO conversations ({names}) VALUES ({', '.join('?' * len(cols))})", tuple(cols.values())
         )
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
     def message(
         self, conversation_id: int, role: str, content: str, *, at: datetime | None = None, index_fts: bool = True
@@ -283,7 +284,8 @@ class LcmWriter:
             "VALUES (?, ?, ?, ?, ?, ?)",
             (conversation_id, seq, role, content, max(1, len(content) // 4), created),
         )
-        message_id = int(cur.lastrowid)
+        assert cur.lastrowid is not None
+        message_id = cur.lastrowid
         if self.fts and index_fts:
             self.conn.execute("INSERT INTO messages_fts (rowid, content) VALUES (?, ?)", (message_id, content))
         return message_id

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -162,6 +163,21 @@ class Backend(Protocol):
     def probe(self) -> Probe:
         """Cheap, synchronous check that the backend can run here (no query is sent)."""
         ...
+
+
+@runtime_checkable
+class WatchableBackend(Protocol):
+    """Optional: a backend whose cache a file watcher can keep fresh (the daemon uses it).
+
+    The daemon watches each ``(folder, recursive)`` of :meth:`watch_paths`, calls
+    :meth:`invalidate` on every change there, and :meth:`set_watched` when its watch starts or
+    stops; an unwatched backend re-checks its files itself."""
+
+    def watch_paths(self) -> list[tuple[Path, bool]]: ...
+
+    def set_watched(self, watched: bool) -> None: ...
+
+    def invalidate(self) -> None: ...
 
 
 class Stopwatch:

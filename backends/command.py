@@ -247,7 +247,9 @@ class CommandBackend:
         self.name = name
         self.settings = settings
         self.context = context
-        self.program = os.path.expanduser(settings.argv[0])  # type: ignore[arg-type]
+        program = settings.argv[0]
+        assert isinstance(program, str)  # Settings' validator: argv[0] is a string, not a group
+        self.program = os.path.expanduser(program)
         self.environ = {**context.environ, **settings.env}
         self.cwd = context.cwd / os.path.expanduser(settings.cwd) if settings.cwd else context.cwd
 

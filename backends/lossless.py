@@ -694,9 +694,9 @@ class LosslessBackend:
                 "ORDER BY s.rowid DESC LIMIT ?"
             )
         else:  # each row's LIKEs are evaluated once, in the subquery
-            hits = " + ".join([f"({like})"] * len(patterns))
+            hit_count = " + ".join([f"({like})"] * len(patterns))
             sql = (
-                f"SELECT {select} FROM (SELECT s.rowid AS rid, {hits} AS hits FROM {table} s) h "
+                f"SELECT {select} FROM (SELECT s.rowid AS rid, {hit_count} AS hits FROM {table} s) h "
                 f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 AND {self._scope(schema, 's')} "
                 f"ORDER BY h.hits DESC, h.rid DESC LIMIT ?"
             )

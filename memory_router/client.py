@@ -122,7 +122,7 @@ def context_diff(mine: dict, theirs: object) -> list[str]:
     if not isinstance(theirs, dict):
         return ["context"]
     diff = [k for k in ("cwd", "state_dir", "backends_json", "config") if mine.get(k) != theirs.get(k)]
-    their_env = theirs.get("env") if isinstance(theirs.get("env"), dict) else {}
+    their_env: dict = theirs["env"] if isinstance(theirs.get("env"), dict) else {}
     for name in sorted(set(mine["env"]) | set(their_env)):
         if mine["env"].get(name) != their_env.get(name):
             diff.append(f"env.{name}")

@@ -161,7 +161,7 @@ class RuleTable:
                     # took part, so it is the last group closed; scan only if a signal's own
                     # groups make that ambiguous.
                     index = groups.get(m.lastgroup or "")
-                    if index is None or m.group(m.lastgroup) is None:
+                    if index is None or m.group(m.lastgroup or 0) is None:
                         index = next(int(k[1:]) for k, v in m.groupdict().items() if v is not None and k[1:].isdigit())
                     return RuleMatch(rule, strength, sources[index], m.group(), m.span(), tuple(timed_out))
         return RuleMatch(self.default, "default", timed_out=tuple(timed_out))

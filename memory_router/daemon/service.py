@@ -41,7 +41,7 @@ import orjson
 
 from memory_router import paths
 from memory_router.backends import BackendContext
-from memory_router.backends.base import Backend
+from memory_router.backends.base import Backend, WatchableBackend
 
 from ..config import RouterConfig, load_config
 from ..cooldown import Cooldown
@@ -429,11 +429,7 @@ class Service:
         for key, instance in instances.items():
             if key in self._backend_watches:
                 continue
-            folders = (
-                instance.watch_paths()
-                if all(callable(getattr(instance, a, None)) for a in ("watch_paths", "set_watched", "invalidate"))
-                else []
-            )
+            folders = instance.watch_paths() if isinstance(instance, WatchableBackend) else []
             if not folders:
                 self._backend_watches[key] = (instance, None)
                 continue
