@@ -154,60 +154,82 @@ def extract_terms(query: str, signal: str | None = None) -> list[Term]:
             terms.append(Term(text, weight, position))
 
     position = 0
+    for text, quoted in _pieces(query):
+        if quoted and not any(c.isspace() for c in text.strip()):
+            position += 1
+            for term in _quoted_token_terms(text):
+                add(term, 2, position)
+        elif quoted:
+            phrase = _quoted_phrase(text)
+            if phrase:
+                add(phrase, 2, position)
+                position += 1
+        else:
+            # A stray (unpaired) quote inside a token would reach qmd as an unmatched phrase quote.
+            for raw in text.translate(_STRAY_QUOTES).split():
+                position += 1
+                for term, weight in _bare_token_terms(raw, triggers):
+                    add(term, weight, position)
+    return terms
+
+
+def _pieces(query: str) -> list[tuple[str, bool]]:
+    """``query`` cut into (text, is_quoted) pieces, in order."""
     cursor = 0
-    pieces: list[tuple[str, bool]] = []  # (text, is_quoted)
+    pieces: list[tuple[str, bool]] = []
     for m in _QUOTED.finditer(query):
         pieces.append((query[cursor : m.start()], False))
         pieces.append((next(g for g in m.groups() if g is not None), True))
         cursor = m.end()
     pieces.append((query[cursor:], False))
+    return pieces
 
-    for text, quoted in pieces:
-        if quoted and not any(c.isspace() for c in text.strip()):
-            # `sessionStore.load`, "token.ts": one quoted token, classified like any other.
-            token = text.strip().strip(_EDGE_PUNCT)
-            position += 1
-            if _is_path(token):
-                for part in _path_terms(token):
-                    add(part, 2, position)
-            elif token and _is_identifier(token):
-                add(token, 2, position)
-            elif token:
-                words = [w.lower() for w in _WORD.findall(token)]
-                words = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
-                if words:
-                    add(_phrase(words), 2, position)
+
+def _quoted_token_terms(text: str) -> list[str]:
+    """`sessionStore.load`, "token.ts": one quoted token, classified like any other."""
+    token = text.strip().strip(_EDGE_PUNCT)
+    if _is_path(token):
+        return _path_terms(token)
+    if token and _is_identifier(token):
+        return [token]
+    if token:
+        words = [w.lower() for w in _WORD.findall(token)]
+        words = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+        if words:
+            return [_phrase(words)]
+    return []
+
+
+def _quoted_phrase(text: str) -> str | None:
+    """A quoted span of several words: one phrase (a lone stopword or letter is dropped)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    if len(words) == 1 and (words[0] in STOPWORDS or (len(words[0]) < 2 and not words[0].isdigit())):
+        return None  # `" a -- "` leaves one bare word: filtered like any single word
+    if not words:
+        return None
+    return _phrase(words) if len(words) > 1 else words[0]
+
+
+def _bare_token_terms(raw: str, triggers: frozenset[str]) -> list[tuple[str, int]]:
+    """(term, weight) of one unquoted token: a path or identifier whole, else its content words."""
+    token = raw.strip(_EDGE_PUNCT).lstrip("-").rstrip(".")
+    if not token:
+        return []
+    if _is_path(token):
+        return [(part, 2) for part in _path_terms(token)]
+    if _is_identifier(token):
+        return [(token.strip("."), 2)]
+    out: list[tuple[str, int]] = []
+    for word in _WORD.findall(token):
+        lower = word.lower().replace("’", "'")
+        if "'" in lower and lower not in STOPWORDS:
+            lower = lower.split("'")[0]  # user's -> user
+        if (len(lower) < 2 and not lower.isdigit()) or lower in STOPWORDS or lower in META_WORDS:
             continue
-        if quoted:
-            words = [w.lower() for w in _WORD.findall(text)]
-            if len(words) == 1 and (words[0] in STOPWORDS or (len(words[0]) < 2 and not words[0].isdigit())):
-                words = []  # `" a -- "` leaves one bare word: filtered like any single word
-            if words:
-                add(_phrase(words) if len(words) > 1 else words[0], 2, position)
-                position += 1
+        if _is_trigger(lower, triggers):
             continue
-        # A stray (unpaired) quote inside a token would reach qmd as an unmatched phrase quote.
-        for raw in text.translate(_STRAY_QUOTES).split():
-            position += 1
-            token = raw.strip(_EDGE_PUNCT).lstrip("-").rstrip(".")
-            if not token:
-                continue
-            if _is_path(token):
-                for part in _path_terms(token):
-                    add(part, 2, position)
-            elif _is_identifier(token):
-                add(token.strip("."), 2, position)
-            else:
-                for word in _WORD.findall(token):
-                    lower = word.lower().replace("’", "'")
-                    if "'" in lower and lower not in STOPWORDS:
-                        lower = lower.split("'")[0]  # user's -> user
-                    if (len(lower) < 2 and not lower.isdigit()) or lower in STOPWORDS or lower in META_WORDS:
-                        continue
-                    if _is_trigger(lower, triggers):
-                        continue
-                    add(lower, 1, position)
-    return terms
+        out.append((lower, 1))
+    return out
 
 
 def relaxation_ladder(terms: list[Term], max_forms: int = 3) -> list[KeywordForm]:
