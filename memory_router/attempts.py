@@ -142,18 +142,15 @@ async def run_attempts(
     shown = log_query if log_query is not None else query
     deadline = time.perf_counter() + policy.deadline_s if policy.deadline_s is not None else None
     for index, step in enumerate(steps):
-        timeout_s, cut_by_deadline = policy.timeout_s, False
-        if deadline is not None:
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
-                attempts.append(
-                    Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
-                )
-                break
-            if left < timeout_s:
-                timeout_s, cut_by_deadline = left, True
-        health_key = step.backend if step.mode is None else f"{step.backend}/{step.mode}"
+        budget = _budget(policy, deadline)
+        if budget is None:
+            message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
+            attempts.append(
+                Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
+            )
+            break
+        timeout_s, cut_by_deadline = budget
+        health_key = step.health_key
         if cooldown is not None and (why := cooldown.admit(health_key)) is not None:
             attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False))
             continue
@@ -166,43 +163,70 @@ async def run_attempts(
             if cooldown is not None:
                 cooldown.release(health_key)
             raise
-        if cut_by_deadline and response.error_code == QUERY_TIMEOUT:
-            response = response.model_copy(
-                update={
-                    "error_code": DEADLINE_EXCEEDED,
-                    "error_message": f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
-                }
-            )
+        if cut_by_deadline:
+            response = _deadline_cut(response, policy)
         if cooldown is not None:
-            if response.error_code == DEADLINE_EXCEEDED:
-                cooldown.release(health_key)
-            else:
-                cooldown.record(
-                    health_key,
-                    response.status == "error",
-                    response.error_code or BACKEND_ERROR,
-                    response.error_message or "",
-                )
+            _settle_cooldown(cooldown, health_key, response)
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
         attempts.append(Attempt(step, response, elapsed, accepted))
         if accepted:
             break
-        if response.status == "error":
-            next_backend = steps[index + 1].backend if index + 1 < len(steps) else None
-            if response.error_code == DEADLINE_EXCEEDED:
-                log.timeout(shown, step.backend, elapsed, None)
-                break
-            if response.error_code == QUERY_TIMEOUT:
-                log.timeout(shown, step.backend, elapsed, next_backend)
-            else:
-                log.fallback(
-                    shown,
-                    step.backend,
-                    response.error_code or BACKEND_ERROR,
-                    response.error_message or "",
-                    next_backend,
-                )
+        if response.status == "error" and _log_error(log, shown, steps, index, response, elapsed):
+            break
     return attempts
+
+
+def _budget(policy: Policy, deadline: float | None) -> tuple[float, bool] | None:
+    """This attempt's timeout and whether the query's deadline cut it; ``None``: no time left."""
+    if deadline is None:
+        return policy.timeout_s, False
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        return None
+    if left < policy.timeout_s:
+        return left, True
+    return policy.timeout_s, False
+
+
+def _deadline_cut(response: BackendResponse, policy: Policy) -> BackendResponse:
+    """A timeout that the query's deadline (not the backend's own timeout) imposed says so."""
+    if response.error_code != QUERY_TIMEOUT:
+        return response
+    return response.model_copy(
+        update={
+            "error_code": DEADLINE_EXCEEDED,
+            "error_message": f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
+        }
+    )
+
+
+def _settle_cooldown(cooldown: Cooldown, health_key: str, response: BackendResponse) -> None:
+    """Count the attempt's outcome for its backend (a deadline cut says nothing about its health)."""
+    if response.error_code == DEADLINE_EXCEEDED:
+        cooldown.release(health_key)
+    else:
+        cooldown.record(
+            health_key, response.status == "error", response.error_code or BACKEND_ERROR, response.error_message or ""
+        )
+
+
+def _log_error(
+    log: RouterLog, shown: str, steps: tuple[Step, ...], index: int, response: BackendResponse, elapsed: int
+) -> bool:
+    """Write the router.log line of the failed attempt ``steps[index]``; ``True``: the chain stops here
+    (the query's deadline is spent)."""
+    step = steps[index]
+    if response.error_code == DEADLINE_EXCEEDED:
+        log.timeout(shown, step.backend, elapsed, None)
+        return True
+    next_backend = steps[index + 1].backend if index + 1 < len(steps) else None
+    if response.error_code == QUERY_TIMEOUT:
+        log.timeout(shown, step.backend, elapsed, next_backend)
+    else:
+        log.fallback(
+            shown, step.backend, response.error_code or BACKEND_ERROR, response.error_message or "", next_backend
+        )
+    return False
 
 
 def _ms(seconds: float | None) -> int:

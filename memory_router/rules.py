@@ -35,6 +35,11 @@ class Step:
     backend: str
     mode: str | None = None
 
+    @property
+    def health_key(self) -> str:
+        """The dead-backend cooldown's key: ``backend``, or ``backend/mode`` for a moded step."""
+        return self.backend if self.mode is None else f"{self.backend}/{self.mode}"
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:

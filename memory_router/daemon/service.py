@@ -237,7 +237,7 @@ class Service:
             "error_code": None,
             "error_message": None,
             **plan.as_dict(),
-            "cooldown": {key: cooling[key] for key in (_health_key(s) for s in plan.steps) if key in cooling},
+            "cooldown": {key: cooling[key] for key in (s.health_key for s in plan.steps) if key in cooling},
         }
 
     def _installed_error(self, request: Request) -> dict[str, Any]:
@@ -497,11 +497,6 @@ class Service:
             raise
         except Exception as exc:
             self.say(f"warning: stopped watching {', '.join(folders)}: {exc}; restart serve to pick up changes")
-
-
-def _health_key(step: Any) -> str:
-    """The cooldown's key for a plan step (as in attempts.run_attempts)."""
-    return step.backend if step.mode is None else f"{step.backend}/{step.mode}"
 
 
 async def _aclose_quietly(instance: object) -> None:
