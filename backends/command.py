@@ -310,7 +310,7 @@ class CommandBackend:
             return fail(BACKEND_ERROR, f"cannot start {self.program}: {exc}")
         return self._interpret(request, result, watch.ms)
 
-    def _interpret(self, request: BackendRequest, result: ProcessResult, duration_ms: int) -> BackendResponse:
+    def _interpret(self, request: BackendRequest, result: ProcessResult, duration_ms: int) -> BackendResponse:  # noqa: C901 - one branch per documented outcome of a command backend
         def fail(code: str, message: str) -> BackendResponse:
             tail = result.stderr_tail(STDERR_TAIL_CHARS)
             if tail:

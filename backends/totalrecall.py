@@ -214,7 +214,7 @@ def _split_frontmatter(lines: list[str]) -> tuple[dict[str, str], int]:
     return {}, 0  # an unterminated block is content, not frontmatter
 
 
-def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]:
+def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]:  # noqa: C901 - one pass of a line-oriented markdown state machine; splitting it scatters the state
     """Split one memory file into entries."""
     lines = text.splitlines()
     meta, body_start = _split_frontmatter(lines)
@@ -518,7 +518,7 @@ def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[fl
     return heapq.nlargest(limit, ranked, key=lambda se: (se[0], se[1].timestamp or stamp))
 
 
-def _score_by_term_subsets(
+def _score_by_term_subsets(  # noqa: C901 - one bounded best-first search (docstring); its steps share one heap
     held: list[str],
     weights: dict[str, float],
     total: float,

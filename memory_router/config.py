@@ -151,7 +151,7 @@ def load_config(path: Path | None = None) -> RouterConfig:
     return parse_config(data, path)
 
 
-def parse_config(data: Any, path: Path) -> RouterConfig:
+def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one check per cross-reference, each with its own error
     if not isinstance(data, dict):
         raise InvalidConfig(path, "", f"the top level must be a JSON object, got {type(data).__name__}")
     try:

@@ -148,7 +148,7 @@ def sleepers(marker: str) -> list[int]:
     return pids
 
 
-def build_lines(n: int) -> tuple[bytes, dict[int, tuple[str, str | None]], Counter[tuple[str, str | None]]]:
+def build_lines(n: int) -> tuple[bytes, dict[int, tuple[str, str | None]], Counter[tuple[str, str | None]]]:  # noqa: C901 - a test generator: one branch per kind of line
     """n request lines; the expected (status, error_code) per id, and for id-less lines."""
     lines: list[bytes] = []
     expect: dict[int, tuple[str, str | None]] = {}

@@ -417,7 +417,7 @@ class Service:
         except (asyncio.TimeoutError, asyncio.CancelledError):
             task.cancel()
 
-    async def _watch_backends(self) -> None:
+    async def _watch_backends(self) -> None:  # noqa: C901 - start, stop and replace in one place so no watch is leaked
         """Watch the data folders of backend instances that can use it; stop watching replaced ones."""
         instances = {id(b): b for b in self.router.instances().values()}
         for key in [k for k in self._backend_watches if k not in instances]:
