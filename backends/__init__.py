@@ -1,24 +1,28 @@
 """Backend adapters, one module per backend type, behind the seam in :mod:`.base`.
 
-Installed as ``memory_router.backends``. Each adapter module defines:
-
-* ``Settings``: a frozen pydantic model of its keys in ``router-config.json``
-  (``backends.<name>``, minus ``type``), with ``extra="forbid"`` so typos are caught at load;
-* ``create(name, settings, context) -> Backend``.
-
+Installed as ``memory_router.backends``. Each adapter module has the
+:class:`~.base.AdapterModule` shape (``Settings``, ``create``, ``MODES``, ``ENV_VARS``,
+``demo_setup``) and is registered here by its type name in ``router-config.json``.
 Modules are imported lazily by type name, so the CLI pays only for the adapters it uses.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
+from typing import cast
 
-# type name in router-config.json -> module implementing it
+from .base import AdapterModule, BackendContext, DemoUnavailable
+
+__all__ = [
+    "ADAPTER_MODULES",
+    "AdapterModule",
+    "BackendContext",
+    "DemoUnavailable",
+    "adapter_module",
+    "register_adapter",
+]
+
+# type name in router-config.json -> module implementing it (add more with register_adapter)
 ADAPTER_MODULES: dict[str, str] = {
     "totalrecall": "memory_router.backends.totalrecall",
     "qmd": "memory_router.backends.qmd",
@@ -26,27 +30,21 @@ ADAPTER_MODULES: dict[str, str] = {
     "cognee": "memory_router.backends.cognee",
     "command": "memory_router.backends.command",
 }
+_BUILT_IN = frozenset(ADAPTER_MODULES)
 
 
-@dataclass(frozen=True)
-class BackendContext:
-    """What an adapter may know about its surroundings when it is created.
-
-    ``environ`` and ``cwd`` are passed in (not read from ``os``) so tests and the daemon control
-    them; adapters resolve their paths from settings first, then these, then defaults.
-    """
-
-    state_dir: Path
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    cwd: Path = field(default_factory=Path.cwd)
-    long_lived: bool = False
-    """True in ``serve``/``mcp``: adapters may keep warm helper processes (qmd's engine)."""
+def register_adapter(type_name: str, module: str) -> None:
+    """Make ``"type": type_name`` in router-config.json use the adapter module named ``module``
+    (imported when first used). For plug-ins, tests and benchmarks; a built-in type cannot be
+    replaced, and registering the same name twice must name the same module."""
+    if not type_name or not isinstance(type_name, str):
+        raise ValueError(f"an adapter type name is a non-empty string, not {type_name!r}")
+    current = ADAPTER_MODULES.get(type_name)
+    if type_name in _BUILT_IN or (current is not None and current != module):
+        raise ValueError(f"adapter type {type_name!r} is already registered (module {current})")
+    ADAPTER_MODULES[type_name] = module
 
 
-def adapter_module(type_name: str) -> ModuleType:
+def adapter_module(type_name: str) -> AdapterModule:
     """The module for an adapter type. Raises ``KeyError`` for an unknown type."""
-    return importlib.import_module(ADAPTER_MODULES[type_name])
-
-
-class DemoUnavailable(Exception):
-    """Raised by an adapter's ``demo_setup`` when its backend cannot run on this machine."""
+    return cast(AdapterModule, importlib.import_module(ADAPTER_MODULES[type_name]))

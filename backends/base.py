@@ -2,8 +2,10 @@
 
 Everything above this module (rules, plan, attempts, envelope, CLI, daemon) knows a backend only
 as an object with a ``name``, an async :meth:`Backend.search` that returns the stack's nine-field
-backend contract, and a cheap synchronous :meth:`Backend.probe`. Subprocesses, SQLite, HTTP and
-markdown parsing all live below this line, in one adapter module each.
+backend contract, and a cheap synchronous :meth:`Backend.probe`; optionally
+:class:`ClosableBackend` and :class:`WatchableBackend`. An adapter module has the
+:class:`AdapterModule` shape and is created with a :class:`BackendContext`. Subprocesses, SQLite,
+HTTP and markdown parsing all live below this line, in one adapter module each.
 
 Rules every adapter follows:
 
@@ -19,7 +21,9 @@ Rules every adapter follows:
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -166,6 +170,14 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class ClosableBackend(Protocol):
+    """Optional: a backend holding resources (a warm process, a connection). The daemon awaits
+    :meth:`aclose` when the instance is replaced by a reload."""
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
 class WatchableBackend(Protocol):
     """Optional: a backend whose cache a file watcher can keep fresh (the daemon uses it).
 
@@ -178,6 +190,55 @@ class WatchableBackend(Protocol):
     def set_watched(self, watched: bool) -> None: ...
 
     def invalidate(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What an adapter may know about its surroundings when it is created.
+
+    ``environ`` and ``cwd`` are passed in (not read from ``os``) so tests and the daemon control
+    them; adapters resolve their paths from settings first, then these, then defaults.
+    """
+
+    state_dir: Path
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: Path = field(default_factory=Path.cwd)
+    long_lived: bool = False
+    """True in ``serve``/``mcp``: adapters may keep warm helper processes (qmd's engine)."""
+
+
+class DemoUnavailable(Exception):
+    """Raised by an adapter's ``demo_setup`` when its backend cannot run on this machine."""
+
+
+@runtime_checkable
+class AdapterModule(Protocol):
+    """The shape of an adapter module (``backends/<type>.py``), registered by type name with
+    :func:`memory_router.backends.register_adapter`.
+
+    * ``Settings``: a frozen pydantic model of its keys in ``router-config.json``
+      (``backends.<name>``, minus ``type``), with ``extra="forbid"`` so typos are caught at load;
+    * ``create(name, settings, context)``: a :class:`Backend`;
+    * ``MODES``: the modes a chain step may name, or ``None`` for a single-mode backend;
+    * ``ENV_VARS``: the environment variables it reads (the daemon answers a client only if the
+      client's values of these match its own);
+    * ``demo_setup(workspace, state_dir)``: prepare the demo's data and return the settings that
+      point at it (raise :class:`DemoUnavailable` when it cannot run here), or ``None``.
+    """
+
+    @property
+    def Settings(self) -> type[BaseModel]: ...
+
+    @property
+    def MODES(self) -> frozenset[str] | None: ...
+
+    @property
+    def ENV_VARS(self) -> frozenset[str]: ...
+
+    @property
+    def demo_setup(self) -> Callable[[Path, Path], dict[str, Any]] | None: ...
+
+    def create(self, name: str, settings: Any, context: BackendContext) -> Backend: ...
 
 
 class Stopwatch:

@@ -66,6 +66,8 @@ STDERR_TAIL_CHARS = 300
 DEFAULT_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 
 ArgTemplate = str | tuple[str, ...]
+MODES = None  # each command backend lists its own modes (Settings.modes)
+demo_setup = None  # the demo has no command backend
 
 
 class Settings(BaseModel):

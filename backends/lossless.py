@@ -93,6 +93,7 @@ FIX_HINT = (
     "install and run the lossless-claw OpenClaw plugin (it creates lcm.db on start), or point "
     "backends.{name}.db_path in router-config.json (or LCM_DATABASE_PATH) at an existing lcm.db"
 )
+MODES = None  # a single mode: chain steps name none
 
 
 class Settings(BaseModel):

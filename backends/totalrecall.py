@@ -65,6 +65,7 @@ RECENCY_HALF_LIFE_DAYS = 14.0
 NO_TERMS_RELEVANCE = 0.35
 MAX_CONTENT_CHARS = 2000
 WATCHED_RESCAN_S = 5.0  # even when watched, walk the tree at least this often
+MODES = None  # a single mode: chain steps name none
 
 
 class Settings(BaseModel):

@@ -1,7 +1,7 @@
 """An instant in-process backend type for benchmarking `memory-router serve` itself.
 
-Registered as adapter type ``"instant"`` by ``serve_throughput.py``'s launcher (benchmarks only;
-never in ADAPTER_MODULES): every search returns a prepared three-result ``success`` response at
+Registered as adapter type ``"instant"`` by ``serve_throughput.py``'s launcher with
+``register_adapter`` (benchmarks only): every search returns a prepared three-result ``success`` response at
 once, so what the daemon's throughput measures is the daemon and the router, not a backend.
 """
 
@@ -10,6 +10,10 @@ from __future__ import annotations
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, BackendResponse, Probe, Result
 from pydantic import BaseModel, ConfigDict
+
+MODES = None
+ENV_VARS: frozenset[str] = frozenset()
+demo_setup = None
 
 
 class Settings(BaseModel):

@@ -38,8 +38,8 @@ BENCH = Path(__file__).resolve().parent
 LAUNCHER = f"""
 import sys
 sys.path.insert(0, {str(BENCH)!r})
-from memory_router.backends import ADAPTER_MODULES
-ADAPTER_MODULES["instant"] = "_instant_adapter"
+from memory_router.backends import register_adapter
+register_adapter("instant", "_instant_adapter")
 from memory_router.cli import main
 main(["serve", *sys.argv[1:]], prog_name="memory-router")
 """

@@ -194,7 +194,7 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
                     f'Define it under "backends" (defined: {", ".join(sorted(backends))}).',
                 )
             # A backend's own settings may list its modes (command backends); else the adapter's.
-            modes = getattr(backend.settings, "modes", None) or getattr(adapter_module(backend.type), "MODES", None)
+            modes = getattr(backend.settings, "modes", None) or adapter_module(backend.type).MODES
             if step.mode is not None and modes is not None and step.mode not in modes:
                 raise InvalidConfig(
                     path,

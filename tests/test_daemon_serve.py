@@ -28,10 +28,12 @@ FAKES = '''
 """FAKE backends for the daemon tests: one that fails, one that hangs in a real child process."""
 from typing import Literal
 from pydantic import BaseModel, ConfigDict
-from memory_router.backends import ADAPTER_MODULES, _process
+from memory_router.backends import _process, register_adapter
 from memory_router.backends.base import BackendResponse, Probe
 
 MODES = frozenset({"search", "vsearch", "query"})
+ENV_VARS = frozenset()
+demo_setup = None
 
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -51,7 +53,7 @@ class Fake:
 def create(name, settings, context):
     return Fake(name, settings)
 
-ADAPTER_MODULES["testfake"] = __name__
+register_adapter("testfake", __name__)
 '''
 
 MEMORY = """# Working memory

@@ -41,7 +41,7 @@ import orjson
 
 from memory_router import paths
 from memory_router.backends import BackendContext
-from memory_router.backends.base import Backend, WatchableBackend
+from memory_router.backends.base import Backend, ClosableBackend, WatchableBackend
 
 from ..config import RouterConfig, load_config
 from ..cooldown import Cooldown
@@ -500,28 +500,18 @@ class Service:
 
 
 async def _aclose_quietly(instance: object) -> None:
-    aclose = getattr(instance, "aclose", None)
-    if callable(aclose):
+    """Await a :class:`ClosableBackend`'s ``aclose()`` (5 s at most); errors are not ours to report."""
+    if isinstance(instance, ClosableBackend):
         try:
-            await asyncio.wait_for(aclose(), 5.0)
+            await asyncio.wait_for(instance.aclose(), 5.0)
         except Exception:
             pass
 
 
 def _close_quietly(instance: object) -> None:
-    """Backends that hold resources may define ``aclose()`` or ``close()``; a replaced one gets
-    it called."""
-    if callable(getattr(instance, "aclose", None)):
+    """A replaced backend that holds resources (:class:`ClosableBackend`) is closed in the background."""
+    if isinstance(instance, ClosableBackend):
         asyncio.ensure_future(_aclose_quietly(instance))
-        return
-    close = getattr(instance, "close", None)
-    if callable(close):
-        try:
-            result = close()
-            if asyncio.iscoroutine(result):
-                asyncio.ensure_future(result)
-        except Exception:
-            pass
 
 
 def _stderr(message: str) -> None:

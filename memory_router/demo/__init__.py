@@ -108,7 +108,7 @@ def materialize(dest: Path, *, today: date | None = None, log=print) -> DemoWork
     statuses: dict[str, dict[str, Any]] = {}
     for name, spec in config["backends"].items():
         module = adapter_module(spec["type"])
-        setup = getattr(module, "demo_setup", None)
+        setup = module.demo_setup
         try:
             if setup is None:
                 raise DemoUnavailable(f"the {spec['type']} adapter has no demo set-up")

@@ -1,0 +1,136 @@
+"""The declared backend seam (backends/base.py): every built-in adapter module has the
+``AdapterModule`` shape, ``register_adapter`` adds a type the router then uses, and the daemon's
+optional hooks (``aclose``, watching) are found through the declared protocols."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from memory_router.backends import ADAPTER_MODULES, adapter_module, register_adapter
+from memory_router.backends.base import (
+    AdapterModule,
+    BackendContext,
+    BackendRequest,
+    BackendResponse,
+    ClosableBackend,
+    Probe,
+    Result,
+    WatchableBackend,
+)
+from pydantic import BaseModel, ConfigDict
+
+from memory_router.config import parse_config
+from memory_router.installed import parse_installed
+from memory_router.router import Router
+from memory_router.routerlog import RouterLog
+
+BUILT_IN = ("totalrecall", "qmd", "lossless", "cognee", "command")
+
+
+@pytest.mark.parametrize("type_name", BUILT_IN)
+def test_each_built_in_adapter_module_has_the_declared_shape(type_name: str) -> None:
+    module = adapter_module(type_name)
+    missing = [name for name in ("Settings", "create", "MODES", "demo_setup") if not hasattr(module, name)]
+    assert missing == [], f"{type_name}: missing {missing}"
+    assert issubclass(module.Settings, BaseModel)
+    assert module.Settings.model_config.get("extra") == "forbid"
+    assert module.MODES is None or (isinstance(module.MODES, frozenset) and all(module.MODES))
+    assert module.demo_setup is None or callable(module.demo_setup)
+
+
+def test_only_the_adapters_with_modes_declare_them() -> None:
+    assert adapter_module("qmd").MODES == frozenset({"search", "vsearch", "query"})
+    assert adapter_module("cognee").MODES and "graph" in adapter_module("cognee").MODES
+    assert [t for t in BUILT_IN if adapter_module(t).MODES is None] == ["totalrecall", "lossless", "command"]
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    answer: str = "registered"
+
+
+class _Registered:
+    def __init__(self, name: str, answer: str) -> None:
+        self.name, self.answer = name, answer
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        return BackendResponse.from_results(
+            self.name, request.query, [Result(content=self.answer, relevance=0.9, source=self.name)]
+        )
+
+    def probe(self) -> Probe:
+        return Probe(True, "registered in a test")
+
+
+def _fake_module(name: str) -> types.ModuleType:
+    """A FAKE adapter module with the AdapterModule shape, importable by ``name``."""
+    module = types.ModuleType(name)
+    module.Settings = _Settings  # type: ignore[attr-defined]
+    module.MODES = None  # type: ignore[attr-defined]
+    module.ENV_VARS = frozenset()  # type: ignore[attr-defined]
+    module.demo_setup = None  # type: ignore[attr-defined]
+    module.create = lambda n, s, c: _Registered(n, s.answer)  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def registered(monkeypatch: pytest.MonkeyPatch) -> str:
+    module = _fake_module("memory_router_test_seam_adapter")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr("memory_router.backends.ADAPTER_MODULES", dict(ADAPTER_MODULES))
+    register_adapter("seamtest", module.__name__)
+    return "seamtest"
+
+
+def test_a_registered_type_is_configured_and_routed_to(registered: str, tmp_path: Path) -> None:
+    data = {
+        "rules": [{"number": 1, "id": "default", "chain": [{"backend": "mine"}]}],
+        "backends": {"mine": {"type": registered, "answer": "from the registered adapter"}},
+    }
+    config = parse_config(data, tmp_path / "router-config.json")
+    router = Router(config, context=BackendContext(state_dir=tmp_path), log=RouterLog(None))
+    installed = parse_installed({"backends": {"mine": {"status": "ready"}}}, tmp_path / "backends.json")
+    envelope = asyncio.run(router.route("anything", installed))
+    assert envelope.routed_to == "mine" and [r.content for r in envelope.results] == ["from the registered adapter"]
+
+
+def test_a_registered_type_still_rejects_unknown_settings(registered: str, tmp_path: Path) -> None:
+    data = {
+        "rules": [{"number": 1, "id": "default", "chain": [{"backend": "mine"}]}],
+        "backends": {"mine": {"type": registered, "anwser": "typo"}},
+    }
+    with pytest.raises(Exception, match="anwser"):
+        parse_config(data, tmp_path / "router-config.json")
+
+
+def test_register_adapter_refuses_to_replace_a_type(registered: str) -> None:
+    register_adapter(registered, "memory_router_test_seam_adapter")  # the same module again: fine
+    with pytest.raises(ValueError, match="already registered"):
+        register_adapter(registered, "some.other.module")
+    with pytest.raises(ValueError, match="'qmd' is already registered"):
+        register_adapter("qmd", "memory_router_test_seam_adapter")
+    with pytest.raises(ValueError, match="non-empty string"):
+        register_adapter("", "memory_router_test_seam_adapter")
+
+
+def test_the_optional_hooks_are_recognised_by_their_protocols(tmp_path: Path) -> None:
+    totalrecall = adapter_module("totalrecall")
+    backend = totalrecall.create("totalrecall", totalrecall.Settings(), BackendContext(state_dir=tmp_path))
+    assert isinstance(backend, WatchableBackend)
+    assert not isinstance(_Registered("x", "y"), WatchableBackend)
+    assert not isinstance(_Registered("x", "y"), ClosableBackend)
+
+    class Closing(_Registered):
+        async def aclose(self) -> None:
+            pass
+
+    assert isinstance(Closing("x", "y"), ClosableBackend)
+
+
+def test_the_protocol_names_every_member_the_router_and_daemon_use() -> None:
+    members = {m for m in dir(AdapterModule) if not m.startswith("_")}
+    assert members == {"Settings", "create", "MODES", "ENV_VARS", "demo_setup"}
