@@ -44,8 +44,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._words import META_WORDS, STOPWORDS, identifier_parts, stem
 from .base import Result
-from .totalrecall import META_WORDS, STOPWORDS, _identifier_parts, index_terms, stem
+from .totalrecall import index_terms
 
 NO_TERMS_RELEVANCE = 0.35
 # Edges Cognee's own data model adds around the user's graph (chunk -> document, chunk ->
@@ -171,7 +172,7 @@ def entity_terms(query: str) -> list[Term]:
         lower = word.lower()
         if len(lower) < 2 or lower in STOPWORDS or lower in META_WORDS or is_relation_word(lower):
             continue
-        parts = _identifier_parts(word)
+        parts = identifier_parts(word)
         term = Term(stem(lower), tuple(stem(p) for p in parts) if len(parts) > 1 else ())
         seen.setdefault(term.stem, term)
     return list(seen.values())

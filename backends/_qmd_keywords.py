@@ -30,24 +30,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing done down during each either few
-    for from further had has have having he her here hers him his how i if in into is it its
-    itself just me might more most must my no nor not of off on once only or other our ours out
-    over own same shall she should so some such than that the their theirs them then there these
-    they this those through to too under until up upon very via was we were what whats when where
-    which while who whom whose why will with within without would you your yours s t don let lets
-    us get got go going make made way ve ll re d m thing things stuff something anything
-    everything one ones please show tell find give know look see want need use used using like
-    i'm it's what's that's there's we're let's""".split()
-    # Words that instruct the searcher rather than describe the target.
-) | frozenset("search searching locate lookup usages occurrences".split())
-# Words that say *when* to look rather than *what* for: in an ANDed BM25 query they only exclude.
-META_WORDS = frozenset(
-    """recently recent last latest earlier ago minute minutes hour hours today yesterday
-    morning afternoon evening conversation discussed talked mentioned remember recall""".split()
+from . import _words
+
+# The shared stopwords, plus the words that tell a keyword searcher how to search rather than
+# what for (in an ANDed BM25 query they only exclude).
+STOPWORDS = _words.STOPWORDS | frozenset(
+    """also either might must shall upon via whats whose within without d m like use used using
+    i'm it's what's that's there's we're let's search searching locate lookup usages occurrences""".split()
 )
+# Words that say *when* to look rather than *what* for.
+META_WORDS = _words.META_WORDS
 
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|`([^`]+)`|(?<![\w\'])\'([^\']+)\'(?![\w\'])')
 _STRAY_QUOTES = str.maketrans({'"': " ", "“": " ", "”": " ", "`": " "})

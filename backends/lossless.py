@@ -67,6 +67,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import BackendContext
+from ._words import META_WORDS, STOPWORDS, recency, stem
 from .base import (
     BACKEND_ERROR,
     BACKEND_UNAVAILABLE,
@@ -77,13 +78,11 @@ from .base import (
     Result,
     Stopwatch,
 )
-from .totalrecall import META_WORDS, STOPWORDS, stem
 
 SUMMARY_WEIGHT = 1.0
 MESSAGE_WEIGHT = 0.9
 BAND_FLOOR = 0.7  # coverage * (BAND_FLOOR + (1 - BAND_FLOOR) * strength)
 LIKE_STRENGTH = 0.5
-RECENCY_HALF_LIFE_DAYS = 14.0
 NO_TERMS_DECISION = 0.5
 NO_TERMS_OTHER = 0.3
 MAX_TERMS = 12
@@ -732,13 +731,13 @@ class LosslessBackend:
 
     def _result(self, hit: _Hit, schema: Schema) -> Result:
         r = hit.row
-        recency = _recency(r.get("age_days"))
+        recency_weight = recency(r.get("age_days"))
         weight = SUMMARY_WEIGHT if hit.table == "summaries" else MESSAGE_WEIGHT
         if hit.match == "recent":
             base = NO_TERMS_DECISION if _DECISION_TEXT.search(r["content"] or "") else NO_TERMS_OTHER
-            relevance = base * recency
+            relevance = base * recency_weight
         else:
-            relevance = hit.coverage * (BAND_FLOOR + (1 - BAND_FLOOR) * hit.strength) * weight * recency
+            relevance = hit.coverage * (BAND_FLOOR + (1 - BAND_FLOOR) * hit.strength) * weight * recency_weight
         content = r["content"] or ""
         limit = self.settings.max_content_chars
         if len(content) > limit:
@@ -796,12 +795,6 @@ def _strength(rank: float | None, best: float | None) -> float:
     if rank is None or best is None or best >= 0 or rank >= 0:
         return 1.0
     return max(0.0, min(1.0, rank / best))
-
-
-def _recency(age_days: float | None) -> float:
-    if age_days is None:
-        return 0.85
-    return 0.85 + 0.15 * 0.5 ** (max(0.0, float(age_days)) / RECENCY_HALF_LIFE_DAYS)
 
 
 _ISO_Z = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.\d+)?(?:Z|[+-]00:?00)?$")

@@ -56,12 +56,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from ..timefmt import iso_z
 from . import BackendContext
+from ._words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
 from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Result, Stopwatch
 
 TIER_WEIGHTS = {"working": 1.0, "registers": 0.95, "daily": 0.9, "archive": 0.75}
 SUPERSEDED_FACTOR = 0.6
-RECENCY_HALF_LIFE_DAYS = 14.0
 NO_TERMS_RELEVANCE = 0.35
 MAX_CONTENT_CHARS = 2000
 WATCHED_RESCAN_S = 5.0  # even when watched, walk the tree at least this often
@@ -93,45 +94,7 @@ def resolve_root(settings: Settings, context: BackendContext) -> Path | None:
 # --------------------------------------------------------------------------- text handling
 
 _WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*|_+[^\W_]+", re.UNICODE)
-_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'")
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing done down during each few for
-    from further had has have having he her here hers him his how i if in into is it its itself
-    just me more most my no nor not of off on once only or other our ours out over own same she
-    should so some such than that the their theirs them then there these they this those through
-    to too under until up very was we were what when where which while who whom why will with
-    would you your yours s t don let lets us get got go going make made way ve ll re
-    thing things stuff something anything everything one ones please show tell find give know
-    look see want need""".split()
-)
-# Words that say *when* or *how* to look rather than *what*: matching them would only add noise.
-META_WORDS = frozenset(
-    """recently recent last latest earlier ago minute minutes hour hours today yesterday
-    morning afternoon evening conversation discussed talked mentioned remember recall
-    again""".split()
-)
-_IRREGULAR = {"decision": "decid", "decisions": "decid", "chose": "choos", "chosen": "choos", "choice": "choos"}
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ied", "ies", "ed", "es", "er", "ly", "s", "e")
-
-
-def stem(word: str) -> str:
-    """A deliberately light stemmer: enough to join decide/decided, token/tokens."""
-    if word in _IRREGULAR:
-        return _IRREGULAR[word]
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
-def _identifier_parts(word: str) -> list[str]:
-    parts: list[str] = []
-    for piece in word.split("_"):
-        parts.extend(p.lower() for p in _CAMEL_PART.findall(piece))
-    return parts
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -141,7 +104,7 @@ def _word_terms(word: str) -> tuple[str, ...]:
     lower = word.lower()
     if lower == word and word.isascii() and word.isalpha():
         return (stem(lower),)  # plain lowercase ASCII: exactly one identifier part, itself
-    parts = _identifier_parts(word)
+    parts = identifier_parts(word)
     if len(parts) > 1:
         return (stem(lower), *(stem(p) for p in parts))
     return (stem(lower),)
@@ -448,10 +411,7 @@ class _Index:
 
 
 def _recency(ts: datetime | None, now: datetime) -> float:
-    if ts is None:
-        return 0.85
-    age_days = max(0.0, (now - ts).total_seconds() / 86400)
-    return 0.85 + 0.15 * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+    return recency(None if ts is None else (now - ts).total_seconds() / 86400)
 
 
 def _phrase_bonus(terms: list[str], entry_terms: tuple[str, ...]) -> float:
@@ -577,7 +537,7 @@ def _score_by_term_subsets(  # noqa: C901 - one bounded best-first search (docst
 
 
 def _iso(ts: datetime | None) -> str | None:
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
+    return iso_z(ts) if ts else None
 
 
 class TotalRecallBackend:

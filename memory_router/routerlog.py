@@ -15,8 +15,9 @@ import os
 import re
 import sys
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
+
+from .timefmt import now_iso_z
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -44,7 +45,7 @@ def token(value: str) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now_iso_z()
 
 
 class RouterLog:

@@ -24,10 +24,10 @@ from memory_router.backends.totalrecall import (
     NO_TERMS_RELEVANCE,
     SUPERSEDED_FACTOR,
     TIER_WEIGHTS,
-    _identifier_parts,
     _Index,
     _phrase_bonus,
     _recency,
+    identifier_parts,
     index_terms,
     memory_files,
     query_terms,
@@ -41,7 +41,7 @@ def reference_index_terms(text: str) -> list[str]:
     for word in _WORD.findall(text):
         lower = word.lower()
         terms.append(stem(lower))
-        parts = _identifier_parts(word)
+        parts = identifier_parts(word)
         if len(parts) > 1:
             terms.extend(stem(p) for p in parts)
     return terms
