@@ -114,7 +114,7 @@ class QmdEngine:
         """pid, RSS, uptime, model state: for ``daemon status`` and ``backends``."""
         proc = self._proc
         running = proc is not None and proc.returncode is None
-        models = self.health.get("models") if isinstance(self.health.get("models"), dict) else {}
+        models: dict[str, Any] = self.health["models"] if isinstance(self.health.get("models"), dict) else {}
         return {
             "state": "running"
             if running

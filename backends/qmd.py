@@ -540,7 +540,7 @@ class QmdBackend:
         if mode == "search":
             return await self._keyword_search(request, transport, watch)
         sent, needs = self._semantic_plan(mode, request, transport)
-        if not isinstance(transport, HttpTransport):
+        if isinstance(transport, (CliTransport, EngineTransport)):  # local qmd: its models must be on disk
             missing = missing_models(needs, self.config_file(transport.env), transport.env)
             if missing:
                 return BackendResponse.failure(
