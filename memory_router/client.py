@@ -33,9 +33,8 @@ import stat
 import sys
 
 from . import __version__
+from .wire import PROTOCOL, SOCKET_NAME
 
-PROTOCOL = 1
-SOCKET_NAME = "router.sock"
 MODES = ("auto", "off", "require")
 DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"
 

@@ -3,6 +3,7 @@ precise code, never an exception of any other kind; ids survive."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 
@@ -21,7 +22,8 @@ from memory_router.daemon.protocol import (
     parse_line,
     sniff_id,
 )
-from memory_router.daemon.stdio import _Eof, _Oversized, read_lines
+from memory_router.daemon.stdio import _Eof, read_lines
+from memory_router.wire import Oversized
 
 LIMIT = 4096
 
@@ -175,6 +177,34 @@ def test_read_lines_splits_any_stream_and_flags_long_lines(lines, max_line, trai
     assert len(got) == len(expected)
     for item, line in zip(got, expected, strict=True):
         if len(line) > max_line:
-            assert isinstance(item, _Oversized) and item.length == len(line) and line.startswith(item.prefix)
+            assert isinstance(item, Oversized) and item.length == len(line) and line.startswith(item.prefix)
         else:
             assert item == line
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=120).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=30),
+    max_line=st.integers(1, 100),
+    chunk=st.integers(1, 50),
+)
+def test_the_socket_reads_the_same_lines_as_stdin(lines, max_line, chunk) -> None:
+    """Both transports split with wire.LineSplitter; the socket also drops a "\\r" before "\\n"."""
+    from memory_router.daemon.socket_server import _lines
+
+    data = b"\n".join(lines) + b"\n"
+
+    async def read() -> list[object]:
+        reader = asyncio.StreamReader()
+        for i in range(0, len(data), chunk):
+            reader.feed_data(data[i : i + chunk])
+        reader.feed_eof()
+        return [item async for item in _lines(reader, max_line)]
+
+    got = asyncio.run(read())
+    assert len(got) == len(lines)
+    for item, line in zip(got, lines, strict=True):
+        if len(line) > max_line:
+            assert isinstance(item, Oversized) and item.length == len(line) and line.startswith(item.prefix)
+        else:
+            assert item == (line[:-1] if line.endswith(b"\r") else line)

@@ -39,15 +39,16 @@ import stat
 import struct
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .. import __version__
-from ..client import PROTOCOL, context
+from ..client import context
+from ..wire import PROTOCOL, LineSplitter, Oversized
 
-_SNIFF_BYTES = 512
 _TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
 MAX_CLIENTS = 256
 PER_CONNECTION_IN_FLIGHT = 64
@@ -281,12 +282,10 @@ class SocketServer:
                 return "this daemon serves only its own user"
         return None
 
-    async def _answer(
-        self, item: bytes | tuple[bytes, int], writer: asyncio.StreamWriter, slots: asyncio.Semaphore
-    ) -> None:
+    async def _answer(self, item: bytes | Oversized, writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
         try:
-            if isinstance(item, tuple):
-                response = self.service.oversized_line(*item)
+            if isinstance(item, Oversized):
+                response = self.service.oversized_line(item.prefix, item.length)
             else:
                 response = self._transport_op(item)
                 if response is None:
@@ -329,40 +328,19 @@ class SocketServer:
         return None
 
 
-async def _lines(reader: asyncio.StreamReader, max_line: int):
-    """Yield each line (bytes, without its newline), or ``(prefix, length)`` for a line longer
-    than ``max_line`` (never buffered whole). A last line without a newline is still a line."""
-    buf = bytearray()
-    skipping: list[Any] | None = None  # [prefix, length]
+async def _lines(reader: asyncio.StreamReader, max_line: int) -> AsyncIterator[bytes | Oversized]:
+    """Each line (bytes, without its newline and a ``\r`` before it), or an :class:`Oversized`
+    for a line longer than ``max_line`` (never buffered whole). A last line without a newline is
+    still a line (taken as it is)."""
+    splitter = LineSplitter(max_line)
     while True:
         chunk = await reader.read(1 << 16)
         if not chunk:
-            if skipping is not None:
-                yield (skipping[0], skipping[1])
-            elif buf:
-                yield bytes(buf)
+            for item in splitter.end():
+                yield item
             return
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            end = nl if nl >= 0 else len(chunk)
-            if skipping is not None:
-                skipping[1] += end - start
-            else:
-                buf += chunk[start:end]
-                if len(buf) > max_line:
-                    skipping = [bytes(buf[:_SNIFF_BYTES]), len(buf)]
-                    buf.clear()
-            if nl < 0:
-                break
-            if skipping is not None:
-                yield (skipping[0], skipping[1])
-                skipping = None
-            else:
-                line = bytes(buf)
-                buf.clear()
-                yield line[:-1] if line.endswith(b"\r") else line
-            start = nl + 1
+        for item in splitter.feed(chunk):
+            yield item[:-1] if isinstance(item, bytes) and item.endswith(b"\r") else item
 
 
 def serve_socket(

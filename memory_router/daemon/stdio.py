@@ -28,9 +28,8 @@ from typing import Any
 
 import orjson
 
+from ..wire import LineSplitter, Oversized
 from .service import SHUTTING_DOWN, Service
-
-_SNIFF_BYTES = 512
 
 
 class _Eof:
@@ -42,20 +41,14 @@ class _ReadError:
         self.exc = exc
 
 
-class _Oversized:
-    def __init__(self, prefix: bytes, length: int) -> None:
-        self.prefix, self.length = prefix, length
+Item = Any  # bytes | Oversized | _Eof | _ReadError
 
 
-Item = Any  # bytes | _Oversized | _Eof | _ReadError
-
-
-def read_lines(fd: int, max_line: int, emit: Callable[[Item], bool]) -> None:  # noqa: C901 - a byte-level splitter whose states read best together
+def read_lines(fd: int, max_line: int, emit: Callable[[Item], bool]) -> None:
     """Read ``fd`` to EOF, calling ``emit`` with each line (bytes, without its newline), an
-    :class:`_Oversized` marker, then :class:`_Eof` (or :class:`_ReadError`). Stops early when
-    ``emit`` returns False."""
-    buf = bytearray()
-    skipping: _Oversized | None = None
+    :class:`~memory_router.wire.Oversized` marker, then :class:`_Eof` (or :class:`_ReadError`).
+    Stops early when ``emit`` returns False."""
+    splitter = LineSplitter(max_line)
     while True:
         try:
             chunk = os.read(fd, 1 << 16)
@@ -63,31 +56,13 @@ def read_lines(fd: int, max_line: int, emit: Callable[[Item], bool]) -> None:  #
             emit(_ReadError(exc))
             return
         if not chunk:
-            if skipping is not None:
-                emit(skipping)
-            elif buf:
-                emit(bytes(buf))  # a last line without a newline is still a line
+            for item in splitter.end():
+                emit(item)
             emit(_Eof())
             return
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            end = nl if nl >= 0 else len(chunk)
-            if skipping is not None:
-                skipping.length += end - start
-            else:
-                buf += chunk[start:end]
-                if len(buf) > max_line:
-                    skipping = _Oversized(bytes(buf[:_SNIFF_BYTES]), len(buf))
-                    buf.clear()
-            if nl < 0:
-                break
-            item: Item = skipping if skipping is not None else bytes(buf)
-            skipping = None
-            buf.clear()
+        for item in splitter.feed(chunk):
             if not emit(item):
                 return
-            start = nl + 1
 
 
 class StdioServer:
@@ -156,7 +131,7 @@ class StdioServer:
             # Lines already read but not started: answered, not dropped.
             while not queue.empty():
                 item = queue.get_nowait()
-                if isinstance(item, (bytes, _Oversized)):
+                if isinstance(item, (bytes, Oversized)):
                     seq = self._take_seq()
                     self._respond(seq, self._shutting_down(item))
             await self._drain()
@@ -172,7 +147,7 @@ class StdioServer:
 
     def _dispatch(self, item: Item) -> None:
         seq = self._take_seq()
-        if isinstance(item, _Oversized):
+        if isinstance(item, Oversized):
             self._respond(seq, self.service.oversized_line(item.prefix, item.length))
             return
         task = asyncio.create_task(self._one(seq, item))
@@ -186,8 +161,8 @@ class StdioServer:
             response = self._shutting_down(line)
         self._respond(seq, response)
 
-    def _shutting_down(self, item: bytes | _Oversized) -> bytes:
-        if isinstance(item, _Oversized):
+    def _shutting_down(self, item: bytes | Oversized) -> bytes:
+        if isinstance(item, Oversized):
             return self.service.oversized_line(item.prefix, item.length)
         rid = None
         try:
