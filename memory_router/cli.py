@@ -25,6 +25,9 @@ from . import __version__, paths
 from .errors import InvalidQuery, RouterError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+# The click context's ``obj`` when the console script has already tried the daemon for ``query``
+# (memory_router.entry): the command then routes in-process.
+IN_PROCESS = "in-process"
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,7 @@ def query(
     text = query
     try:
         text = _read_query(query)
-        if not client.ATTEMPTED:  # the console script's fast path has not tried the daemon yet
+        if click.get_current_context().obj is not IN_PROCESS:  # the console script has not tried it yet
             code = client.route_via_daemon(
                 text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=daemon_mode, **kw
             )

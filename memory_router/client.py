@@ -63,9 +63,6 @@ _USAGE_CODES = frozenset(
 )
 _MAX_RESPONSE = 64 << 20
 
-# Set once a daemon has been tried for this process, so the click command does not try again.
-ATTEMPTED = False
-
 
 class DaemonError(Exception):
     """The daemon could not be used (not there, wrong owner, wrong protocol, broken connection)."""
@@ -282,8 +279,6 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
 ) -> int | None:
     """Answer ``query`` through the daemon and return the exit code, or ``None`` to route
     in-process. In ``require`` mode it never returns ``None``."""
-    global ATTEMPTED
-    ATTEMPTED = True
     mode = daemon_mode(mode)
     if mode == "off":
         return None

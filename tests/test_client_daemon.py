@@ -521,3 +521,22 @@ def test_spawn_never_creates_a_missing_state_dir(ws: Workspace, tmp_path: Path) 
         timeout=60,
     )
     assert start.returncode == 2 and "does not exist" in start.stderr and not missing.exists()
+
+
+def _daemon_requests(ws: Workspace) -> int:
+    with client.Connection(str(ws.socket)) as conn:
+        return conn.request({"op": "stats"}, timeout=5.0)["stats"]["requests"]
+
+
+def test_arguments_the_fast_parser_declines_route_in_process(ws: Workspace, daemon) -> None:
+    # click reads " 2" as 2; the console script's stdlib parser does not, so click parses the
+    # arguments and the query routes in-process, without a second try at the daemon.
+    before = _daemon_requests(ws)
+    declined = ws.query("auth", "--limit", " 2")
+    after = _daemon_requests(ws)
+    assert declined.code == 0 and not declined.by_daemon and declined.envelope["status"] == "success"
+    accepted = ws.query("auth", "--limit", "2")
+    assert accepted.by_daemon
+    assert_same_answer(accepted.envelope, declined.envelope, "--limit ' 2' in-process vs --limit 2 by the daemon")
+    # The declined query never reached the daemon; the accepted one did (stats count themselves).
+    assert after - before == _daemon_requests(ws) - after - 1
