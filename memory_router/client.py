@@ -25,27 +25,29 @@ route in-process.
 
 from __future__ import annotations
 
-# The C module behind `socket`: importing `socket` itself builds its enums, about a quarter of
-# this process's own import time on the warm path. Only AF_UNIX stream sockets are used here.
-import _socket
 import os
-import stat
 import sys
 
-from . import __version__
-from .wire import PROTOCOL, SOCKET_NAME
+from .wire import (  # noqa: F401 - re-exported: the client's API
+    ENV_IGNORED,
+    ENV_NAMES,
+    ENV_PREFIXES,
+    PROTOCOL,
+    SOCKET_NAME,
+    Connection,
+    DaemonError,
+    ProtocolMismatch,
+    context,
+    context_diff,
+    resolve_backends_json,
+    resolve_config,
+    resolve_state_dir,
+    socket_path,
+)
 
 MODES = ("auto", "off", "require")
 DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"
 
-# Environment variables that can change an answer: the router's own, every adapter's (by
-# prefix), and the few generic ones adapters read (binary lookup, ~, caches). The daemon and the
-# client must agree on all of them. The daemon switches are not part of the answer.
-ENV_PREFIXES = ("OPENCLAW_", "MEMORY_ROUTER_", "QMD_", "COGNEE_", "LOSSLESS_", "TOTALRECALL_")
-ENV_NAMES = frozenset({"HOME", "PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"})
-ENV_IGNORED = frozenset(
-    {"MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN", "MEMORY_ROUTER_IDLE_EXIT"}
-)
 
 # Daemon answers that are not an answer to the query: route in-process instead.
 _RETRY_IN_PROCESS = frozenset({"SHUTTING_DOWN", "INTERNAL_ERROR", "INVALID_REQUEST", "REQUEST_TOO_LARGE"})
@@ -61,156 +63,6 @@ _USAGE_CODES = frozenset(
         DAEMON_UNAVAILABLE,
     }
 )
-_MAX_RESPONSE = 64 << 20
-
-
-class DaemonError(Exception):
-    """The daemon could not be used (not there, wrong owner, wrong protocol, broken connection)."""
-
-
-# ---------------------------------------------------------------------- paths and context
-# These mirror memory_router.paths (flag, then environment, then default) with os.path only, so
-# the hot path does not import pathlib; tests check that both resolve identically.
-
-
-def resolve_state_dir(flag: str | None) -> str:
-    chosen = flag or os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw/state"
-    return os.path.expanduser(chosen)
-
-
-def resolve_backends_json(state_dir: str, flag: str | None) -> str:
-    return os.path.expanduser(flag) if flag else os.path.join(state_dir, "backends.json")
-
-
-def resolve_config(flag: str | None) -> str:
-    chosen = flag or os.environ.get("MEMORY_ROUTER_CONFIG")
-    if chosen:
-        return os.path.expanduser(chosen)
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "router-config.json")
-
-
-def socket_path(state_dir: str, flag: str | None = None) -> str:
-    """``flag``, else ``$MEMORY_ROUTER_SOCKET``, else ``<state dir>/router.sock``."""
-    chosen = flag or os.environ.get("MEMORY_ROUTER_SOCKET")
-    return os.path.expanduser(chosen) if chosen else os.path.join(state_dir, SOCKET_NAME)
-
-
-def context(
-    *, cwd: str, environ: dict[str, str] | os._Environ[str], state_dir: str, backends_json: str, config: str
-) -> dict:
-    """What must be equal for a daemon's answer to be the answer this process would compute."""
-
-    def absolute(path: str) -> str:
-        return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-
-    env = {k: v for k, v in environ.items() if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and k not in ENV_IGNORED}
-    return {
-        "cwd": os.path.normpath(cwd),
-        "state_dir": absolute(state_dir),
-        "backends_json": absolute(backends_json),
-        "config": absolute(config),
-        "env": dict(sorted(env.items())),
-    }
-
-
-def context_diff(mine: dict, theirs: object) -> list[str]:
-    """The keys (``env.NAME`` for variables) on which two contexts differ."""
-    if not isinstance(theirs, dict):
-        return ["context"]
-    diff = [k for k in ("cwd", "state_dir", "backends_json", "config") if mine.get(k) != theirs.get(k)]
-    their_env: dict = theirs["env"] if isinstance(theirs.get("env"), dict) else {}
-    for name in sorted(set(mine["env"]) | set(their_env)):
-        if mine["env"].get(name) != their_env.get(name):
-            diff.append(f"env.{name}")
-    return diff
-
-
-# ---------------------------------------------------------------------- the connection
-
-
-class Connection:
-    """One client connection: send a JSON line, read a JSON line."""
-
-    def __init__(self, path: str, *, timeout: float = 2.0) -> None:
-        self.path = path
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise DaemonError(f"no daemon socket at {path}") from exc
-        # Never talk to a socket another user could have planted (the state dir is ours).
-        if not stat.S_ISSOCK(st.st_mode):
-            raise DaemonError(f"{path} is not a socket")
-        if st.st_uid != os.getuid():
-            raise DaemonError(f"{path} belongs to uid {st.st_uid}, not to this user; not using it")
-        self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(path)
-        except OSError as exc:
-            self.sock.close()
-            raise DaemonError(f"no daemon answers at {path} ({exc.strerror or exc})") from exc
-        self._buf = b""
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def send(self, line: bytes) -> None:
-        self.sock.sendall(line + b"\n")
-
-    def receive(self, timeout: float | None) -> bytes:
-        self.sock.settimeout(timeout)
-        while b"\n" not in self._buf:
-            try:
-                chunk = self.sock.recv(1 << 16)
-            except TimeoutError as exc:
-                raise DaemonError(f"the daemon at {self.path} did not answer within {timeout:.0f} s") from exc
-            except OSError as exc:
-                raise DaemonError(f"the connection to {self.path} failed: {exc}") from exc
-            if not chunk:
-                raise DaemonError(f"the daemon at {self.path} closed the connection")
-            self._buf += chunk
-            if len(self._buf) > _MAX_RESPONSE:
-                raise DaemonError("the daemon's response is too large")
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
-
-    def request(self, obj: dict, timeout: float | None = 10.0) -> dict:
-        import json
-
-        self.send(json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        raw = self.receive(timeout)
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise DaemonError(f"the daemon at {self.path} sent invalid JSON") from exc
-        if not isinstance(data, dict):
-            raise DaemonError(f"the daemon at {self.path} sent {type(data).__name__}, not an object")
-        return data
-
-    def hello(self) -> dict:
-        """The handshake; raises :class:`ProtocolMismatch` for a daemon of another version."""
-        reply = self.request({"op": "hello", "protocol": PROTOCOL, "version": __version__}, timeout=5.0)
-        if reply.get("op") != "hello" or reply.get("protocol") != PROTOCOL:
-            raise ProtocolMismatch(self.path, reply)
-        return reply
-
-
-class ProtocolMismatch(DaemonError):
-    def __init__(self, path: str, reply: dict) -> None:
-        self.reply = reply
-        theirs = reply.get("protocol") if reply.get("op") == "hello" else None
-        version = reply.get("version") if isinstance(reply.get("version"), str) else "an older version"
-        super().__init__(
-            f"the daemon at {path} ({version}, protocol {theirs if theirs is not None else 'unknown'}) "
-            f"does not speak this client's protocol {PROTOCOL} (memory-router {__version__}); "
-            "routing in-process. Restart it: memory-router daemon stop"
-        )
 
 
 # ---------------------------------------------------------------------- query

@@ -95,7 +95,7 @@ def serve(
     if socket_path is not None:
         from pathlib import Path
 
-        from ..client import socket_path as default_socket_path
+        from ..wire import socket_path as default_socket_path
         from .socket_server import serve_socket
 
         path = Path(socket_path) if socket_path else Path(default_socket_path(str(service.state_dir)))

@@ -7,7 +7,7 @@ never reach the service:
 
 * ``{"op": "hello", "protocol": 1, ...}``: the handshake. The reply carries this daemon's
   protocol and version, its pid and its *context* (state dir, config, backends.json, working
-  directory, relevant environment; see :func:`memory_router.client.context`), which the client
+  directory, relevant environment; see :func:`memory_router.wire.context`), which the client
   compares with its own before trusting the daemon's answers.
 * ``{"op": "shutdown"}``: ``memory-router daemon stop``.
 
@@ -46,8 +46,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ..client import context
-from ..wire import PROTOCOL, LineSplitter, Oversized
+from ..wire import PROTOCOL, LineSplitter, Oversized, context
 
 _TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
 MAX_CLIENTS = 256
