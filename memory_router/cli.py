@@ -96,8 +96,8 @@ def _read_query(query: str) -> str:
 # free of the daemon, MCP and watchfiles imports). name -> "module:attribute".
 LAZY_COMMANDS: dict[str, str] = {
     "mcp": "memory_router.mcp_server:mcp_command",
-    "serve": "memory_router.daemon.cli:serve",
-    "daemon": "memory_router.daemon_cli:daemon",
+    "serve": "memory_router.daemon.serve:serve",
+    "daemon": "memory_router.daemon.control:daemon",
 }
 
 
@@ -290,7 +290,7 @@ def backends(as_json: bool, **kw: Any) -> None:
     if as_json:
         _write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
         return
-    from .daemon_cli import describe_runtime
+    from .daemon.control import describe_runtime
 
     click.echo(f"backends.json: {session.backends_path}" + ("" if installed else " (missing)"))
     for row in rows:

@@ -2,6 +2,8 @@
 
 ``service.Service`` handles requests independently of any transport; ``stdio`` is the
 stdin/stdout transport behind ``memory-router serve``; ``socket_server`` the Unix-socket transport
-behind ``serve --socket`` (answered by the thin client in :mod:`memory_router.client`); ``protocol``
-parses request lines; ``stats`` keeps the counters behind ``{"op": "stats"}``.
+behind ``serve --socket`` (answered by the thin client in :mod:`memory_router.client`, over
+:mod:`memory_router.wire`); ``protocol`` parses request lines; ``stats`` keeps the counters behind
+``{"op": "stats"}``. The commands: ``serve`` (:mod:`.serve`) and ``daemon status|stop|start``
+(:mod:`.control`).
 """

@@ -16,8 +16,8 @@ from typing import Any
 import click
 import orjson
 
-from . import client
-from .cli import common_options
+from .. import client
+from ..cli import common_options
 
 
 def _socket_option(func: Any) -> Any:
