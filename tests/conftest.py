@@ -16,9 +16,6 @@ from memory_router.installed import Installed, parse_installed
 from memory_router.router import Router
 from memory_router.routerlog import RouterLog
 
-# Helper modules in tests/ (e.g. _client_support) are imported by plain name from test files.
-sys.path.insert(0, str(Path(__file__).parent))
-
 ALL_BACKENDS = ("qmd", "totalrecall", "cognee", "lossless")
 STARTER = ("qmd", "totalrecall")
 

@@ -16,10 +16,7 @@ import orjson
 from memory_router.config import read_json
 from memory_router.paths import packaged_config
 
-try:  # tests/ as a package (it has an __init__.py) or as rootless modules
-    from .test_daemon_serve import Daemon
-except ImportError:
-    from test_daemon_serve import Daemon  # type: ignore[no-redef]
+from .test_daemon_serve import Daemon
 
 QUERY = "the middleware issue"  # rule 7: qmd/query -> totalrecall
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import (
+
+from .faults_support import (
     FAULT_PROGRAM,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)

@@ -11,7 +11,10 @@ from typing import Any
 
 import orjson
 import pytest
-from faults_support import (
+
+from memory_router.envelope import Envelope
+
+from .faults_support import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
@@ -19,8 +22,6 @@ from faults_support import (
     run_cli,
     write_setup,
 )
-
-from memory_router.envelope import Envelope
 
 
 def keyed(*cases: tuple) -> list:

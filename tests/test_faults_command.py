@@ -11,13 +11,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults_support import (
-    FAULT_PROGRAM,
-    fault_argv,
-    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
-    live_leftovers,
-    wait_no_leftovers,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_router.backends import BackendContext
@@ -28,6 +21,14 @@ from memory_router.config import parse_config
 from memory_router.errors import InvalidConfig
 from memory_router.installed import parse_installed
 from memory_router.router import Router
+
+from .faults_support import (
+    FAULT_PROGRAM,
+    fault_argv,
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    live_leftovers,
+    wait_no_leftovers,
+)
 
 
 def backend(tmp_path: Path, argv: list, **settings):

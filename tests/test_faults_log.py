@@ -18,7 +18,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults_support import (
+
+from .faults_support import (
     cli_base,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)

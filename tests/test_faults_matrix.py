@@ -24,7 +24,10 @@ from typing import Any
 
 import orjson
 import pytest
-from faults_support import (
+
+from memory_router.envelope import Envelope
+
+from .faults_support import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
@@ -34,8 +37,6 @@ from faults_support import (
     wait_no_leftovers,
     write_setup,
 )
-
-from memory_router.envelope import Envelope
 
 TIMEOUT_MS = 800
 SLOW_MS = 250

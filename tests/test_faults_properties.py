@@ -12,10 +12,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from faults_support import (
-    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
-    report,
-)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_router.backends import BackendContext
@@ -28,6 +24,11 @@ from memory_router.installed import parse_installed
 from memory_router.query import normalise
 from memory_router.router import Router
 from memory_router.routerlog import RouterLog
+
+from .faults_support import (
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    report,
+)
 
 TIMEOUT_MS = 30
 THRESHOLD = 0.4

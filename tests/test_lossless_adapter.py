@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
 from memory_router.backends import BackendContext
 from memory_router.backends import lossless as L
 from memory_router.backends.base import BackendRequest
+
+from .lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
 
 
 def backend(
@@ -346,7 +347,7 @@ def test_deadline_interrupts_sqlite_work(tmp_path: Path) -> None:
 
 
 def test_deadline_stops_a_long_scan(tmp_path: Path) -> None:
-    from lcm_fixtures import create_lcm_db, populate_synthetic
+    from .lcm_fixtures import create_lcm_db, populate_synthetic
 
     conn = create_lcm_db(tmp_path / "big.db", "no_fts")
     populate_synthetic(conn, messages=3000, summaries=3000)

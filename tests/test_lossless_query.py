@@ -95,8 +95,9 @@ def test_fts_strings_neutralise_operators() -> None:
 
 @pytest.fixture(scope="module", params=["current", "no_fts"])
 def lcm_backend(request, tmp_path_factory) -> L.LosslessBackend:
-    from lcm_fixtures import build_small_db
     from memory_router.backends import BackendContext
+
+    from .lcm_fixtures import build_small_db
 
     root = tmp_path_factory.mktemp(request.param)
     db = build_small_db(root / "lcm.db", request.param)
