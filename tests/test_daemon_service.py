@@ -29,8 +29,26 @@ def write_config(tmp_path: Path, **overrides: Any) -> Path:
     return path
 
 
+class FakeClock:
+    """The cooldown's clock, moved by hand: cooldown tests wait for no real time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def make_service(
-    tmp_path: Path, backends: Mapping[str, MockBackend], *, concurrency: int = 8, **config: Any
+    tmp_path: Path,
+    backends: Mapping[str, MockBackend],
+    *,
+    concurrency: int = 8,
+    clock: FakeClock | None = None,
+    **config: Any,
 ) -> Service:
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
@@ -44,6 +62,7 @@ def make_service(
         backends=backends,
         concurrency=concurrency,
         diagnostics=lambda message: None,
+        **({"clock": clock} if clock is not None else {}),
     )
 
 
@@ -173,10 +192,12 @@ def test_dead_backend_is_skipped_with_cooldown_then_one_trial_decides(tmp_path: 
         return BackendResponse.failure("qmd", request.query, "BACKEND_ERROR", "exit 1")
 
     qmd = MockBackend("qmd", qmd_handler)
+    clock = FakeClock()
     service = make_service(
         tmp_path,
         {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.7))},
-        cooldown={"failures": 2, "seconds": 0.3},
+        clock=clock,
+        cooldown={"failures": 2, "seconds": 30},
     )
     first = [ask(service, {"id": i, "query": QUERY}) for i in range(2)]
     assert [codes(r)[0] for r in first] == [("qmd", "BACKEND_ERROR")] * 2
@@ -187,13 +208,15 @@ def test_dead_backend_is_skipped_with_cooldown_then_one_trial_decides(tmp_path: 
     assert "qmd/query failed 2 times in a row (last: BACKEND_ERROR: exit 1)" in skipped["attempts"][0]["error_message"]
     assert len(qmd.requests) == 2  # not called while cooling down
 
-    time.sleep(0.35)
+    clock.advance(29.9)
+    assert codes(ask(service, {"id": 40, "query": QUERY}))[0] == ("qmd", "COOLDOWN")  # not yet
+    clock.advance(0.2)
     trial = ask(service, {"id": 4, "query": QUERY})
     assert codes(trial)[0] == ("qmd", "BACKEND_ERROR") and len(qmd.requests) == 3  # the trial call
     assert codes(ask(service, {"id": 5, "query": QUERY}))[0] == ("qmd", "COOLDOWN")  # failed trial: cooling again
 
     healthy["ok"] = True
-    time.sleep(0.35)
+    clock.advance(30.1)
     back = ask(service, {"id": 6, "query": QUERY})
     assert (back["routed_to"], codes(back)) == ("qmd", [("qmd", None)])
     assert codes(ask(service, {"id": 7, "query": QUERY})) == [("qmd", None)]
@@ -228,13 +251,15 @@ def test_only_one_trial_call_while_others_keep_skipping(tmp_path: Path) -> None:
         await asyncio.sleep(0.2)  # the trial is slow: concurrent queries must not pile onto it
         return BackendResponse.from_results("qmd", request.query, [Result(content="x", relevance=0.9, source="qmd")])
 
+    clock = FakeClock()
     service = make_service(
         tmp_path,
         {"qmd": MockBackend("qmd", flaky), "totalrecall": MockBackend("totalrecall", answer(0.7))},
-        cooldown={"failures": 1, "seconds": 0.05},
+        clock=clock,
+        cooldown={"failures": 1, "seconds": 30},
     )
     ask(service, {"id": 0, "query": QUERY})
-    time.sleep(0.1)
+    clock.advance(31)
 
     async def burst() -> list[dict[str, Any]]:
         return await asyncio.gather(*(service.handle({"id": i, "query": QUERY}) for i in range(6)))

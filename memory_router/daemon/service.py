@@ -91,13 +91,14 @@ class Service:
         context: BackendContext | None = None,
         backends: Mapping[str, Backend] | None = None,
         diagnostics: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Load router-config.json (raises :class:`~memory_router.errors.RouterError` if it is
         invalid: a daemon must not start on a broken config) and backends.json (a missing or
         invalid one is reported and answered per query until it is fixed).
 
         ``backends`` replaces adapters by name (tests); ``diagnostics`` receives the stderr
-        lines (default: print to stderr).
+        lines (default: print to stderr); ``clock`` is the dead-backend cooldown's (tests).
         """
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -122,7 +123,7 @@ class Service:
 
         config = load_config(self.config_path)
         self._config_file = _Watched(self.config_path, _signature(self.config_path))
-        self._cooldown = Cooldown(on_event=self._cooldown_event)
+        self._cooldown = Cooldown(on_event=self._cooldown_event, clock=clock)
         self.router = self._make_router(config, keep={})
         self.installed: Installed | None = None
         self.installed_error: RouterError | None = None
