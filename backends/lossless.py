@@ -487,8 +487,9 @@ class LosslessBackend:
             return BackendResponse.from_results(
                 self.name, request.query, results[: request.limit], duration_ms=watch.ms, query_sent=sent
             )
-        except sqlite3.OperationalError as exc:
-            if "interrupt" in str(exc).lower():
+        except sqlite3.Error as exc:  # OperationalError (interrupted, locked...), DatabaseError (not a database...)
+            operational = isinstance(exc, sqlite3.OperationalError)
+            if operational and "interrupt" in str(exc).lower():
                 return BackendResponse.failure(
                     self.name,
                     request.query,
@@ -497,7 +498,7 @@ class LosslessBackend:
                     duration_ms=watch.ms,
                     query_sent=sent,
                 )
-            if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+            if operational and ("locked" in str(exc).lower() or "busy" in str(exc).lower()):
                 return BackendResponse.failure(
                     self.name,
                     request.query,
@@ -507,15 +508,6 @@ class LosslessBackend:
                     duration_ms=watch.ms,
                     query_sent=sent,
                 )
-            return BackendResponse.failure(
-                self.name,
-                request.query,
-                BACKEND_ERROR,
-                f"reading {loc.path}: {exc}",
-                duration_ms=watch.ms,
-                query_sent=sent,
-            )
-        except sqlite3.Error as exc:  # DatabaseError: not a database, corrupt file...
             return BackendResponse.failure(
                 self.name,
                 request.query,
