@@ -16,21 +16,22 @@ from typing import Any
 
 import orjson
 import pytest
-from faults_support import (
+from memory_router.backends import BackendContext
+from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
+
+from memory_router.config import load_config
+from memory_router.installed import load_installed
+from memory_router.router import Router
+
+from .faults_support import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
     report,
     write_setup,
 )
-from memory_router.backends import BackendContext
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
-from test_qmd_engine import alive, fake_node, wait_gone
-
-from memory_router.config import load_config
-from memory_router.installed import load_installed
-from memory_router.router import Router
+from .test_qmd_engine import alive, fake_node, wait_gone
 
 try:
     resolve_command(None, None, os.environ)
