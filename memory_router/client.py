@@ -284,7 +284,7 @@ _FLAG_OPTIONS = {"--pretty": "pretty", "--spawn": "spawn"}
 _INT_RANGES = {"timeout_ms": (1, 600_000), "limit": (1, 1000)}
 
 
-def parse_query_args(args: list[str]) -> dict | None:  # noqa: C901 - one branch per accepted flag
+def parse_query_args(args: list[str]) -> dict | None:
     """``query``'s arguments as the click command would read them, or ``None`` for anything
     this simple parser does not handle exactly (help, bad values, unknown flags): click then
     parses them and reports the error."""
@@ -311,21 +311,28 @@ def parse_query_args(args: list[str]) -> dict | None:  # noqa: C901 - one branch
                 value = args[i]
                 i += 1
             key = _VALUE_OPTIONS[name]
-            if key in _INT_RANGES:
-                low, high = _INT_RANGES[key]
-                if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
-                    return None
-                opts[key] = int(value)
-            else:
-                if key == "mode" and value not in MODES:
-                    return None
-                opts[key] = value
+            parsed = _option_value(key, value)
+            if parsed is None:
+                return None
+            opts[key] = parsed
         else:
             return None
     if len(positional) != 1:
         return None
     opts["query"] = positional[0]
     return opts
+
+
+def _option_value(key: str, value: str) -> int | str | None:
+    """An option's value as click would accept it, or ``None`` to let click report it."""
+    if key in _INT_RANGES:
+        low, high = _INT_RANGES[key]
+        if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
+            return None
+        return int(value)
+    if key == "mode" and value not in MODES:
+        return None
+    return value
 
 
 def fast_query(args: list[str]) -> int | None:
