@@ -54,7 +54,7 @@ def load_installed(path: Path) -> Installed:
     return parse_installed(data, path)
 
 
-def parse_installed(data: Any, path: Path) -> Installed:  # noqa: C901 - one check per accepted shape of backends.json, each with its own error
+def parse_installed(data: Any, path: Path) -> Installed:
     tier: str | None = None
     backends: Any = data
     if isinstance(data, dict):
@@ -68,25 +68,30 @@ def parse_installed(data: Any, path: Path) -> Installed:  # noqa: C901 - one che
     elif not isinstance(data, list):
         raise InvalidBackendsFile(path, "", f"the top level must be an object or a list, got {type(data).__name__}")
 
+    return Installed(path, tier, MappingProxyType(_statuses(backends, path)))
+
+
+def _statuses(backends: Any, path: Path) -> dict[str, str]:
+    """``"backends"`` as a list of names (all ready) or an object of statuses -> name: status."""
     statuses: dict[str, str] = {}
     if isinstance(backends, list):
         for i, name in enumerate(backends):
             if not isinstance(name, str) or not name:
                 raise InvalidBackendsFile(path, f"backends[{i}]", f"must be a backend name, got {name!r}")
             statuses[name] = "ready"
-    elif isinstance(backends, dict):
-        for name, entry in backends.items():
-            if isinstance(entry, str):
-                statuses[name] = entry
-            elif isinstance(entry, dict):
-                status = entry.get("status", "ready")
-                if not isinstance(status, str):
-                    raise InvalidBackendsFile(path, f"backends.{name}.status", f"must be a string, got {status!r}")
-                statuses[name] = status
-            else:
-                raise InvalidBackendsFile(
-                    path, f"backends.{name}", f'must be an object with a "status" or a status string, got {entry!r}'
-                )
-    else:
+        return statuses
+    if not isinstance(backends, dict):
         raise InvalidBackendsFile(path, "backends", f"must be an object or a list, got {type(backends).__name__}")
-    return Installed(path, tier, MappingProxyType(statuses))
+    for name, entry in backends.items():
+        if isinstance(entry, str):
+            statuses[name] = entry
+        elif isinstance(entry, dict):
+            status = entry.get("status", "ready")
+            if not isinstance(status, str):
+                raise InvalidBackendsFile(path, f"backends.{name}.status", f"must be a string, got {status!r}")
+            statuses[name] = status
+        else:
+            raise InvalidBackendsFile(
+                path, f"backends.{name}", f'must be an object with a "status" or a status string, got {entry!r}'
+            )
+    return statuses
