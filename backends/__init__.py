@@ -45,6 +45,21 @@ def register_adapter(type_name: str, module: str) -> None:
     ADAPTER_MODULES[type_name] = module
 
 
+# The AdapterModule members every adapter module must define (checked once per type on import).
+REQUIRED_MEMBERS = ("Settings", "create", "MODES", "demo_setup")
+_checked: set[str] = set()
+
+
 def adapter_module(type_name: str) -> AdapterModule:
-    """The module for an adapter type. Raises ``KeyError`` for an unknown type."""
-    return cast(AdapterModule, importlib.import_module(ADAPTER_MODULES[type_name]))
+    """The module for an adapter type. Raises ``KeyError`` for an unknown type, ``TypeError`` for
+    a module without the :class:`~.base.AdapterModule` shape."""
+    module = importlib.import_module(ADAPTER_MODULES[type_name])
+    if type_name not in _checked:
+        missing = [name for name in REQUIRED_MEMBERS if not hasattr(module, name)]
+        if missing:
+            raise TypeError(
+                f"adapter module {module.__name__} (type {type_name!r}) does not define {', '.join(missing)}: "
+                "see AdapterModule in memory_router/backends/base.py (None where it has no modes or demo)"
+            )
+        _checked.add(type_name)
+    return cast(AdapterModule, module)

@@ -117,6 +117,18 @@ def test_register_adapter_refuses_to_replace_a_type(registered: str) -> None:
         register_adapter("", "memory_router_test_seam_adapter")
 
 
+def test_a_module_without_the_shape_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    module = _fake_module("memory_router_test_seam_shapeless")
+    del module.MODES  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr("memory_router.backends.ADAPTER_MODULES", dict(ADAPTER_MODULES))
+    register_adapter("shapeless", module.__name__)
+    with pytest.raises(
+        TypeError, match=r"memory_router_test_seam_shapeless \(type 'shapeless'\) does not define MODES"
+    ):
+        adapter_module("shapeless")
+
+
 def test_the_optional_hooks_are_recognised_by_their_protocols(tmp_path: Path) -> None:
     totalrecall = adapter_module("totalrecall")
     backend = totalrecall.create("totalrecall", totalrecall.Settings(), BackendContext(state_dir=tmp_path))
