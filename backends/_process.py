@@ -66,6 +66,9 @@ async def _read_capped(stream: asyncio.StreamReader, limit: int, *, strict: bool
         buf += chunk
         if len(buf) > limit:
             if strict:
+                # The exception keeps this frame alive (traceback, the reader task that holds
+                # it): drop the buffer first, or every oversized call keeps its megabytes.
+                del buf
                 raise OutputTooLarge(limit)
             del buf[: len(buf) - limit]
     return bytes(buf)
@@ -123,6 +126,9 @@ async def run(
         kill_group(proc.pid)
         for reader in readers:
             reader.cancel()
+        # The exception's traceback holds this frame; a reader task holding the exception back
+        # would make a cycle that keeps the call's buffers until a full garbage collection.
+        readers.clear()
         # Stop reading before waiting: asyncio's wait() returns only once the pipes are closed,
         # and a stdout pipe paused with unread data (the oversized-output case) would never see
         # EOF, holding this call for the whole reap timeout.
