@@ -46,7 +46,7 @@ from memory_router.backends.base import Backend
 from ..config import RouterConfig, load_config
 from ..cooldown import Cooldown
 from ..envelope import error_envelope
-from ..errors import InvalidQuery, RouterError
+from ..errors import InvalidQuery, RouterError, check_state_dir
 from ..installed import Installed, load_installed
 from ..router import Router
 from ..routerlog import RouterLog
@@ -101,6 +101,7 @@ class Service:
         """
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        check_state_dir(state_dir)
         self.state_dir = state_dir
         self.backends_path = backends_path
         self.config_path = config_path or paths.packaged_config()
