@@ -14,7 +14,8 @@ Wire protocol (JSON lines over a stream socket, the same lines as ``serve`` on s
 
 The daemon answers a client only with the same *context*: state dir, backends.json,
 router-config.json, working directory and the environment variables the router and its adapters
-read (:func:`context`). Anything else would let a daemon started elsewhere answer with other
+read (:mod:`memory_router.envvars`, plus the names the daemon's configuration adds), compared as
+salted hashes, never as values (:func:`context`). Anything else would let a daemon started elsewhere answer with other
 memory, so a mismatch routes in-process. A daemon speaking another protocol version is skipped
 with a warning on stderr.
 
@@ -32,21 +33,12 @@ import os
 import stat
 import sys
 
-from . import __version__
+from . import __version__, envvars, statedir
 
 PROTOCOL = 1
 SOCKET_NAME = "router.sock"
 MODES = ("auto", "off", "require")
 DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"
-
-# Environment variables that can change an answer: the router's own, every adapter's (by
-# prefix), and the few generic ones adapters read (binary lookup, ~, caches). The daemon and the
-# client must agree on all of them. The daemon switches are not part of the answer.
-ENV_PREFIXES = ("OPENCLAW_", "MEMORY_ROUTER_", "QMD_", "COGNEE_", "LOSSLESS_", "TOTALRECALL_")
-ENV_NAMES = frozenset({"HOME", "PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"})
-ENV_IGNORED = frozenset(
-    {"MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN", "MEMORY_ROUTER_IDLE_EXIT"}
-)
 
 # Daemon answers that are not an answer to the query: route in-process instead.
 _RETRY_IN_PROCESS = frozenset({"SHUTTING_DOWN", "INTERNAL_ERROR", "INVALID_REQUEST", "REQUEST_TOO_LARGE"})
@@ -59,6 +51,7 @@ _USAGE_CODES = frozenset(
         "BACKENDS_JSON_MISSING",
         "BACKENDS_JSON_INVALID",
         "CONFIG_INVALID",
+        "STATE_DIR_UNSAFE",
         DAEMON_UNAVAILABLE,
     }
 )
@@ -100,21 +93,53 @@ def socket_path(state_dir: str, flag: str | None = None) -> str:
 
 
 def context(
-    *, cwd: str, environ: dict[str, str] | os._Environ[str], state_dir: str, backends_json: str, config: str
+    *,
+    cwd: str,
+    environ: dict[str, str] | os._Environ[str],
+    state_dir: str,
+    backends_json: str,
+    config: str,
+    names: frozenset[str] | set[str] = envvars.ALL,
+    salt: str = "",
 ) -> dict:
-    """What must be equal for a daemon's answer to be the answer this process would compute."""
+    """What must be equal for a daemon's answer to be the answer this process would compute.
+
+    Environment values are never carried (a context is printed by ``daemon status --json`` and
+    may hold ``COGNEE_API_KEY``): each of ``names`` maps to a salted hash of its value (``None``
+    when unset). The daemon picks the salt; a client hashes its own values with it to compare."""
 
     def absolute(path: str) -> str:
         return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
 
-    env = {k: v for k, v in environ.items() if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and k not in ENV_IGNORED}
     return {
         "cwd": os.path.normpath(cwd),
         "state_dir": absolute(state_dir),
         "backends_json": absolute(backends_json),
         "config": absolute(config),
-        "env": dict(sorted(env.items())),
+        "env_salt": salt,
+        "env": {name: env_digest(salt, name, environ.get(name)) for name in sorted(names)},
     }
+
+
+def env_digest(salt: str, name: str, value: str | None) -> str | None:
+    """A salted SHA-256 of one variable's value (``None`` if unset): equal values compare equal
+    under one salt, and the value cannot be read back from it."""
+    if value is None:
+        return None
+    import hashlib
+
+    data = "\0".join((salt, name, value)).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def context_for(theirs: object, **kw: object) -> dict:
+    """This process's context in the terms of a daemon's: its salt, and the names it depends on
+    together with the ones this client always compares."""
+    their = theirs if isinstance(theirs, dict) else {}
+    salt = their.get("env_salt") if isinstance(their.get("env_salt"), str) else ""
+    their_env = their.get("env") if isinstance(their.get("env"), dict) else {}
+    names = set(envvars.ALL) | {n for n in their_env if isinstance(n, str)}
+    return context(names=names, salt=salt, **kw)  # type: ignore[arg-type]
 
 
 def context_diff(mine: dict, theirs: object) -> list[str]:
@@ -124,7 +149,7 @@ def context_diff(mine: dict, theirs: object) -> list[str]:
     diff = [k for k in ("cwd", "state_dir", "backends_json", "config") if mine.get(k) != theirs.get(k)]
     their_env = theirs.get("env") if isinstance(theirs.get("env"), dict) else {}
     for name in sorted(set(mine["env"]) | set(their_env)):
-        if mine["env"].get(name) != their_env.get(name):
+        if name not in their_env or mine["env"].get(name) != their_env.get(name):
             diff.append(f"env.{name}")
     return diff
 
@@ -165,7 +190,10 @@ class Connection:
         self.close()
 
     def send(self, line: bytes) -> None:
-        self.sock.sendall(line + b"\n")
+        try:
+            self.sock.sendall(line + b"\n")
+        except OSError as exc:  # EPIPE/ECONNRESET: it accepted and closed (its connection cap)
+            raise DaemonError(f"the connection to {self.path} failed: {exc.strerror or exc}") from exc
 
     def receive(self, timeout: float | None) -> bytes:
         self.sock.settimeout(timeout)
@@ -200,6 +228,9 @@ class Connection:
     def hello(self) -> dict:
         """The handshake; raises :class:`ProtocolMismatch` for a daemon of another version."""
         reply = self.request({"op": "hello", "protocol": PROTOCOL, "version": __version__}, timeout=5.0)
+        if reply.get("op") != "hello" and isinstance(reply.get("error_code"), str):
+            # A refusal before the handshake (FORBIDDEN: its connection cap, another user).
+            raise DaemonError(f"the daemon at {self.path} refused the connection: {reply.get('error_message')}")
         if reply.get("op") != "hello" or reply.get("protocol") != PROTOCOL:
             raise ProtocolMismatch(self.path, reply)
         return reply
@@ -294,10 +325,11 @@ def route_via_daemon(
         return None  # undecodable bytes from argv: the in-process path decides what they mean
     spawn = spawn or os.environ.get("MEMORY_ROUTER_SPAWN", "") not in ("", "0")
     state = resolve_state_dir(state_dir)
+    if statedir.problem(state):
+        return None  # the in-process path refuses it with STATE_DIR_UNSAFE and says why
     backends = resolve_backends_json(state, backends_json)
     cfg = resolve_config(config)
     path = socket_path(state)
-    mine = context(cwd=os.getcwd(), environ=os.environ, state_dir=state, backends_json=backends, config=cfg)
 
     def unavailable(reason: str) -> int | None:
         if mode != "require":
@@ -326,8 +358,14 @@ def route_via_daemon(
             _say(f"warning: {exc}")
             return unavailable(str(exc))
         except DaemonError as exc:
+            if mode != "require":
+                _say(f"warning: {exc}; routing in-process")
             return unavailable(str(exc))
-        diff = context_diff(mine, hello.get("context"))
+        theirs = hello.get("context")
+        mine = context_for(
+            theirs, cwd=os.getcwd(), environ=os.environ, state_dir=state, backends_json=backends, config=cfg
+        )
+        diff = context_diff(mine, theirs)
         if diff:
             return unavailable(
                 f"the daemon at {path} (pid {hello.get('pid')}) serves another context (differs in "
@@ -382,12 +420,13 @@ def spawn_daemon(
     """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
     process's working directory, environment and flags, so that it serves this context. Returns
     its pid, or ``None`` when the state directory does not exist (there is nothing to serve, and
-    creating the user's state directory is the installer's business). Its stderr goes to
-    ``<state dir>/daemon.log``."""
+    creating the user's state directory is the installer's business) or is not this user's alone
+    (:func:`memory_router.statedir.problem`). Its stderr goes to ``<state dir>/daemon.log``
+    (never through a symlink; ``OSError`` if that path is not a file of ours)."""
     import subprocess
 
     state = resolve_state_dir(state_dir)
-    if not os.path.isdir(state):
+    if not os.path.isdir(state) or statedir.problem(state):
         return None
     if idle_exit is None:
         idle_exit = float(os.environ.get("MEMORY_ROUTER_IDLE_EXIT") or 600)
@@ -395,7 +434,7 @@ def spawn_daemon(
     for flag, value in (("--state-dir", state_dir), ("--backends-json", backends_json), ("--config", config)):
         if value:
             argv += [flag, value]
-    log_fd = os.open(os.path.join(state, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_fd = statedir.open_private(os.path.join(state, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         proc = subprocess.Popen(
             argv,
