@@ -93,7 +93,8 @@ class Service:
         diagnostics: Callable[[str], None] | None = None,
     ) -> None:
         """Load router-config.json (raises :class:`~memory_router.errors.RouterError` if it is
-        invalid: a daemon must not start on a broken config) and backends.json (a missing or
+        invalid: a daemon must not start on a broken config, nor on a state dir another user
+        controls, ``STATE_DIR_UNSAFE``) and backends.json (a missing or
         invalid one is reported and answered per query until it is fixed).
 
         ``backends`` replaces adapters by name (tests); ``diagnostics`` receives the stderr
