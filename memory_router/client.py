@@ -14,10 +14,11 @@ Wire protocol (JSON lines over a stream socket, the same lines as ``serve`` on s
 
 The daemon answers a client only with the same *context*: state dir, backends.json,
 router-config.json, working directory and the environment variables the router and its adapters
-read (:mod:`memory_router.envvars`, plus the names the daemon's configuration adds), compared as
-salted hashes, never as values (:func:`context`). Anything else would let a daemon started elsewhere answer with other
-memory, so a mismatch routes in-process. A daemon speaking another protocol version is skipped
-with a warning on stderr.
+read (:mod:`memory_router.envvars`, plus the names the daemon's configuration adds), compared
+as salted hashes, never as values (:func:`context`). Anything else would let a daemon started
+elsewhere answer with other memory, so a mismatch routes in-process. A daemon speaking another
+protocol version is skipped with a warning on stderr. A daemon that accepts and closes, or fails
+in any other way before answering, routes in-process with a one-line warning.
 
 ``MEMORY_ROUTER_DAEMON`` (or ``query --daemon``): ``auto`` (default) uses a daemon when one
 answers, ``off`` never tries, ``require`` fails (exit 2, ``DAEMON_UNAVAILABLE``) rather than
@@ -126,10 +127,20 @@ def env_digest(salt: str, name: str, value: str | None) -> str | None:
     under one salt, and the value cannot be read back from it."""
     if value is None:
         return None
-    import hashlib
-
     data = "\0".join((salt, name, value)).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()[:32]
+    return _sha256()(data).hexdigest()[:32]
+
+
+def _sha256():  # noqa: ANN202 - a hash constructor
+    """SHA-256 from CPython's builtin module (``hashlib`` would load OpenSSL on the warm path)."""
+    try:
+        from _sha2 import sha256  # Python >= 3.12
+    except ImportError:
+        try:
+            from _sha256 import sha256  # Python 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256
 
 
 def context_for(theirs: object, **kw: object) -> dict:
