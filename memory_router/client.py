@@ -354,7 +354,13 @@ def route_via_daemon(
     except DaemonError as exc:
         if not spawn:
             return unavailable(str(exc))
-        if spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config) is None:
+        try:
+            spawned = spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config)
+        except DaemonError as refused:
+            if mode != "require":
+                _say(f"warning: not starting a daemon: {refused}")
+            return unavailable(f"{exc}; not starting a daemon: {refused}")
+        if spawned is None:
             return unavailable(f"{exc}; not starting a daemon: the state directory {state} does not exist")
         if mode != "require":
             return None  # this query runs in-process; the next one finds the daemon warm
@@ -431,21 +437,29 @@ def spawn_daemon(
     """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
     process's working directory, environment and flags, so that it serves this context. Returns
     its pid, or ``None`` when the state directory does not exist (there is nothing to serve, and
-    creating the user's state directory is the installer's business) or is not this user's alone
-    (:func:`memory_router.statedir.problem`). Its stderr goes to ``<state dir>/daemon.log``
-    (never through a symlink; ``OSError`` if that path is not a file of ours)."""
+    creating the user's state directory is the installer's business). Raises
+    :class:`DaemonError` when the state dir is not this user's alone
+    (:func:`memory_router.statedir.problem`) or ``daemon.log`` is not a regular file of ours (it
+    is never opened through a symlink). Its stderr goes to ``<state dir>/daemon.log``."""
     import subprocess
 
     state = resolve_state_dir(state_dir)
-    if not os.path.isdir(state) or statedir.problem(state):
+    if not os.path.isdir(state):
         return None
+    reason = statedir.problem(state)
+    if reason:
+        raise DaemonError(reason)
     if idle_exit is None:
         idle_exit = float(os.environ.get("MEMORY_ROUTER_IDLE_EXIT") or 600)
     argv = [sys.executable, "-m", "memory_router", "serve", "--socket", "--idle-exit", f"{idle_exit:g}"]
     for flag, value in (("--state-dir", state_dir), ("--backends-json", backends_json), ("--config", config)):
         if value:
             argv += [flag, value]
-    log_fd = statedir.open_private(os.path.join(state, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    log_path = os.path.join(state, "daemon.log")
+    try:
+        log_fd = statedir.open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    except OSError as exc:
+        raise DaemonError(statedir.describe_open_error(log_path, exc)) from None
     try:
         proc = subprocess.Popen(
             argv,

@@ -209,12 +209,16 @@ def start(idle_exit: float | None, **kw: Any) -> None:
             return
     except client.DaemonError:
         pass
-    pid = client.spawn_daemon(
-        state_dir=kw.get("state_dir"),
-        backends_json=kw.get("backends_json"),
-        config=kw.get("config"),
-        idle_exit=idle_exit,
-    )
+    try:
+        pid = client.spawn_daemon(
+            state_dir=kw.get("state_dir"),
+            backends_json=kw.get("backends_json"),
+            config=kw.get("config"),
+            idle_exit=idle_exit,
+        )
+    except client.DaemonError as exc:
+        click.echo(f"memory-router: not starting a daemon: {exc}", err=True)
+        sys.exit(2)
     if pid is None:
         click.echo(
             f"memory-router: the state directory {state} does not exist; run the stack's installer or pass --state-dir",

@@ -200,6 +200,25 @@ def test_the_lock_file_is_never_written_through_a_symlink(tmp_path: Path) -> Non
     )
 
 
+def test_daemon_log_is_never_written_through_a_symlink(tmp_path: Path) -> None:
+    state, config, args = _setup(tmp_path)
+    victim = tmp_path / "precious.txt"
+    victim.write_text("the victim's own file\n")
+    (state / "daemon.log").symlink_to(victim)
+    spawn = run_cli(["query", "auth", "--spawn", *args], env=_env(MEMORY_ROUTER_DAEMON="auto"))
+    assert spawn.returncode == 0 and orjson.loads(spawn.stdout)["status"] == "success"
+    assert b"Traceback" not in spawn.stderr and b"is a symbolic link; not following it" in spawn.stderr
+    start = run_cli(["daemon", "start", *args], env=_env())
+    assert start.returncode == 2 and b"is a symbolic link" in start.stderr, start.stderr
+    assert victim.read_text() == "the victim's own file\n" and not (state / "router.sock").exists()
+    report(
+        "daemon-log-symlink",
+        "2",
+        "<state dir>/daemon.log planted as a symlink; `query --spawn`, `daemon start`",
+        "query answered in-process with one warning, no daemon started; daemon start exit 2; file untouched",
+    )
+
+
 def test_a_sticky_shared_socket_dir_is_refused(tmp_path: Path) -> None:
     state, config, args = _setup(tmp_path)
     shared = tmp_path / "shared"
