@@ -27,6 +27,7 @@ OWNER = {
     "totalrecall.py": "totalrecall",
     "qmd.py": "qmd",
     "_qmd_locate.py": "qmd",
+    "_qmd_engine.py": "qmd",
     "_qmd_parse.py": "qmd",
     "_qmd_keywords.py": "qmd",
     "lossless.py": "lossless",
