@@ -128,27 +128,35 @@ def env_digest(salt: str, name: str, value: str | None) -> str | None:
     if value is None:
         return None
     data = "\0".join((salt, name, value)).encode("utf-8", "surrogatepass")
-    return _sha256()(data).hexdigest()[:32]
+    return _sha256_hex(data)[:32]
 
 
-def _sha256():  # noqa: ANN202 - a hash constructor
+_SHA256: list = []  # the constructor, found once
+
+
+def _sha256_hex(data: bytes) -> str:
     """SHA-256 from CPython's builtin module (``hashlib`` would load OpenSSL on the warm path)."""
-    try:
-        from _sha2 import sha256  # Python >= 3.12
-    except ImportError:
-        try:
-            from _sha256 import sha256  # Python 3.11
-        except ImportError:
-            from hashlib import sha256
-    return sha256
+    if not _SHA256:
+        for module in ("_sha2", "_sha256"):  # Python >= 3.12, 3.11
+            try:
+                _SHA256.append(__import__(module).sha256)
+                break
+            except ImportError:
+                continue
+        else:
+            import hashlib
+
+            _SHA256.append(hashlib.sha256)
+    return _SHA256[0](data).hexdigest()
 
 
 def context_for(theirs: object, **kw: object) -> dict:
     """This process's context in the terms of a daemon's: its salt, and the names it depends on
     together with the ones this client always compares."""
-    their = theirs if isinstance(theirs, dict) else {}
+    their: dict = theirs if isinstance(theirs, dict) else {}
     salt = their.get("env_salt") if isinstance(their.get("env_salt"), str) else ""
-    their_env = their.get("env") if isinstance(their.get("env"), dict) else {}
+    env = their.get("env")
+    their_env: dict = env if isinstance(env, dict) else {}
     names = set(envvars.ALL) | {n for n in their_env if isinstance(n, str)}
     return context(names=names, salt=salt, **kw)  # type: ignore[arg-type]
 
@@ -158,7 +166,8 @@ def context_diff(mine: dict, theirs: object) -> list[str]:
     if not isinstance(theirs, dict):
         return ["context"]
     diff = [k for k in ("cwd", "state_dir", "backends_json", "config") if mine.get(k) != theirs.get(k)]
-    their_env = theirs.get("env") if isinstance(theirs.get("env"), dict) else {}
+    env = theirs.get("env")
+    their_env: dict = env if isinstance(env, dict) else {}
     for name in sorted(set(mine["env"]) | set(their_env)):
         if name not in their_env or mine["env"].get(name) != their_env.get(name):
             diff.append(f"env.{name}")
