@@ -96,7 +96,8 @@ def test_a_state_dir_others_control_is_refused(tmp_path: Path, case: str) -> Non
             "sticky_shared": "state dir mode 1777 (like /tmp), router.log -> victim's file",
             "group_writable": "state dir mode 0770",
         }[case],
-        f"query/route/backends/serve exit 2, STATE_DIR_UNSAFE: {err.strip()[len('memory-router: ') :][:100]}...; "
+        f"query/route/backends/serve exit 2, STATE_DIR_UNSAFE: "
+        f"{err.strip()[len('memory-router: ') :].replace(str(state), '<state dir>')[:150]}...; "
         "victim's file untouched",
     )
 
@@ -472,7 +473,8 @@ def test_a_daemon_that_accepts_and_closes_never_crashes_the_client(tmp_path: Pat
         "5",
         "the daemon accepts and closes"
         + (" after a FORBIDDEN line (its connection cap)" if forbidden else " at once (reset)"),
-        f"auto: answered in-process (exit 0), one warning: {warnings[0][len('memory-router: ') :][:90]}; "
+        f"auto: answered in-process (exit 0), one warning: "
+        f"{warnings[0][len('memory-router: ') :].replace(str(state), '<state dir>')[:120]}; "
         "require: DAEMON_UNAVAILABLE, exit 2",
     )
 
