@@ -9,7 +9,7 @@ Modules are imported lazily by type name, so the CLI pays only for the adapters 
 from __future__ import annotations
 
 import importlib
-from typing import cast
+from typing import Any, cast
 
 from .base import AdapterModule, BackendContext, DemoUnavailable
 
@@ -19,6 +19,7 @@ __all__ = [
     "BackendContext",
     "DemoUnavailable",
     "adapter_module",
+    "adapter_env_vars",
     "register_adapter",
 ]
 
@@ -46,7 +47,7 @@ def register_adapter(type_name: str, module: str) -> None:
 
 
 # The AdapterModule members every adapter module must define (checked once per type on import).
-REQUIRED_MEMBERS = ("Settings", "create", "MODES", "demo_setup")
+REQUIRED_MEMBERS = ("Settings", "create", "MODES", "ENV_VARS", "demo_setup")
 _checked: set[str] = set()
 
 
@@ -59,7 +60,17 @@ def adapter_module(type_name: str) -> AdapterModule:
         if missing:
             raise TypeError(
                 f"adapter module {module.__name__} (type {type_name!r}) does not define {', '.join(missing)}: "
-                "see AdapterModule in memory_router/backends/base.py (None where it has no modes or demo)"
+                "see AdapterModule in memory_router/backends/base.py (None where it has no modes or demo, "
+                "frozenset() where it reads no environment variable)"
             )
         _checked.add(type_name)
     return cast(AdapterModule, module)
+
+
+def adapter_env_vars(type_name: str, settings: Any) -> frozenset[str]:
+    """The environment variables a backend of ``type_name`` configured with ``settings`` reads:
+    the module's ``ENV_VARS`` plus what its optional ``config_env_vars(settings)`` adds (names a
+    setting refers to, like ``$NAME`` in Lossless's ``db_path``)."""
+    module = adapter_module(type_name)
+    extra = getattr(module, "config_env_vars", None)  # the one optional AdapterModule member
+    return module.ENV_VARS | (extra(settings) if extra is not None else frozenset())

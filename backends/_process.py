@@ -61,14 +61,26 @@ async def _read_capped(stream: asyncio.StreamReader, limit: int, *, strict: bool
     whole). Otherwise keep the last ``limit`` bytes and drain the rest (stderr, diagnostic only),
     so the child never blocks on a full pipe.
     """
-    buf = bytearray()
+    if not strict:
+        tail = bytearray()
+        while chunk := await stream.read(_CHUNK):
+            tail += chunk
+            if len(tail) > limit:
+                del tail[: len(tail) - limit]
+        return bytes(tail)
+    # Chunks joined once at the end: no buffer regrown (and copied) as it fills, so a call's peak
+    # is its output twice at most, and nothing of it survives the call.
+    chunks: list[bytes] = []
+    size = 0
     while chunk := await stream.read(_CHUNK):
-        buf += chunk
-        if len(buf) > limit:
-            if strict:
-                raise OutputTooLarge(limit)
-            del buf[: len(buf) - limit]
-    return bytes(buf)
+        size += len(chunk)
+        if size > limit:
+            # The exception keeps this frame alive (traceback, the reader task that holds it):
+            # drop the chunks first, or every oversized call keeps its megabytes.
+            chunks.clear()
+            raise OutputTooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def run(
@@ -123,6 +135,9 @@ async def run(
         kill_group(proc.pid)
         for reader in readers:
             reader.cancel()
+        # The exception's traceback holds this frame; a reader task holding the exception back
+        # would make a cycle that keeps the call's buffers until a full garbage collection.
+        readers.clear()
         # Stop reading before waiting: asyncio's wait() returns only once the pipes are closed,
         # and a stdout pipe paused with unread data (the oversized-output case) would never see
         # EOF, holding this call for the whole reap timeout.

@@ -178,6 +178,14 @@ class ClosableBackend(Protocol):
 
 
 @runtime_checkable
+class DescribedBackend(Protocol):
+    """Optional: a backend with live state worth showing (qmd's warm engine: pid, RSS, models).
+    ``daemon status`` and ``memory-router backends`` print what :meth:`runtime_facts` returns."""
+
+    async def runtime_facts(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
 class WatchableBackend(Protocol):
     """Optional: a backend whose cache a file watcher can keep fresh (the daemon uses it).
 
@@ -221,7 +229,9 @@ class AdapterModule(Protocol):
     * ``create(name, settings, context)``: a :class:`Backend`;
     * ``MODES``: the modes a chain step may name, or ``None`` for a single-mode backend;
     * ``ENV_VARS``: the environment variables it reads (the daemon answers a client only if the
-      client's values of these match its own);
+      client's values of these match its own); optionally ``config_env_vars(settings)``, the
+      further names a backend's settings make it read (see
+      :func:`memory_router.backends.adapter_env_vars`);
     * ``demo_setup(workspace, state_dir)``: prepare the demo's data and return the settings that
       point at it (raise :class:`DemoUnavailable` when it cannot run here), or ``None``.
     """

@@ -52,6 +52,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ..envvars import COGNEE
 from . import BackendContext
 from .base import (
     BACKEND_ERROR,
@@ -62,6 +63,8 @@ from .base import (
     Result,
     Stopwatch,
 )
+
+ENV_VARS: frozenset[str] = COGNEE  # the environment variables it reads: memory_router.envvars
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 MODES = frozenset({"graph", "completion", "chunks", "lexical", "cypher"})

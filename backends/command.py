@@ -48,6 +48,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..envvars import COMMAND
 from . import BackendContext
 from ._process import ExecutableNotFound, OutputTooLarge, ProcessResult, run
 from .base import (
@@ -59,6 +60,8 @@ from .base import (
     Result,
     Stopwatch,
 )
+
+ENV_VARS: frozenset[str] = COMMAND  # the environment variables it reads: memory_router.envvars
 
 PLACEHOLDERS = ("query", "mode", "limit", "timeout_ms")
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")

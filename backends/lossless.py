@@ -66,6 +66,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..envvars import LOSSLESS
 from . import BackendContext
 from ._words import META_WORDS, STOPWORDS, recency, stem
 from .base import (
@@ -78,6 +79,8 @@ from .base import (
     Result,
     Stopwatch,
 )
+
+ENV_VARS: frozenset[str] = LOSSLESS  # the environment variables it reads: memory_router.envvars
 
 SUMMARY_WEIGHT = 1.0
 MESSAGE_WEIGHT = 0.9
@@ -147,6 +150,12 @@ def resolve_db_path(name: str, settings: Settings, context: BackendContext) -> L
         if path.is_file():
             return Location(path, src, tuple(candidates))
     return Location(None, "", tuple(candidates))
+
+
+def config_env_vars(settings: Settings) -> frozenset[str]:
+    """Variables a configured ``db_path`` names (``$NAME``/``${NAME}``), beyond ``ENV_VARS``: the
+    socket daemon adds them to the names a client must agree on."""
+    return frozenset(a or b for a, b in _VAR.findall(settings.db_path or ""))
 
 
 def _home(env: Any) -> Path:

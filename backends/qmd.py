@@ -52,6 +52,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..envvars import QMD
 from . import BackendContext, DemoUnavailable
 from ._process import ExecutableNotFound, OutputTooLarge, run
 from ._qmd_engine import ENGINE_SCRIPT, EngineFailed, QmdEngine
@@ -68,6 +69,8 @@ from ._qmd_locate import (
 )
 from ._qmd_parse import QmdOutputError, parse_hits, to_results
 from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Stopwatch
+
+ENV_VARS: frozenset[str] = QMD  # the environment variables it reads: memory_router.envvars
 
 MODES = frozenset({"search", "vsearch", "query"})
 DEFAULT_MODE = "query"

@@ -56,10 +56,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from ..envvars import TOTALRECALL
 from ..timefmt import iso_z
 from . import BackendContext
 from ._words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
 from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Result, Stopwatch
+
+ENV_VARS: frozenset[str] = TOTALRECALL  # the environment variables it reads: memory_router.envvars
 
 TIER_WEIGHTS = {"working": 1.0, "registers": 0.95, "daily": 0.9, "archive": 0.75}
 SUPERSEDED_FACTOR = 0.6

@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from . import __version__, paths
-from .errors import InvalidQuery, RouterError
+from .errors import InvalidQuery, RouterError, check_state_dir
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 # The click context's ``obj`` when the console script has already tried the daemon for ``query``
@@ -70,6 +70,7 @@ class Session:
         from .router import Router, default_context
 
         self.state_dir = paths.state_dir(opts.state_dir)
+        check_state_dir(self.state_dir)
         self.backends_path = paths.backends_json(self.state_dir, opts.backends_json)
         self.config = load_config(paths.config_file(opts.config))
         self.router = Router(self.config, context=default_context(self.state_dir))

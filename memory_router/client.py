@@ -14,9 +14,11 @@ Wire protocol (JSON lines over a stream socket, the same lines as ``serve`` on s
 
 The daemon answers a client only with the same *context*: state dir, backends.json,
 router-config.json, working directory and the environment variables the router and its adapters
-read (:func:`context`). Anything else would let a daemon started elsewhere answer with other
-memory, so a mismatch routes in-process. A daemon speaking another protocol version is skipped
-with a warning on stderr.
+read (:mod:`memory_router.envvars`, plus the names the daemon's configuration adds), compared
+as salted hashes, never as values (:func:`context`). Anything else would let a daemon started
+elsewhere answer with other memory, so a mismatch routes in-process. A daemon speaking another
+protocol version is skipped with a warning on stderr. A daemon that accepts and closes, or fails
+in any other way before answering, routes in-process with a one-line warning.
 
 ``MEMORY_ROUTER_DAEMON`` (or ``query --daemon``): ``auto`` (default) uses a daemon when one
 answers, ``off`` never tries, ``require`` fails (exit 2, ``DAEMON_UNAVAILABLE``) rather than
@@ -28,10 +30,8 @@ from __future__ import annotations
 import os
 import sys
 
+from . import statedir
 from .wire import (  # noqa: F401 - re-exported: the client's API
-    ENV_IGNORED,
-    ENV_NAMES,
-    ENV_PREFIXES,
     PROTOCOL,
     SOCKET_NAME,
     Connection,
@@ -39,6 +39,8 @@ from .wire import (  # noqa: F401 - re-exported: the client's API
     ProtocolMismatch,
     context,
     context_diff,
+    context_for,
+    env_digest,
     resolve_backends_json,
     resolve_config,
     resolve_state_dir,
@@ -60,6 +62,7 @@ _USAGE_CODES = frozenset(
         "BACKENDS_JSON_MISSING",
         "BACKENDS_JSON_INVALID",
         "CONFIG_INVALID",
+        "STATE_DIR_UNSAFE",
         DAEMON_UNAVAILABLE,
     }
 )
@@ -140,10 +143,11 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
         return None  # undecodable bytes from argv: the in-process path decides what they mean
     spawn = spawn or os.environ.get("MEMORY_ROUTER_SPAWN", "") not in ("", "0")
     state = resolve_state_dir(state_dir)
+    if statedir.problem(state):
+        return None  # the in-process path refuses it with STATE_DIR_UNSAFE and says why
     backends = resolve_backends_json(state, backends_json)
     cfg = resolve_config(config)
     path = socket_path(state)
-    mine = context(cwd=os.getcwd(), environ=os.environ, state_dir=state, backends_json=backends, config=cfg)
 
     def unavailable(reason: str) -> int | None:
         if mode != "require":
@@ -157,7 +161,13 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     except DaemonError as exc:
         if not spawn:
             return unavailable(str(exc))
-        if spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config) is None:
+        try:
+            spawned = spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config)
+        except DaemonError as refused:
+            if mode != "require":
+                _say(f"warning: not starting a daemon: {refused}")
+            return unavailable(f"{exc}; not starting a daemon: {refused}")
+        if spawned is None:
             return unavailable(f"{exc}; not starting a daemon: the state directory {state} does not exist")
         if mode != "require":
             return None  # this query runs in-process; the next one finds the daemon warm
@@ -172,8 +182,14 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
             _say(f"warning: {exc}")
             return unavailable(str(exc))
         except DaemonError as exc:
+            if mode != "require":
+                _say(f"warning: {exc}; routing in-process")
             return unavailable(str(exc))
-        diff = context_diff(mine, hello.get("context"))
+        theirs = hello.get("context")
+        mine = context_for(
+            theirs, cwd=os.getcwd(), environ=os.environ, state_dir=state, backends_json=backends, config=cfg
+        )
+        diff = context_diff(mine, theirs)
         if diff:
             return unavailable(
                 f"the daemon at {path} (pid {hello.get('pid')}) serves another context (differs in "
@@ -228,20 +244,29 @@ def spawn_daemon(
     """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
     process's working directory, environment and flags, so that it serves this context. Returns
     its pid, or ``None`` when the state directory does not exist (there is nothing to serve, and
-    creating the user's state directory is the installer's business). Its stderr goes to
-    ``<state dir>/daemon.log``."""
+    creating the user's state directory is the installer's business). Raises
+    :class:`DaemonError` when the state dir is not this user's alone
+    (:func:`memory_router.statedir.problem`) or ``daemon.log`` is not a regular file of ours (it
+    is never opened through a symlink). Its stderr goes to ``<state dir>/daemon.log``."""
     import subprocess
 
     state = resolve_state_dir(state_dir)
     if not os.path.isdir(state):
         return None
+    reason = statedir.problem(state)
+    if reason:
+        raise DaemonError(reason)
     if idle_exit is None:
         idle_exit = float(os.environ.get("MEMORY_ROUTER_IDLE_EXIT") or 600)
     argv = [sys.executable, "-m", "memory_router", "serve", "--socket", "--idle-exit", f"{idle_exit:g}"]
     for flag, value in (("--state-dir", state_dir), ("--backends-json", backends_json), ("--config", config)):
         if value:
             argv += [flag, value]
-    log_fd = os.open(os.path.join(state, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_path = os.path.join(state, "daemon.log")
+    try:
+        log_fd = statedir.open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    except OSError as exc:
+        raise DaemonError(statedir.describe_open_error(log_path, exc)) from None
     try:
         proc = subprocess.Popen(
             argv,

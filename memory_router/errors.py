@@ -55,3 +55,18 @@ class InvalidQuery(RouterError):
     def __init__(self, code: str, message: str) -> None:
         self.error_code = code
         super().__init__(message)
+
+
+class UnsafeStateDir(RouterError):
+    """The state directory is another user's or writable by others (see :mod:`.statedir`)."""
+
+    error_code = "STATE_DIR_UNSAFE"
+
+
+def check_state_dir(path: Path | str) -> None:
+    """Raise :class:`UnsafeStateDir` if ``path`` is not a state dir only this user controls."""
+    from .statedir import problem
+
+    reason = problem(str(path))
+    if reason:
+        raise UnsafeStateDir(reason)

@@ -3,10 +3,13 @@
     [2026-03-17T14:30:00Z] FALLBACK query="auth" backend=cognee error_code=BACKEND_ERROR error_message="..." next=qmd
     [2026-03-17T14:30:01Z] TIMEOUT query="auth" backend=qmd duration_ms=5230 next=totalrecall
 
-Quoted values escape backslash, quote, and every control character, so a query can never add
-or forge a line. Each line is written with a single ``write`` on an ``O_APPEND`` descriptor, so
+Quoted values escape backslash, quote, every control character, ``$`` and backtick, so a query
+or a backend's message can never add or forge a line, nor run as shell code if the log is ever
+pasted into or sourced by a shell. Each line is written with a single ``write`` on an ``O_APPEND`` descriptor, so
 concurrent router processes never interleave inside a line. The file is created 0600 in a 0700
-state directory. A log that cannot be written is a warning on stderr, never a failed query.
+state directory, and opened with ``O_NOFOLLOW`` (:func:`memory_router.statedir.open_private`): a
+symlink, FIFO, another user's file or a hard link there is never written through. A log that
+cannot be written is a warning on stderr, never a failed query.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import sys
 import threading
 from pathlib import Path
 
+from .statedir import describe_open_error, open_private
 from .timefmt import now_iso_z
 
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "$": "\\x24", "`": "\\x60"}
 
 
 def quote(value: str) -> str:
@@ -77,7 +81,7 @@ class RouterLog:
         line = f"[{_now()}] {body}\n".encode("utf-8", "replace")
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = open_private(str(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
                 os.write(fd, line)
             finally:
@@ -87,7 +91,7 @@ class RouterLog:
                 if not self._warned:
                     self._warned = True
                     print(
-                        f"memory-router: warning: cannot write {self.path}: {exc.strerror or exc}; "
+                        f"memory-router: warning: {describe_open_error(str(self.path), exc)}; "
                         "queries still work, but errors are not logged",
                         file=sys.stderr,
                     )

@@ -12,7 +12,7 @@ import _socket
 import os
 import stat
 
-from . import __version__
+from . import __version__, envvars
 
 PROTOCOL = 1
 SOCKET_NAME = "router.sock"
@@ -80,15 +80,6 @@ class DaemonError(Exception):
 
 _MAX_RESPONSE = 64 << 20
 
-# Environment variables that can change an answer: the router's own, every adapter's (by
-# prefix), and the few generic ones adapters read (binary lookup, ~, caches). The daemon and the
-# client must agree on all of them. The daemon switches are not part of the answer.
-ENV_PREFIXES = ("OPENCLAW_", "MEMORY_ROUTER_", "QMD_", "COGNEE_", "LOSSLESS_", "TOTALRECALL_")
-ENV_NAMES = frozenset({"HOME", "PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"})
-ENV_IGNORED = frozenset(
-    {"MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN", "MEMORY_ROUTER_IDLE_EXIT"}
-)
-
 # ---------------------------------------------------------------------- paths and context
 # These mirror memory_router.paths (flag, then environment, then default) with os.path only, so
 # the hot path does not import pathlib; tests check that both resolve identically.
@@ -117,21 +108,71 @@ def socket_path(state_dir: str, flag: str | None = None) -> str:
 
 
 def context(
-    *, cwd: str, environ: dict[str, str] | os._Environ[str], state_dir: str, backends_json: str, config: str
+    *,
+    cwd: str,
+    environ: dict[str, str] | os._Environ[str],
+    state_dir: str,
+    backends_json: str,
+    config: str,
+    names: frozenset[str] | set[str] = envvars.ALL,
+    salt: str = "",
 ) -> dict:
-    """What must be equal for a daemon's answer to be the answer this process would compute."""
+    """What must be equal for a daemon's answer to be the answer this process would compute.
+
+    Environment values are never carried (a context is printed by ``daemon status --json`` and
+    may hold ``COGNEE_API_KEY``): each of ``names`` maps to a salted hash of its value (``None``
+    when unset). The daemon picks the salt; a client hashes its own values with it to compare."""
 
     def absolute(path: str) -> str:
         return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
 
-    env = {k: v for k, v in environ.items() if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and k not in ENV_IGNORED}
     return {
         "cwd": os.path.normpath(cwd),
         "state_dir": absolute(state_dir),
         "backends_json": absolute(backends_json),
         "config": absolute(config),
-        "env": dict(sorted(env.items())),
+        "env_salt": salt,
+        "env": {name: env_digest(salt, name, environ.get(name)) for name in sorted(names)},
     }
+
+
+def env_digest(salt: str, name: str, value: str | None) -> str | None:
+    """A salted SHA-256 of one variable's value (``None`` if unset): equal values compare equal
+    under one salt, and the value cannot be read back from it."""
+    if value is None:
+        return None
+    data = "\0".join((salt, name, value)).encode("utf-8", "surrogatepass")
+    return _sha256_hex(data)[:32]
+
+
+_SHA256: list = []  # the constructor, found once
+
+
+def _sha256_hex(data: bytes) -> str:
+    """SHA-256 from CPython's builtin module (``hashlib`` would load OpenSSL on the warm path)."""
+    if not _SHA256:
+        for module in ("_sha2", "_sha256"):  # Python >= 3.12, 3.11
+            try:
+                _SHA256.append(__import__(module).sha256)
+                break
+            except ImportError:
+                continue
+        else:
+            import hashlib
+
+            _SHA256.append(hashlib.sha256)
+    return _SHA256[0](data).hexdigest()
+
+
+def context_for(theirs: object, **kw: object) -> dict:
+    """This process's context in the terms of a daemon's: its salt, and the names it depends on
+    together with the ones this client always compares."""
+    their: dict = theirs if isinstance(theirs, dict) else {}
+    salt = their.get("env_salt") if isinstance(their.get("env_salt"), str) else ""
+    env = their.get("env")
+    their_env: dict = env if isinstance(env, dict) else {}
+    names = set(envvars.ALL) | {n for n in their_env if isinstance(n, str)}
+    return context(names=names, salt=salt, **kw)  # type: ignore[arg-type]
 
 
 def context_diff(mine: dict, theirs: object) -> list[str]:
@@ -139,9 +180,10 @@ def context_diff(mine: dict, theirs: object) -> list[str]:
     if not isinstance(theirs, dict):
         return ["context"]
     diff = [k for k in ("cwd", "state_dir", "backends_json", "config") if mine.get(k) != theirs.get(k)]
-    their_env: dict = theirs["env"] if isinstance(theirs.get("env"), dict) else {}
+    env = theirs.get("env")
+    their_env: dict = env if isinstance(env, dict) else {}
     for name in sorted(set(mine["env"]) | set(their_env)):
-        if mine["env"].get(name) != their_env.get(name):
+        if name not in their_env or mine["env"].get(name) != their_env.get(name):
             diff.append(f"env.{name}")
     return diff
 
@@ -182,7 +224,10 @@ class Connection:
         self.close()
 
     def send(self, line: bytes) -> None:
-        self.sock.sendall(line + b"\n")
+        try:
+            self.sock.sendall(line + b"\n")
+        except OSError as exc:  # EPIPE/ECONNRESET: it accepted and closed (its connection cap)
+            raise DaemonError(f"the connection to {self.path} failed: {exc.strerror or exc}") from exc
 
     def receive(self, timeout: float | None) -> bytes:
         self.sock.settimeout(timeout)
@@ -217,6 +262,9 @@ class Connection:
     def hello(self) -> dict:
         """The handshake; raises :class:`ProtocolMismatch` for a daemon of another version."""
         reply = self.request({"op": "hello", "protocol": PROTOCOL, "version": __version__}, timeout=5.0)
+        if reply.get("op") != "hello" and isinstance(reply.get("error_code"), str):
+            # A refusal before the handshake (FORBIDDEN: its connection cap, another user).
+            raise DaemonError(f"the daemon at {self.path} refused the connection: {reply.get('error_message')}")
         if reply.get("op") != "hello" or reply.get("protocol") != PROTOCOL:
             raise ProtocolMismatch(self.path, reply)
         return reply

@@ -296,8 +296,13 @@ _SECTIONS = {
     "bad_input": ("Bad input", ["input", "exit", "status", "error_code", "answered", "message"]),
     "log": ("router.log and files", ["check", "outcome"]),
     "properties": ("Properties (hypothesis)", ["property", "examples", "outcomes", "result"]),
+    "trust": (
+        "Trust boundaries and long-run memory (another user, a long-running daemon)",
+        ["item", "attack", "outcome"],
+    ),
 }
 _HEADINGS = {
+    "item": "issue item",
     "adapter_ms": "adapter call ms",
     "cli_wall_ms": "CLI wall ms (incl. ~0.4 s start-up)",
     "fallbacks_used": "fallbacks",

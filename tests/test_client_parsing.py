@@ -128,10 +128,12 @@ def test_context_covers_what_changes_an_answer(tmp_path: Path) -> None:
     env = {"OPENCLAW_REPO_ROOT": "/r", "PATH": "/bin", "HOME": "/h", "TERM": "xterm", "MEMORY_ROUTER_DAEMON": "auto"}
     mine = client.context(environ=env, **base)
     assert mine["state_dir"] == str(tmp_path / "s")  # relative paths resolve against the cwd
-    assert set(mine["env"]) == {"OPENCLAW_REPO_ROOT", "PATH", "HOME"}  # TERM and the daemon switch do not matter
+    # TERM and the daemon switch do not matter; the others are hashes, never the values
+    assert {k for k, v in mine["env"].items() if v is not None} == {"OPENCLAW_REPO_ROOT", "PATH", "HOME"}
+    assert not {"/r", "/bin", "/h"} & set(mine["env"].values())
     assert client.context_diff(mine, client.context(environ={**env, "TERM": "dumb"}, **base)) == []
-    other = client.context(environ={**env, "OPENCLAW_REPO_ROOT": "/elsewhere", "QMD_INDEX": "x"}, **base)
-    assert client.context_diff(mine, other) == ["env.OPENCLAW_REPO_ROOT", "env.QMD_INDEX"]
+    other = client.context(environ={**env, "OPENCLAW_REPO_ROOT": "/elsewhere", "INDEX_PATH": "x"}, **base)
+    assert client.context_diff(mine, other) == ["env.INDEX_PATH", "env.OPENCLAW_REPO_ROOT"]
     moved = client.context(environ=env, **{**base, "cwd": str(tmp_path / "sub")})
     assert client.context_diff(mine, moved) == ["cwd", "state_dir", "backends_json", "config"]
     assert client.context_diff(mine, "garbage") == ["context"]

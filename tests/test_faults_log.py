@@ -89,8 +89,9 @@ def test_an_unwritable_or_full_log_never_fails_a_query(tmp_path: Path, case: str
         (state / "router.log").mkdir()
         expect = "Is a directory"
     elif case == "disk_full":
-        (state / "router.log").symlink_to("/dev/full")  # every write fails with ENOSPC
-        expect = "No space left on device"
+        # A symlink to /dev/full (every write would fail with ENOSPC) is not even followed now.
+        (state / "router.log").symlink_to("/dev/full")
+        expect = "is a symbolic link; not following it"
     elif case == "state_dir_is_a_file":
         backends_json = tmp_path / "backends.json"
         (state / "backends.json").rename(backends_json)
@@ -107,13 +108,13 @@ def test_an_unwritable_or_full_log_never_fails_a_query(tmp_path: Path, case: str
     data = orjson.loads(run.stdout)
     assert (data["status"], data["routed_to"], data["fallbacks_used"]) == ("success", "good", 1)
     err = run.stderr.decode()
-    assert err.count("warning: cannot write") == 1 and expect in err and "queries still work" in err
+    assert err.count("warning: ") == 1 and expect in err and "queries still work" in err
     report(
         "log",
         case,
         check={
             "log_is_a_directory": "router.log is a directory (unwritable)",
-            "disk_full": "router.log on a full disk (/dev/full, ENOSPC)",
+            "disk_full": "router.log is a symlink to /dev/full (a full disk)",
             "state_dir_is_a_file": "the state dir path is a file",
             "read_only_dir": "read-only state dir",
         }[case],

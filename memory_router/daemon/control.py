@@ -2,7 +2,8 @@
 
 ``status`` asks the daemon itself (handshake and counters), ``stop`` asks it to shut down and
 waits until its socket is gone (falling back to SIGTERM to the pid in the lock file if it does
-not answer), ``start`` launches one detached, like ``query --spawn``.
+not answer, once that pid is verified to be this user's daemon holding the lock), ``start``
+launches one detached, like ``query --spawn``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import click
 import orjson
 
-from .. import client
+from .. import client, statedir
 from ..cli import common_options
 
 
@@ -56,14 +57,16 @@ def status(as_json: bool, **kw: Any) -> None:
             click.echo(f"not running: {exc}")
         sys.exit(1)
     state = client.resolve_state_dir(kw.get("state_dir"))
-    mine = client.context(
+    theirs = hello.get("context")
+    mine = client.context_for(
+        theirs,
         cwd=os.getcwd(),
         environ=os.environ,
         state_dir=state,
         backends_json=client.resolve_backends_json(state, kw.get("backends_json")),
         config=client.resolve_config(kw.get("config")),
     )
-    diff = client.context_diff(mine, hello.get("context"))
+    diff = client.context_diff(mine, theirs)
     if as_json:
         sys.stdout.buffer.write(
             orjson.dumps(
@@ -109,25 +112,34 @@ def status(as_json: bool, **kw: Any) -> None:
 @_socket_option
 @common_options
 def stop(timeout_s: float, **kw: Any) -> None:
-    """Stop the daemon serving this state dir (exit 0 also if none runs)."""
+    """Stop the daemon serving this state dir (exit 0 also if none runs).
+
+    It is asked to shut down over its socket. Only if it does not answer is it sent SIGTERM, and
+    only once the pid in ``<socket>.lock`` is verified to be a memory-router daemon of this user
+    holding that lock (:func:`_verify_daemon`); a socket in a directory others can write is
+    refused outright (exit 2), since anyone could have put the lock file there."""
     path = _path(kw)
+    reason = statedir.problem(os.path.dirname(os.path.abspath(path)), what="the socket's directory")
+    if reason:
+        click.echo(f"memory-router: {reason}; not stopping anything there", err=True)
+        sys.exit(2)
     pid = None
     try:
         with client.Connection(path) as conn:
             pid = conn.hello().get("pid")
             conn.request({"op": "shutdown"}, timeout=5.0)
     except client.ProtocolMismatch as exc:
-        pid = _lock_holder(path)
         click.echo(f"memory-router: {exc}", err=True)
+        pid = _lock_holder(path)
         if pid:
-            os.kill(pid, signal.SIGTERM)
+            _terminate(pid, path)
     except client.DaemonError as exc:
         pid = _lock_holder(path)
         if pid is None:
             click.echo(f"not running ({exc})")
             return
-        click.echo(f"the daemon (pid {pid}) does not answer ({exc}); sending SIGTERM", err=True)
-        os.kill(pid, signal.SIGTERM)
+        click.echo(f"the daemon (pid {pid}) does not answer ({exc})", err=True)
+        _terminate(pid, path)
     deadline = time.monotonic() + timeout_s
     while os.path.exists(path) or (pid is not None and _lock_holder(path) == pid):
         if time.monotonic() > deadline:
@@ -135,6 +147,48 @@ def stop(timeout_s: float, **kw: Any) -> None:
             sys.exit(1)
         time.sleep(0.05)
     click.echo(f"stopped (pid {pid})")
+
+
+def _terminate(pid: int, path: str) -> None:
+    """SIGTERM ``pid`` if it is verified to be the daemon serving ``path``; else exit 1 saying why."""
+    reason = _verify_daemon(pid, path)
+    if reason:
+        click.echo(f"memory-router: not signalling pid {pid}: {reason}", err=True)
+        sys.exit(1)
+    click.echo(f"sending SIGTERM to the daemon (pid {pid})", err=True)
+    os.kill(pid, signal.SIGTERM)
+
+
+def _verify_daemon(pid: int, path: str) -> str | None:
+    """Why ``pid`` must not be signalled as the daemon of socket ``path``, or ``None``: it must be
+    this user's process, running ``memory_router serve --socket``, and hold ``<socket>.lock``
+    open (the very file, by device and inode). Needs /proc; without it nothing is signalled."""
+    proc = f"/proc/{pid}"
+    try:
+        owner = os.stat(proc).st_uid
+        with open(f"{proc}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError as exc:
+        return f"cannot inspect it ({exc.strerror or exc})"
+    if owner != os.getuid():
+        return f"it belongs to uid {owner}, not to this user"
+    if not any(a.endswith((b"memory_router", b"memory-router")) for a in argv) or b"serve" not in argv:
+        return "it is not a memory-router daemon (its command line is not `memory-router serve`)"
+    if b"--socket" not in argv:
+        return "it is a memory-router serve without --socket"
+    try:
+        lock = os.lstat(path + ".lock")
+        fds = os.listdir(f"{proc}/fd")
+    except OSError as exc:
+        return f"cannot check its lock ({exc.strerror or exc})"
+    for fd in fds:
+        try:
+            st = os.stat(f"{proc}/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+            return None
+    return f"it does not hold {path}.lock open, so it is not the daemon serving {path}"
 
 
 @daemon.command("start")
@@ -155,12 +209,16 @@ def start(idle_exit: float | None, **kw: Any) -> None:
             return
     except client.DaemonError:
         pass
-    pid = client.spawn_daemon(
-        state_dir=kw.get("state_dir"),
-        backends_json=kw.get("backends_json"),
-        config=kw.get("config"),
-        idle_exit=idle_exit,
-    )
+    try:
+        pid = client.spawn_daemon(
+            state_dir=kw.get("state_dir"),
+            backends_json=kw.get("backends_json"),
+            config=kw.get("config"),
+            idle_exit=idle_exit,
+        )
+    except client.DaemonError as exc:
+        click.echo(f"memory-router: not starting a daemon: {exc}", err=True)
+        sys.exit(2)
     if pid is None:
         click.echo(
             f"memory-router: the state directory {state} does not exist; run the stack's installer or pass --state-dir",
@@ -180,7 +238,7 @@ def _lock_holder(path: str) -> int | None:
     import fcntl
 
     try:
-        fd = os.open(path + ".lock", os.O_RDONLY)
+        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:

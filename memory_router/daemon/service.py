@@ -41,12 +41,12 @@ import orjson
 
 from memory_router import paths
 from memory_router.backends import BackendContext
-from memory_router.backends.base import Backend, ClosableBackend, WatchableBackend
+from memory_router.backends.base import Backend, ClosableBackend, DescribedBackend, WatchableBackend
 
 from ..config import RouterConfig, load_config
 from ..cooldown import Cooldown
 from ..envelope import error_envelope
-from ..errors import InvalidQuery, RouterError
+from ..errors import InvalidQuery, RouterError, check_state_dir
 from ..installed import Installed, load_installed
 from ..router import Router
 from ..routerlog import RouterLog
@@ -94,7 +94,8 @@ class Service:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Load router-config.json (raises :class:`~memory_router.errors.RouterError` if it is
-        invalid: a daemon must not start on a broken config) and backends.json (a missing or
+        invalid: a daemon must not start on a broken config, nor on a state dir another user
+        controls, ``STATE_DIR_UNSAFE``) and backends.json (a missing or
         invalid one is reported and answered per query until it is fixed).
 
         ``backends`` replaces adapters by name (tests); ``diagnostics`` receives the stderr
@@ -102,6 +103,7 @@ class Service:
         """
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        check_state_dir(state_dir)
         self.state_dir = state_dir
         self.backends_path = backends_path
         self.config_path = config_path or paths.packaged_config()
@@ -299,10 +301,9 @@ class Service:
         """What the live backend instances hold (qmd's warm engine: pid, RSS, loaded models)."""
         facts: dict[str, Any] = {}
         for name, instance in self.router.instances().items():
-            runtime = getattr(instance, "runtime_facts", None)
-            if callable(runtime):
+            if isinstance(instance, DescribedBackend):
                 try:
-                    facts[name] = await asyncio.wait_for(runtime(), 3.0)
+                    facts[name] = await asyncio.wait_for(instance.runtime_facts(), 3.0)
                 except Exception as exc:  # a status line must not fail the stats request
                     facts[name] = {"error": f"{type(exc).__name__}: {exc}"}
         return facts

@@ -14,7 +14,9 @@ never reach the service:
 Safety:
 
 * The socket is created ``0600`` (under a ``0177`` umask, so it is never reachable by others even
-  for an instant) in the state directory, which must belong to this user. A peer whose uid
+  for an instant) in the state directory, which must belong to this user and be writable by no
+  one else (a sticky shared directory such as /tmp is refused too). The lock file is opened with
+  ``O_NOFOLLOW`` and must be a regular file of ours (:func:`memory_router.statedir.open_private`). A peer whose uid
   (``SO_PEERCRED``) is not ours is refused before anything is read.
 * One daemon per socket: an exclusive ``flock`` on ``<socket>.lock`` (which holds the pid) is taken
   before binding and held for the daemon's life. If it is held, a live daemon owns the socket and
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import secrets
 import signal
 import socket
 import stat
@@ -45,7 +48,8 @@ from typing import Any
 
 import orjson
 
-from .. import __version__
+from .. import __version__, envvars, statedir
+from ..backends import adapter_env_vars
 from ..wire import PROTOCOL, LineSplitter, Oversized, context
 
 _TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
@@ -86,12 +90,20 @@ class SocketServer:
         self._lock_fd: int | None = None
         self._server: asyncio.AbstractServer | None = None
         self._inode: int | None = None
-        self.context = context(
+        self._salt = secrets.token_hex(8)
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """This daemon's context for the handshake (recomputed: a config reload may add names)."""
+        service = self.service
+        return context(
             cwd=str(service.context.cwd),
-            environ=dict(service.context.environ),
+            environ=service.context.environ,
             state_dir=str(service.state_dir),
             backends_json=str(service.backends_path),
             config=str(service.config_path),
+            names=env_names(getattr(getattr(service, "router", None), "config", None)),
+            salt=self._salt,
         )
 
     # ------------------------------------------------------------------ claiming the socket
@@ -101,17 +113,18 @@ class SocketServer:
         folder = self.path.parent
         if not folder.is_dir():
             raise SocketInUse(f"{folder} does not exist; create the state directory first (or pass --socket PATH)")
-        st = folder.stat()
-        if st.st_uid != os.getuid():
-            raise SocketInUse(f"{folder} belongs to uid {st.st_uid}, not to this user; refusing to serve from it")
-        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            raise SocketInUse(f"{folder} is writable by everyone; refusing to put the socket there")
+        reason = statedir.problem(str(folder), what="the socket's directory")
+        if reason:
+            raise SocketInUse(f"{reason}; refusing to serve from it")
         if len(os.fsencode(self.path)) > 107:
             raise SocketInUse(
                 f"the socket path {self.path} is longer than a Unix socket path may be (107 bytes); "
                 "pass a shorter --socket PATH"
             )
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = statedir.open_private(str(self.lock_path), os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            raise SocketInUse(f"{statedir.describe_open_error(str(self.lock_path), exc)}; not serving") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -325,6 +338,19 @@ class SocketServer:
             self.stop("shutdown requested by a client")
             return orjson.dumps({"id": data.get("id"), "op": "shutdown", "status": "ok", "pid": os.getpid()})
         return None
+
+
+def env_names(config: Any) -> set[str]:
+    """The environment variables the answers of ``config`` (a RouterConfig) depend on: every
+    adapter's and the router's (:mod:`memory_router.envvars`), plus names a backend's settings
+    add (an adapter's ``config_env_vars(settings)``, e.g. ``$NAME`` in Lossless's db_path)."""
+    names = set(envvars.ALL)
+    for spec in getattr(config, "backends", {}).values():
+        try:
+            names |= adapter_env_vars(spec.type, spec.settings)
+        except (KeyError, ImportError, TypeError):
+            continue
+    return names
 
 
 async def _lines(reader: asyncio.StreamReader, max_line: int) -> AsyncIterator[bytes | Oversized]:
