@@ -296,6 +296,10 @@ _SECTIONS = {
     "bad_input": ("Bad input", ["input", "exit", "status", "error_code", "answered", "message"]),
     "log": ("router.log and files", ["check", "outcome"]),
     "properties": ("Properties (hypothesis)", ["property", "examples", "outcomes", "result"]),
+    "bounded": (
+        "Bounded work: hostile files, slow backends, secrets",
+        ["case", "transport", "outcome", "measured"],
+    ),
 }
 _HEADINGS = {
     "adapter_ms": "adapter call ms",

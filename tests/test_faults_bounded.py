@@ -1,0 +1,76 @@
+"""Bounded work under hostile files and slow backends (issue 17), through the real CLI and daemon:
+odd files at config paths, oversized and unreadable memory files, a stuck in-process backend
+next to a healthy one, a slow config regex, secrets in Cognee's answers, odd request ids and
+bidi controls in router.log. Each test adds a row to the "Bounded work" section of
+tests/FAULTS.md."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memory_router.envelope import Envelope
+
+from .faults_support import (
+    command_backend,
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    report,
+    run_cli,
+    write_setup,
+)
+
+
+def bounded_row(key: str, case: str, transport: str, outcome: str, measured: str = "") -> None:
+    report("bounded", key, case=case, transport=transport, outcome=outcome, measured=measured)
+
+
+# --------------------------------------------------------------------------- config paths
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _sparse(path: Path) -> Path:
+    with path.open("wb") as f:
+        f.truncate(2 << 20)  # 2 MiB of holes: no disk space, over the 1 MiB limit
+    return path
+
+
+ODD_FILES = {
+    "fifo": ("a FIFO (nobody writing)", _fifo, "a FIFO (named pipe), not a regular file"),
+    "dev_zero": ("/dev/zero", lambda p: Path("/dev/zero"), "a character device, not a regular file"),
+    "sparse": ("a 2 MiB sparse file", _sparse, "2097152 bytes, larger than the 1048576-byte limit"),
+    "directory": ("a directory", lambda p: (p.mkdir(), p)[1], "a directory, not a regular file"),
+}
+
+
+@pytest.mark.parametrize("which", ["backends_json", "config"])
+@pytest.mark.parametrize("kind", list(ODD_FILES))
+def test_an_odd_file_at_a_config_path_is_a_clear_error_not_a_hang(tmp_path: Path, which: str, kind: str) -> None:
+    state, config = write_setup(tmp_path, {"echo": command_backend("echo")}, ["echo"])
+    description, make, fragment = ODD_FILES[kind]
+    odd = make(tmp_path / f"odd-{kind}")
+    flag = "--backends-json" if which == "backends_json" else "--config"
+    args = ["query", "auth middleware", "--state-dir", str(state), "--daemon", "off"]
+    if which == "backends_json":
+        args += ["--config", str(config)]
+    run = run_cli([*args, flag, str(odd)], timeout=20)
+    data = run.envelope
+    Envelope.model_validate(data)
+    code = "BACKENDS_JSON_INVALID" if which == "backends_json" else "CONFIG_INVALID"
+    assert (run.returncode, data["status"], data["error_code"]) == (2, "error", code), run.stderr
+    assert f"{odd}: cannot read: it is {fragment}" in data["error_message"]
+    assert data["attempts"] == [] and b"Traceback" not in run.stderr
+    assert run.wall_ms < 10_000 and run.maxrss_kb < 200_000
+    name = "backends.json" if which == "backends_json" else "router-config.json"
+    bounded_row(
+        f"config_{which}_{kind}",
+        f"{flag} {name} is {description}",
+        "cli",
+        f"exit 2, {code}: it is {fragment}",
+        f"{run.wall_ms:.0f} ms wall, {run.maxrss_kb // 1024} MB peak RSS",
+    )
