@@ -7,6 +7,7 @@ tests/FAULTS.md."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from memory_router.envelope import Envelope
 
 from .faults_support import (
+    cli_base,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     report,
@@ -73,4 +75,54 @@ def test_an_odd_file_at_a_config_path_is_a_clear_error_not_a_hang(tmp_path: Path
         "cli",
         f"exit 2, {code}: it is {fragment}",
         f"{run.wall_ms:.0f} ms wall, {run.maxrss_kb // 1024} MB peak RSS",
+    )
+
+
+# --------------------------------------------------------------------------- ids and router.log
+
+
+def test_a_big_integer_id_is_echoed_exactly(tmp_path: Path) -> None:
+    state, config = write_setup(tmp_path, {"echo": command_backend("echo")}, ["echo"])
+    lines = [
+        b'{"id": 123456789012345678901234567890, "op": "stats"}',
+        b'{"id": [1.5, 18446744073709551617, {"a": -100000000000000000000}], "query": "auth middleware"}',
+        b'{"id": 9223372036854775807, "op": "stats"}',
+    ]
+    proc = subprocess.run(
+        [*cli_base(), "serve", "--no-reload", "--state-dir", str(state), "--config", str(config)],
+        input=b"\n".join(lines) + b"\n",
+        capture_output=True,
+        timeout=30,
+    )
+    out = proc.stdout.splitlines()
+    assert len(out) == 3, proc.stderr
+    by_id = {line[: line.index(b',"')]: line for line in out}  # answers come as they complete
+    assert set(by_id) == {
+        b'{"id":123456789012345678901234567890',
+        b'{"id":[1.5,18446744073709551617,{"a":-100000000000000000000}]',
+        b'{"id":9223372036854775807',
+    }, out
+    assert b'"status":"success"' in by_id[b'{"id":[1.5,18446744073709551617,{"a":-100000000000000000000}]']
+    bounded_row(
+        "id_big_int",
+        'request `"id": 123456789012345678901234567890` (beyond 64 bits), and one nested in a list',
+        "daemon",
+        "echoed digit for digit (was 1.2345678901234568e+29)",
+    )
+
+
+def test_bidi_controls_are_escaped_in_router_log(tmp_path: Path) -> None:
+    backends = {"primary": command_backend("crash"), "echo": command_backend("echo")}
+    state, config = write_setup(tmp_path, backends, ["primary", "echo"])
+    text = "invoice \u202egpj.exe\u202c total \u2066x\u2069 \u200f"
+    run = run_cli(["query", text, "--state-dir", str(state), "--config", str(config), "--daemon", "off"])
+    assert run.returncode == 0 and run.envelope["query_echo"] == text
+    [line] = (state / "router.log").read_text(encoding="utf-8").splitlines()
+    assert not any(ch in line for ch in "\u202e\u202c\u2066\u2069\u200f"), line
+    assert 'query="invoice \\u202egpj.exe\\u202c total \\u2066x\\u2069 \\u200f"' in line
+    bounded_row(
+        "log_bidi",
+        "a query holding U+202E and other bidi controls, logged by a FALLBACK line",
+        "cli",
+        "router.log shows them escaped (\\u202e...), like other controls",
     )
