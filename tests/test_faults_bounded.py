@@ -6,10 +6,18 @@ tests/FAULTS.md."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, quote_plus
 
+import orjson
 import pytest
 
 from memory_router.envelope import Envelope
@@ -125,4 +133,106 @@ def test_bidi_controls_are_escaped_in_router_log(tmp_path: Path) -> None:
         "a query holding U+202E and other bidi controls, logged by a FALLBACK line",
         "cli",
         "router.log shows them escaped (\\u202e...), like other controls",
+    )
+
+
+# --------------------------------------------------------------------------- Cognee secrets
+
+API_KEY = "KEY-0123456789abcdef-SECRET"
+PASSWORD = 'p@ss w/rd&\u00e9"x+1'
+URL_PASSWORD = "url-pw-s3cr3t"
+
+
+class _EchoingCognee(BaseHTTPRequestHandler):
+    """A fake Cognee (the real one cannot be made to echo secrets) that answers every call with
+    an error echoing what it was sent: a careless proxy or a debug build."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        if self.path.endswith("/auth/login"):  # echo the form body, and the password in JSON and HTML
+            form = parse_qs(body)
+            password = form.get("password", [""])[0]
+            text = f"cannot log in with {body} (json {json.dumps(password)}, html {html.escape(password)})"
+            self._answer(400, "text/plain", text.encode())
+            return
+        key = self.headers.get("X-Api-Key")
+        if key:  # a detail that reaches past the 400-character cut right in the middle of the key
+            detail = "x" * 380 + f" X-Api-Key: {key} rejected"
+        else:  # the URL it was called by, and the Basic credential the client built from its userinfo
+            detail = f"upstream {self.server.public_url}/api failed ({self.headers.get('Authorization')})"  # type: ignore[attr-defined]
+        self._answer(500, "application/json", json.dumps({"detail": detail}).encode())
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(200, "application/json", b'{"status": "ready", "health": "healthy", "version": "1.6.5"}')
+
+    def _answer(self, status: int, kind: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def echoing_cognee() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingCognee)
+    port = server.server_address[1]
+    server.public_url = f"http://bob:{URL_PASSWORD}@127.0.0.1:{port}"  # type: ignore[attr-defined]
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield port
+    server.shutdown()
+    server.server_close()
+
+
+def _leaks(text: str, secret: str) -> list[str]:
+    """Every 6-character piece of ``secret`` found in ``text``, in the encodings servers echo."""
+    found = []
+    for i in range(len(secret) - 5):
+        piece = secret[i : i + 6]
+        for form in {piece, quote(piece, safe=""), quote_plus(piece), json.dumps(piece)[1:-1], html.escape(piece)}:
+            if form in text:
+                found.append(form)
+    return found
+
+
+SECRET_CASES = {
+    "cut": ("an API key echoed in a detail that the 400-character cut splits", {"api_key": API_KEY}, API_KEY),
+    "login_echo": (
+        "a login error echoing the form body (password URL-encoded, also JSON- and HTML-escaped)",
+        {"username": "alice", "password": PASSWORD},
+        PASSWORD,
+    ),
+    "userinfo": ("base_url http://bob:<password>@host, echoed by the server too", {"userinfo": True}, URL_PASSWORD),
+}
+
+
+@pytest.mark.parametrize("case", list(SECRET_CASES))
+def test_cognee_secrets_never_leave_the_adapter(tmp_path: Path, echoing_cognee: int, case: str) -> None:
+    description, settings, secret = SECRET_CASES[case]
+    host = f"127.0.0.1:{echoing_cognee}"
+    url = f"http://bob:{URL_PASSWORD}@{host}" if settings.pop("userinfo", False) else f"http://{host}"
+    backends = {"cognee": {"type": "cognee", "base_url": url, **settings}, "good": command_backend("ok")}
+    state, config = write_setup(tmp_path, backends, ["cognee", "good"])
+    run = run_cli(["query", "what depends on Postgres", "--state-dir", str(state), "--config", str(config)])
+    assert run.returncode == 0 and run.envelope["routed_to"] == "good", run.stderr
+    message = run.envelope["attempts"][0]["error_message"]
+    assert run.envelope["attempts"][0]["error_code"] == "BACKEND_ERROR" and "***" in message, message
+    listing = run_cli(["backends", "--json", "--state-dir", str(state), "--config", str(config)])
+    [row] = [r for r in orjson.loads(listing.stdout)["backends"] if r["backend"] == "cognee"]
+    assert row["facts"]["base_url"] == f"http://{host}" and row["runs_here"]
+    seen = "\n".join(
+        [run.stdout.decode(), run.stderr.decode(), (state / "router.log").read_text(), listing.stdout.decode()]
+    )
+    assert _leaks(seen, secret) == [] and f"bob:{URL_PASSWORD}" not in seen
+    bounded_row(
+        f"cognee_secret_{case}",
+        f"Cognee: {description}",
+        "cli",
+        "envelope, router.log, stderr and `backends --json` hold no 6-character piece of the secret in any "
+        "encoding; the URL is shown without userinfo",
+        f"message: {message[:60]}...{message[-40:]}" if case == "cut" else f"message: {message[:100]}",
     )
