@@ -9,8 +9,10 @@ from __future__ import annotations
 import html
 import json
 import os
+import select
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -235,4 +237,83 @@ def test_cognee_secrets_never_leave_the_adapter(tmp_path: Path, echoing_cognee: 
         "envelope, router.log, stderr and `backends --json` hold no 6-character piece of the secret in any "
         "encoding; the URL is shown without userinfo",
         f"message: {message[:60]}...{message[-40:]}" if case == "cut" else f"message: {message[:100]}",
+    )
+
+
+# --------------------------------------------------------------------------- slow config regexes
+
+SLOW_QUERY = "a" * 60 + "b"  # `(a|aa)+$` backtracks exponentially on it
+
+
+def _slow_rules_setup(tmp_path: Path, **config: Any) -> tuple[Path, Path]:
+    state, path = write_setup(tmp_path, {"echo": command_backend("echo")}, ["echo"], timeout_ms=5000, **config)
+    cfg = orjson.loads(path.read_bytes())
+    slow = [
+        {"number": n, "id": f"slow{n}", "strong": ["(a|aa)+$"], "chain": [{"backend": "echo"}]} for n in range(1, 9)
+    ]
+    cfg["rules"] = [*slow, {**cfg["rules"][0], "number": 9}]
+    path.write_bytes(orjson.dumps(cfg))
+    return state, path
+
+
+def test_eight_slow_rule_regexes_share_one_budget_within_the_deadline(tmp_path: Path) -> None:
+    state, config = _slow_rules_setup(tmp_path, regex_timeout_ms=2000, deadline_ms=1000)
+    run = run_cli(["query", SLOW_QUERY, "--state-dir", str(state), "--config", str(config), "--daemon", "off"])
+    data = run.envelope
+    assert data["rule"]["id"] == "default" and b"Traceback" not in run.stderr, run.stderr
+    # The match takes its 500 ms budget (half the deadline), then the echo backend answers within
+    # the rest. `regex` times a search in CPU time, so on a loaded machine a search can overrun in
+    # wall time, and the chain can then meet the deadline instead: still bounded, never 16 s.
+    match_ms = data["router_duration_ms"] - sum(a["duration_ms"] for a in data["attempts"])
+    assert match_ms < 2000 and data["router_duration_ms"] < 3000, data
+    assert data["status"] == "success" or data["error_code"] == "DEADLINE_EXCEEDED", data
+    route = run_cli(["route", SLOW_QUERY, "--state-dir", str(state), "--config", str(config)])
+    assert "rule 9 (default)" in route.stdout.decode() and "hit the match timeout" in route.stdout.decode()
+    assert route.wall_ms < 5000
+    bounded_row(
+        "regex_budget",
+        "8 rules of `(a|aa)+$`, `regex_timeout_ms` 2000, `deadline_ms` 1000, a query that makes them all backtrack",
+        "cli",
+        "one budget for the whole match (here half the deadline, 500 ms); the rules count as not matching, "
+        "the default rule answers within the deadline",
+        f"match {match_ms} ms, router_duration_ms {data['router_duration_ms']}, {data['status']} "
+        "(was ~16,000 ms: 2000 ms per search)",
+    )
+
+
+def test_a_slow_rule_match_does_not_hold_other_daemon_requests(tmp_path: Path) -> None:
+    state, config = _slow_rules_setup(tmp_path, regex_timeout_ms=1500)
+    proc = subprocess.Popen(
+        [*cli_base(), "serve", "--no-reload", "--state-dir", str(state), "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b'{"id": "warm", "op": "stats"}\n')
+        proc.stdin.flush()
+        assert orjson.loads(proc.stdout.readline())["id"] == "warm"
+        started = time.perf_counter()
+        proc.stdin.write(orjson.dumps({"id": "slow", "query": SLOW_QUERY}) + b'\n{"id": "stats", "op": "stats"}\n')
+        proc.stdin.flush()
+        arrived = {}
+        for _ in range(2):
+            ready, _, _ = select.select([proc.stdout], [], [], 30)
+            assert ready, "no answer within 30 s"
+            response = orjson.loads(proc.stdout.readline())
+            arrived[response["id"]] = ((time.perf_counter() - started) * 1000, response)
+    finally:
+        proc.stdin.close()
+        proc.wait(10)
+    stats_ms, slow_ms = arrived["stats"][0], arrived["slow"][0]
+    assert stats_ms < 500 and stats_ms < slow_ms, arrived
+    assert arrived["slow"][1]["status"] == "success" and arrived["slow"][1]["rule"]["id"] == "default"
+    assert slow_ms < 1500 + 2000  # the whole match within its one budget, plus the echo backend
+    bounded_row(
+        "regex_off_loop",
+        "the same 8 rules (`regex_timeout_ms` 1500, no deadline) in `serve`, a `stats` request sent right after",
+        "daemon",
+        "the match runs in a worker thread (GIL released): `stats` answers at once; the query within its budget",
+        f"stats after {stats_ms:.0f} ms, the query after {slow_ms:.0f} ms (was: stats waited for the match)",
     )
