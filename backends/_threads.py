@@ -1,0 +1,39 @@
+"""Worker threads owned by one backend instance, for its blocking work (file scans, SQLite).
+
+Each in-process adapter instance runs its blocking calls on its own small pool instead of the
+event loop's default executor. The router abandons a call at its timeout, but a thread cannot be
+killed: with one shared executor, a few calls stuck in one backend (a huge memory file, a locked
+database) would hold every worker and the *other* backends' calls would queue behind them and
+time out. With a pool per instance a stuck backend can only starve itself. The adapters also stop
+abandoned work early (a cancellation flag checked between files or SQLite steps), so a pool's
+threads come back soon after the router gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_WORKERS = 4
+
+
+class WorkerPool:
+    """A lazily started thread pool for one backend instance."""
+
+    def __init__(self, name: str, max_workers: int = DEFAULT_WORKERS) -> None:
+        self.name = name
+        self.max_workers = max_workers
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in one of this pool's threads. Cancelling the await abandons the call
+        (the thread finishes it; ``fn`` should watch a cancellation flag to stop early)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix=f"memory-router-{self.name}")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
