@@ -263,9 +263,10 @@ def test_eight_slow_rule_regexes_share_one_budget_within_the_deadline(tmp_path: 
     assert data["rule"]["id"] == "default" and b"Traceback" not in run.stderr, run.stderr
     # The match takes its 500 ms budget (half the deadline), then the echo backend answers within
     # the rest. `regex` times a search in CPU time, so on a loaded machine a search can overrun in
-    # wall time, and the chain can then meet the deadline instead: still bounded, never 16 s.
+    # wall time, and the chain can then meet the deadline instead. The old code could not take
+    # less than 8 x 2000 ms (CPU time <= wall time); the bounds leave room for 8x CPU contention.
     match_ms = data["router_duration_ms"] - sum(a["duration_ms"] for a in data["attempts"])
-    assert match_ms < 2000 and data["router_duration_ms"] < 3000, data
+    assert match_ms < 4000 and data["router_duration_ms"] < 8000, data
     assert data["status"] == "success" or data["error_code"] == "DEADLINE_EXCEEDED", data
     route = run_cli(["route", SLOW_QUERY, "--state-dir", str(state), "--config", str(config)])
     assert "rule 9 (default)" in route.stdout.decode() and "hit the match timeout" in route.stdout.decode()
@@ -282,12 +283,13 @@ def test_eight_slow_rule_regexes_share_one_budget_within_the_deadline(tmp_path: 
 
 
 def test_a_slow_rule_match_does_not_hold_other_daemon_requests(tmp_path: Path) -> None:
-    state, config = _slow_rules_setup(tmp_path, regex_timeout_ms=1500)
+    state, config = _slow_rules_setup(tmp_path, regex_timeout_ms=500)
     proc = subprocess.Popen(
         [*cli_base(), "serve", "--no-reload", "--state-dir", str(state), "--config", str(config)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        bufsize=0,  # unbuffered: select() then sees every line that is not read yet
     )
     assert proc.stdin is not None and proc.stdout is not None
     try:
@@ -307,13 +309,164 @@ def test_a_slow_rule_match_does_not_hold_other_daemon_requests(tmp_path: Path) -
         proc.stdin.close()
         proc.wait(10)
     stats_ms, slow_ms = arrived["stats"][0], arrived["slow"][0]
-    assert stats_ms < 500 and stats_ms < slow_ms, arrived
+    assert stats_ms < 300 and stats_ms < slow_ms, arrived
     assert arrived["slow"][1]["status"] == "success" and arrived["slow"][1]["rule"]["id"] == "default"
-    assert slow_ms < 1500 + 2000  # the whole match within its one budget, plus the echo backend
+    # One 500 ms budget (CPU time, see above) for the whole match; the old code took at least
+    # 8 x 500 ms, holding the event loop throughout.
+    assert slow_ms < 4000, slow_ms
     bounded_row(
         "regex_off_loop",
-        "the same 8 rules (`regex_timeout_ms` 1500, no deadline) in `serve`, a `stats` request sent right after",
+        "the same 8 rules (`regex_timeout_ms` 500, no deadline) in `serve`, a `stats` request sent right after",
         "daemon",
         "the match runs in a worker thread (GIL released): `stats` answers at once; the query within its budget",
         f"stats after {stats_ms:.0f} ms, the query after {slow_ms:.0f} ms (was: stats waited for the match)",
+    )
+
+
+# --------------------------------------------------------------------------- stuck Total Recall
+
+# ~9 MB that the Total Recall parser needs seconds for (the old code: 8.5 s for 10 MB here).
+BIG_LINE = "- [10:30] decided to move the payments queue to Redis streams, see OrderService notes\n"
+
+
+def _memory_tree(root: Path, big_lines: int = 0) -> Path:
+    (root / "memory" / "archive").mkdir(parents=True)
+    (root / "CLAUDE.local.md").write_text("- decided: the payments queue moves to Redis streams\n")
+    if big_lines:
+        (root / "memory" / "archive" / "big.md").write_text(BIG_LINE * big_lines)
+    return root
+
+
+def test_a_stuck_total_recall_cannot_starve_lossless_in_the_daemon(tmp_path: Path) -> None:
+    """Total Recall calls that time out while parsing a huge file used to keep their threads of
+    the event loop's default executor (cpu + 4 of them), and every later in-process call queued
+    behind them: a 5 ms Lossless query got QUERY_TIMEOUT (and, with the cooldown, was marked dead).
+    Now each adapter instance has its own threads and a cancelled parse stops."""
+    from .lcm_fixtures import build_small_db
+
+    root = _memory_tree(tmp_path / "project", big_lines=110_000)
+    db = build_small_db(tmp_path / "lcm.db")
+    backends = {
+        "tr": {"type": "totalrecall", "root": str(root), "max_file_bytes": 1 << 30},  # parse it all
+        "lcm": {"type": "lossless", "db_path": str(db)},
+    }
+    state, config = write_setup(tmp_path, backends, ["lcm"], timeout_ms=2000)
+    cfg = orjson.loads(config.read_bytes())
+    recall = {"number": 1, "id": "recall", "strong": [r"^recall\b"], "chain": [{"backend": "tr"}]}
+    cfg["rules"] = [recall, cfg["rules"][0]]
+    config.write_bytes(orjson.dumps(cfg))
+    stuck = (os.cpu_count() or 2) + 4  # the default executor's size
+    proc = subprocess.Popen(
+        [*cli_base(), "serve", "--no-reload", "--state-dir", str(state), "--config", str(config)]
+        + ["--concurrency", str(stuck + 8)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        bufsize=0,  # unbuffered: select() then sees every line that is not read yet
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(*requests: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+        proc.stdin.write(b"".join(orjson.dumps(r) + b"\n" for r in requests))  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        out = {}
+        for _ in requests:
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, "serve did not answer within 60 s"
+            response = orjson.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            out[response["id"]] = response
+        return out
+
+    try:
+        ask({"id": "warm", "query": "payments queue"})  # Lossless opened and its schema read
+        burst = ask(*({"id": f"tr{i}", "query": "recall payments queue", "timeout_ms": 300} for i in range(stuck)))
+        assert {r["attempts"][0]["error_code"] for r in burst.values()} == {"QUERY_TIMEOUT"}
+        lossless = ask(*({"id": f"lcm{i}", "query": "payments queue", "timeout_ms": 2000} for i in range(4)))
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    durations = sorted(r["attempts"][0]["duration_ms"] for r in lossless.values())
+    assert all(r["status"] == "success" and r["routed_to"] == "lcm" for r in lossless.values()), lossless
+    assert durations[-1] < 500, durations
+    bounded_row(
+        "stuck_totalrecall",
+        f"{stuck} Total Recall queries time out (300 ms) parsing a 9.4 MB memory file, then 4 Lossless queries",
+        "daemon",
+        "Lossless answers (success) on its own threads; the cancelled parses stop at their next check",
+        f"Lossless call {durations[0]}-{durations[-1]} ms (was QUERY_TIMEOUT at 2000 ms)",
+    )
+
+
+def test_a_cancelled_total_recall_search_frees_its_thread(tmp_path: Path) -> None:
+    import asyncio
+
+    from memory_router.backends.base import BackendRequest
+    from memory_router.backends.totalrecall import TotalRecallBackend
+
+    root = _memory_tree(tmp_path / "project", big_lines=60_000)
+    backend = TotalRecallBackend("tr", root, max_file_bytes=1 << 30)
+
+    async def scenario() -> float:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(backend.search(BackendRequest("payments queue", timeout_s=0.2)), 0.2)
+        started = time.perf_counter()
+        assert await asyncio.to_thread(backend._lock.acquire, True, 10)  # the abandoned parse stopped
+        backend._lock.release()
+        return (time.perf_counter() - started) * 1000
+
+    freed_ms = asyncio.run(scenario())
+    assert freed_ms < 1000, freed_ms  # the whole parse takes seconds
+    bounded_row(
+        "totalrecall_cancel",
+        "a Total Recall search cancelled 200 ms into parsing a 5 MB file",
+        "in-process",
+        "the worker stops at its next check (every 1024 lines, between files) and releases the index",
+        f"freed {freed_ms:.0f} ms after the cancellation (the full parse: seconds)",
+    )
+
+
+# --------------------------------------------------------------------------- memory file limits
+
+
+def test_oversized_and_unreadable_memory_files_are_skipped_and_listed(tmp_path: Path) -> None:
+    root = _memory_tree(tmp_path / "project")
+    archive = root / "memory" / "archive"
+    (root / "memory" / "registers").mkdir()
+    (root / "memory" / "registers" / "notes.md").write_text("- the zeppelin service owns invoices\n" * 60)  # 2 kB
+    with (archive / "big.md").open("wb") as f:
+        f.truncate(8 << 20)  # sparse: 8 MiB that take no disk space
+    (archive / "mem.md").symlink_to("/proc/self/mem")  # a regular file whose read fails (EIO), even for root
+    locked = archive / "locked.md"
+    locked.write_text("- secret plans\n")
+    locked.chmod(0)  # EACCES, unless the tests run as root
+    tr = {"type": "totalrecall", "root": str(root), "max_file_bytes": 1024}
+    state, config = write_setup(tmp_path, {"tr": tr, "echo": command_backend("echo")}, ["tr", "echo"])
+    args = ["--state-dir", str(state), "--config", str(config)]
+    run = run_cli(["query", "payments queue", *args, "--daemon", "off"])
+    data = run.envelope
+    assert (run.returncode, data["status"], data["routed_to"]) == (0, "success", "tr"), run.stderr
+    assert {r["path"] for r in data["results"]} == {"CLAUDE.local.md"}
+    assert not (state / "router.log").exists()  # no FALLBACK: the tree did not fail
+    missed = run_cli(["query", "zeppelin invoices", *args, "--daemon", "off"]).envelope
+    assert missed["attempts"][0]["status"] == "empty"  # notes.md is over the 1024-byte cap
+    listing = run_cli(["backends", "--json", *args])
+    [row] = [r for r in orjson.loads(listing.stdout)["backends"] if r["backend"] == "tr"]
+    skipped = {s["path"]: s["reason"] for s in row["facts"]["skipped"]}
+    assert skipped["memory/archive/big.md"] == "8388608 bytes, larger than the 1024-byte limit (max_file_bytes)"
+    assert skipped["memory/registers/notes.md"].startswith("2220 bytes, larger than the 1024-byte limit")
+    assert skipped["memory/archive/mem.md"] == "cannot read: Input/output error"
+    if os.geteuid() != 0:
+        assert skipped["memory/archive/locked.md"] == "cannot read: Permission denied"
+    assert row["runs_here"] and "skipped" in row["detail"]
+    bounded_row(
+        "memory_limits",
+        "Total Recall tree with an 8 MiB file, a 2 kB file (`max_file_bytes` 1024) and an unreadable one (EIO/EACCES)",
+        "cli",
+        "each skipped, the rest searched (success, no FALLBACK); `backends --json` lists them with the reason",
+        f"{run.wall_ms:.0f} ms wall, {run.maxrss_kb // 1024} MB peak RSS; "
+        + "; ".join(f"{p}: {w}" for p, w in sorted(skipped.items()))[:150],
     )
