@@ -8,8 +8,10 @@ Tests and embedders can pass ``backends={"qmd": MockBackend(...)}`` to replace a
 
 The rule match is bounded by one budget per query (see :mod:`.rules`), at most half the query's
 deadline so the chain keeps the other half; the deadline counts from the start of :meth:`route`.
-The daemon passes ``match_executor``: the match then runs in a worker thread with the GIL
-released, so a slow signal regex holds only its own query, never the event loop.
+The daemon passes ``match_executor``: a match that needs more than :data:`ON_LOOP_MATCH_S` is
+then finished in a worker thread with the GIL released, so a slow signal regex holds only its
+own query, never the event loop (the common match takes microseconds and stays on the loop: a
+thread hop would cost more than the match).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from .plan import Plan, make_plan
 from .query import check_query
 from .routerlog import RouterLog
 from .rules import RuleMatch
+
+ON_LOOP_MATCH_S = 0.005  # with a match_executor: the most a match may hold the event loop
 
 
 class Router:
@@ -84,11 +88,17 @@ class Router:
     async def match(self, clean: str, deadline_ms: int | None = None) -> RuleMatch:
         """The rule a normalised query matches, within its budget."""
         budget = self._match_budget(deadline_ms)
-        if self.match_executor is None:
-            return self.config.rules.match(clean, budget)
-        loop = asyncio.get_running_loop()
         rules = self.config.rules
-        return await loop.run_in_executor(self.match_executor, lambda: rules.match(clean, budget, concurrent=True))
+        if self.match_executor is None:
+            return rules.match(clean, budget)
+        started = time.perf_counter()
+        total = rules.regex_timeout_s if budget is None else min(budget, rules.regex_timeout_s)
+        quick = rules.match(clean, min(ON_LOOP_MATCH_S, total))
+        if not quick.timed_out or total <= ON_LOOP_MATCH_S:
+            return quick
+        left = total - (time.perf_counter() - started)  # a regex needs longer: finish off the loop
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.match_executor, lambda: rules.match(clean, left, concurrent=True))
 
     def policy(
         self,
