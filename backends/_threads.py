@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 DEFAULT_WORKERS = 4
+_POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
 
 class WorkerPool:
@@ -29,6 +31,7 @@ class WorkerPool:
         self.name = name
         self.max_workers = max_workers
         self._executor: ThreadPoolExecutor | None = None
+        _POOLS.add(self)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in one of this pool's threads. Cancelling the await abandons the call
@@ -37,3 +40,18 @@ class WorkerPool:
             self._executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix=f"memory-router-{self.name}")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    def release(self) -> None:
+        """Let idle threads exit now; a thread still running abandoned work finishes it alone.
+        The pool starts new threads if it is used again."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def release_all() -> None:
+    """:meth:`WorkerPool.release` every pool: the one-shot CLI calls this once it has its answer,
+    so its exit does not wait for idle worker threads (as ``loop.close()`` does for the default
+    executor's)."""
+    for pool in list(_POOLS):
+        pool.release()

@@ -213,6 +213,9 @@ def _run_abandoning(coro: Any) -> Any:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()  # shuts the default executor down without waiting
+            threads = sys.modules.get("memory_router.backends._threads")
+            if threads is not None:  # adapters' own worker pools (Total Recall, Lossless): the same
+                threads.release_all()
 
 
 def _leave(code: int) -> None:
