@@ -23,6 +23,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "fallback.py": (["--quick"], ["Fallback cost", "Cooldown on"]),
     "serve_throughput.py": (["--quick"], ["`memory-router serve` over stdin/stdout"]),
     "lossless_scale.py": (["--quick"], ["Lossless search (ms per query, open to close)", "Database build (s)"]),
+    "hostile_memory.py": (["--quick"], ["Total Recall over a 2 MB memory file", "Lossless while"]),
     # Written by the QMD and client issues; only checked to run.
     "daemon_client.py": (["--quick"], []),
     "qmd_search.py": (["--repeats", "1"], []),
