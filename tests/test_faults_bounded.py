@@ -275,8 +275,8 @@ def test_eight_slow_rule_regexes_share_one_budget_within_the_deadline(tmp_path: 
         "regex_budget",
         "8 rules of `(a|aa)+$`, `regex_timeout_ms` 2000, `deadline_ms` 1000, a query that makes them all backtrack",
         "cli",
-        "one budget for the whole match (here half the deadline, 500 ms); the rules count as not matching, "
-        "the default rule answers within the deadline",
+        "one budget for the whole match (half the deadline: 500 ms of CPU time, as `regex` counts); the rules "
+        "count as not matching and the default rule's chain gets what is left of the deadline",
         f"match {match_ms} ms, router_duration_ms {data['router_duration_ms']}, {data['status']} "
         "(was ~16,000 ms: 2000 ms per search)",
     )
