@@ -14,7 +14,8 @@ Rules every adapter follows:
   It may raise only for programming errors; the router turns those into ``BACKEND_ERROR`` too.
 * ``search`` must be cancellable: the router enforces ``timeout_ms`` by cancelling the task, and
   the adapter's cleanup (killing a process group, closing a connection) runs in ``finally``.
-  Blocking work (SQLite, file scans) goes through ``asyncio.to_thread`` so cancellation is prompt.
+  Blocking work (SQLite, file scans) runs on the instance's own threads (``._threads.WorkerPool``),
+  never the shared default executor, and stops early once its call is cancelled.
 * Relevance is 0..1 and means the same everywhere: >= 0.4 is a usable match, below is weak.
   Each adapter documents how it maps its native score onto that scale.
 """

@@ -12,8 +12,10 @@
 * nothing, for a server started with ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
 
 Secrets are pydantic ``SecretStr`` (masked in any repr) and every message that leaves the adapter
-has them redacted; they never reach router.log or an envelope. A 401 is a ``BACKEND_ERROR`` that
-says how to configure auth.
+has them redacted, in any encoding a server may echo them in, before it is shortened; the
+userinfo of a ``base_url`` (``http://user:secret@host``) is a secret too, and is stripped from
+every URL shown. They never reach router.log, an envelope or ``backends --json``. A 401 is a
+``BACKEND_ERROR`` that says how to configure auth.
 
 **Modes** (the rule's ``mode``; ``null`` means ``default_mode``, which is ``graph``):
 
@@ -47,13 +49,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from ..envvars import COGNEE
 from . import BackendContext
+from ._redact import Redactor, strip_userinfo, userinfo_secrets
 from .base import (
     BACKEND_ERROR,
     BACKEND_UNAVAILABLE,
@@ -137,9 +140,10 @@ class CogneeBackend:
         self._username = settings.username or environ.get("COGNEE_USERNAME") or None
         self._password = _secret(settings.password, environ, "COGNEE_PASSWORD")
         self._token: str | None = None  # bearer token from a login, reused until refused
+        self._redactor: tuple[str | None, Redactor] | None = None  # (for which token, redactor)
 
     def __repr__(self) -> str:  # never show secrets
-        return f"CogneeBackend(name={self.name!r}, base_url={self.base_url!r}, auth={self.auth_kind!r})"
+        return f"CogneeBackend(name={self.name!r}, base_url={strip_userinfo(self.base_url)!r}, auth={self.auth_kind!r})"
 
     @property
     def auth_kind(self) -> str:
@@ -152,10 +156,11 @@ class CogneeBackend:
     # ------------------------------------------------------------------ helpers
 
     def redact(self, text: str) -> str:
-        for secret in (self._api_key, self._password, self._token):
-            if secret and len(secret) >= 4:
-                text = text.replace(secret, "***")
-        return text
+        """``text`` without the secrets in any encoding, nor the userinfo of any URL (see ._redact)."""
+        if self._redactor is None or self._redactor[0] != self._token:  # built again after a login
+            secrets = [self._api_key, self._password, self._token, *userinfo_secrets(self.base_url)]
+            self._redactor = (self._token, Redactor(secrets))
+        return self._redactor[1].redact(text)
 
     def _fail(
         self, request: BackendRequest, code: str, message: str, sw: Stopwatch, query_sent: str | None = None
@@ -199,7 +204,8 @@ class CogneeBackend:
             if response.status_code != 200:
                 return (
                     f"login to Cognee at {self.base_url} as {self._username} failed "
-                    f"(HTTP {response.status_code}: {_detail(response)}). " + AUTH_HINT.format(name=self.name)
+                    f"(HTTP {response.status_code}: {_detail(response, self.redact)}). "
+                    + AUTH_HINT.format(name=self.name)
                 )
             try:
                 self._token = response.json()["access_token"]
@@ -283,7 +289,7 @@ class CogneeBackend:
                 sw,
                 sent,
             )
-        detail = _detail(response)
+        detail = _detail(response, self.redact)
         if status == 404 and "NoDataError" in detail:
             # Nothing searchable yet (nothing added/cognified): an answer, not a failure.
             return BackendResponse.from_results(self.name, request.query, [], duration_ms=sw.ms, query_sent=sent)
@@ -296,14 +302,18 @@ class CogneeBackend:
             return self._fail(
                 request,
                 BACKEND_ERROR,
-                f"Cognee answered HTTP 200 with a body that is not JSON: {response.text[:120]!r}",
+                f"Cognee answered HTTP 200 with a body that is not JSON: {self.redact(response.text)[:120]!r}",
                 sw,
                 sent,
             )
         results, errors = to_results(payload, mode, request.query, self.name)
         if errors and not results:
             return self._fail(
-                request, BACKEND_ERROR, "Cognee search failed: " + "; ".join(errors)[:MAX_DETAIL_CHARS], sw, sent
+                request,
+                BACKEND_ERROR,
+                "Cognee search failed: " + self.redact("; ".join(errors))[:MAX_DETAIL_CHARS],
+                sw,
+                sent,
             )
         return BackendResponse.from_results(
             self.name, request.query, results[: request.limit], duration_ms=sw.ms, query_sent=sent
@@ -311,19 +321,20 @@ class CogneeBackend:
 
     def probe(self) -> Probe:
         """``GET /health`` with a short timeout (no query, no auth needed)."""
-        facts: dict[str, Any] = {"base_url": self.base_url, "auth": self.auth_kind}
+        shown = strip_userinfo(self.base_url)
+        facts: dict[str, Any] = {"base_url": shown, "auth": self.auth_kind}
         if not _is_http_url(self.base_url):
-            return Probe(False, f"COGNEE_BASE_URL={self.base_url!r} is not an http:// or https:// URL", facts)
-        health = fetch_health(self.base_url, self.settings.probe_timeout_s)
+            return Probe(False, self.redact(f"COGNEE_BASE_URL={shown!r} is not an http:// or https:// URL"), facts)
+        health = fetch_health(shown, self.settings.probe_timeout_s)  # /health needs no credentials
         if isinstance(health, str):
-            return Probe(False, f"cannot reach Cognee at {self.base_url}: {health}", facts)
+            return Probe(False, self.redact(f"cannot reach Cognee at {shown}: {health}"), facts)
         facts.update({k: health[k] for k in ("status", "health", "version") if k in health})
         ok = health.get("health", "healthy") in ("healthy", "degraded") and health.get("status", "ready") != "not ready"
         version = health.get("version", "?")
+        state = health.get("health", health.get("status", "up"))
         return Probe(
             ok,
-            f"Cognee {version} at {self.base_url}: {health.get('health', health.get('status', 'up'))} "
-            f"(auth: {self.auth_kind})",
+            self.redact(f"Cognee {version} at {shown}: {state} (auth: {self.auth_kind})"),
             facts,
         )
 
@@ -425,19 +436,20 @@ def cypher_for(query: str, limit: int) -> str:
     )
 
 
-def _detail(response: Any) -> str:
-    """Cognee's error ``detail`` (a string, or FastAPI's list of validation errors), shortened."""
+def _detail(response: Any, redact: Callable[[str], str] = str) -> str:
+    """Cognee's error ``detail`` (a string, or FastAPI's list of validation errors), redacted,
+    then shortened (in that order: a secret cut in two would no longer be recognised)."""
     try:
         data = response.json()
     except ValueError:
-        return (response.text or "").strip()[:MAX_DETAIL_CHARS] or f"HTTP {response.status_code}"
+        return redact((response.text or "").strip())[:MAX_DETAIL_CHARS] or f"HTTP {response.status_code}"
     detail = data.get("detail", data.get("error", data)) if isinstance(data, dict) else data
     if isinstance(detail, list):
         detail = "; ".join(
             f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" if isinstance(d, dict) else str(d) for d in detail
         )
     text = detail if isinstance(detail, str) else json.dumps(detail)
-    return text[:MAX_DETAIL_CHARS]
+    return redact(text)[:MAX_DETAIL_CHARS]
 
 
 def _reason(exc: BaseException) -> str:

@@ -68,6 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..envvars import LOSSLESS
 from . import BackendContext
+from ._threads import WorkerPool
 from ._words import META_WORDS, STOPWORDS, recency, stem
 from .base import (
     BACKEND_ERROR,
@@ -370,6 +371,7 @@ class LosslessBackend:
         self.context = context
         self._schemas: dict[tuple[str, int], Schema] = {}
         self._schemas_lock = threading.Lock()
+        self._pool = WorkerPool(name)  # its own threads: a stuck backend elsewhere cannot hold them
 
     # -- plumbing
 
@@ -435,7 +437,7 @@ class LosslessBackend:
     async def search(self, request: BackendRequest) -> BackendResponse:
         call = _Call()
         try:
-            return await asyncio.to_thread(self.search_sync, request, call)
+            return await self._pool.run(self.search_sync, request, call)
         except asyncio.CancelledError:
             call.interrupt()  # the router's timeout: stop SQLite work in the worker thread now
             raise

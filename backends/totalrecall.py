@@ -29,6 +29,13 @@ half of it (by idf weight) in the daily log scores ~0.4: "a weak match". A query
 terms at all ("what was the last thing") returns the most recent entries at 0.35 x recency,
 which the router treats as weak.
 
+**Bounded work.** A memory file larger than ``max_file_bytes`` (default 4 MiB) is skipped, and so
+is one that cannot be read (EACCES...) or is not a regular file: the rest of the tree is still
+searched, and ``memory-router backends`` lists what was skipped and why. Blocking work runs on
+the instance's own threads (:mod:`._threads`) and stops between files (and every few thousand
+lines of a file) once the router has given up on the call, so a slow tree never holds threads
+that other backends need.
+
 Parsed entries are cached per file by (mtime, size), so a long-lived process re-reads only
 files that changed. In the daemon the memory tree is also *watched* (:meth:`watch_paths`,
 :meth:`set_watched`, :meth:`invalidate`): a warm query then skips even the walk that stats every
@@ -54,13 +61,24 @@ from datetime import datetime, timezone
 from itertools import pairwise
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..envvars import TOTALRECALL
 from ..timefmt import iso_z
 from . import BackendContext
+from ._files import FileRefused, read_regular_file
+from ._threads import WorkerPool
 from ._words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
-from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Result, Stopwatch
+from .base import (
+    BACKEND_ERROR,
+    BACKEND_UNAVAILABLE,
+    QUERY_TIMEOUT,
+    BackendRequest,
+    BackendResponse,
+    Probe,
+    Result,
+    Stopwatch,
+)
 
 ENV_VARS: frozenset[str] = TOTALRECALL  # the environment variables it reads: memory_router.envvars
 
@@ -70,6 +88,8 @@ NO_TERMS_RELEVANCE = 0.35
 MAX_CONTENT_CHARS = 2000
 WATCHED_RESCAN_S = 5.0  # even when watched, walk the tree at least this often
 MODES = None  # a single mode: chain steps name none
+DEFAULT_MAX_FILE_BYTES = 4 << 20
+CANCEL_CHECK_LINES = 1024  # parse_file looks at its cancellation flag this often
 
 
 class Settings(BaseModel):
@@ -77,10 +97,16 @@ class Settings(BaseModel):
 
     root: str | None = None
     """Memory root (the project directory holding CLAUDE.local.md and memory/)."""
+    max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1, le=1 << 40)
+    """A memory file larger than this is skipped (and listed by ``memory-router backends``)."""
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> TotalRecallBackend:
-    return TotalRecallBackend(name, resolve_root(settings, context))
+    return TotalRecallBackend(name, resolve_root(settings, context), settings.max_file_bytes)
+
+
+class Cancelled(Exception):
+    """The router gave up on the call: stop reading and parsing."""
 
 
 def resolve_root(settings: Settings, context: BackendContext) -> Path | None:
@@ -181,8 +207,8 @@ def _split_frontmatter(lines: list[str]) -> tuple[dict[str, str], int]:
     return {}, 0  # an unterminated block is content, not frontmatter
 
 
-def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]:  # noqa: C901 - one pass of a line-oriented markdown state machine; splitting it scatters the state
-    """Split one memory file into entries."""
+def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: threading.Event | None = None) -> list[Entry]:  # noqa: C901 - one pass of a line-oriented markdown state machine; splitting it scatters the state
+    """Split one memory file into entries. Raises :class:`Cancelled` once ``cancel`` is set."""
     lines = text.splitlines()
     meta, body_start = _split_frontmatter(lines)
     file_time = _parse_date(meta.get("event_time", "") or meta.get("record_time", ""))
@@ -236,6 +262,8 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float) -> list[Entry]
 
     for offset, raw in enumerate(lines[body_start:]):
         line_no = body_start + offset + 1
+        if cancel is not None and not offset % CANCEL_CHECK_LINES and cancel.is_set():
+            raise Cancelled
         if not raw.strip():
             if block_kind == "para":
                 flush()
@@ -355,34 +383,71 @@ class _Index:
     """Entries of all files plus an inverted index and idf, rebuilt when a file changes."""
 
     files: dict[str, tuple[tuple[int, int], list[Entry]]] = field(default_factory=dict)
+    # Files not indexed: rel path -> ((mtime_ns, size, ctime_ns), why). ctime: a chmod retries.
+    skipped: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
+    dirty: bool = False  # files changed but entries were not rebuilt (a cancelled refresh)
     entries: list[Entry] = field(default_factory=list)
     postings: dict[str, list[int]] = field(default_factory=dict)
     idf: dict[str, float] = field(default_factory=dict)
     term_sets: list[frozenset[str]] = field(default_factory=list)  # per entry, for scoring
     _by_time: list[Entry] | None = None  # entries newest first, built on first use
 
-    def refresh(self, root: Path) -> None:
-        changed = False
+    def refresh(
+        self, root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, cancel: threading.Event | None = None
+    ) -> None:
+        """Bring the index up to date with the files under ``root``. Raises :class:`Cancelled`
+        once ``cancel`` is set (what was read so far is kept and indexed by the next refresh)."""
         seen: set[str] = set()
-        files = self.files
+        files, skipped = self.files, self.skipped
         for tier, rel, st in _scan(root):
             seen.add(rel)
             signature = (st.st_mtime_ns, st.st_size)
             cached = files.get(rel)
             if cached is not None and cached[0] == signature:
                 continue
-            path = root.joinpath(*rel.split("/"))
-            text = path.read_bytes().decode("utf-8", "replace")
-            files[rel] = (signature, parse_file(tier, rel, text, st.st_mtime))
-            changed = True
-        if len(seen) != len(files):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled
+            entries = self._read(root, tier, rel, st, max_file_bytes, cancel)
+            if entries is None:
+                if files.pop(rel, None) is not None:
+                    self.dirty = True
+                continue
+            skipped.pop(rel, None)
+            files[rel] = (signature, entries)
+            self.dirty = True
+        if len(seen) != len(files) + len(skipped):
             for gone in set(files) - seen:
                 del files[gone]
-                changed = True
-        if changed or not self.entries and self.files:
+                self.dirty = True
+            for gone in set(skipped) - seen:
+                del skipped[gone]
+        if self.dirty or not self.entries and self.files:
             self._rebuild()
 
+    def _read(
+        self, root: Path, tier: str, rel: str, st: os.stat_result, limit: int, cancel: threading.Event | None
+    ) -> list[Entry] | None:
+        """One file's entries, or ``None`` when it is skipped (and why is in ``self.skipped``)."""
+        full = (st.st_mtime_ns, st.st_size, st.st_ctime_ns)
+        known = self.skipped.get(rel)
+        if known is not None and known[0] == full:
+            return None  # skipped before and unchanged: do not try again
+        why = _too_big(st.st_size, limit)
+        if why is None:
+            try:
+                raw = read_regular_file(root.joinpath(*rel.split("/")), limit)
+                return parse_file(tier, rel, raw.decode("utf-8", "replace"), st.st_mtime, cancel)
+            except FileNotFoundError:
+                return None  # gone since the walk: the next walk forgets it
+            except FileRefused as exc:
+                why = str(exc) + (" (max_file_bytes)" if "limit" in str(exc) else "")
+            except OSError as exc:
+                why = f"cannot read: {exc.strerror or exc}"
+        self.skipped[rel] = (full, why)
+        return None
+
     def _rebuild(self) -> None:
+        self.dirty = False
         self.entries = [e for _, entries in self.files.values() for e in entries]
         postings: dict[str, list[int]] = defaultdict(list)
         term_sets: list[frozenset[str]] = []
@@ -411,6 +476,23 @@ class _Index:
     def idf_of(self, term: str) -> float:
         # A term the memory never mentions weighs the most: the memory cannot answer that part.
         return self.idf.get(term, math.log(1 + len(self.entries) + 1))
+
+
+def _too_big(size: int, limit: int) -> str | None:
+    return f"{size} bytes, larger than the {limit}-byte limit (max_file_bytes)" if size > limit else None
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why a memory file cannot be read (one byte is tried), or ``None``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.read(fd, 1)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    return None
 
 
 def _recency(ts: datetime | None, now: datetime) -> float:
@@ -544,11 +626,13 @@ def _iso(ts: datetime | None) -> str | None:
 
 
 class TotalRecallBackend:
-    def __init__(self, name: str, root: Path | None) -> None:
+    def __init__(self, name: str, root: Path | None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
         self.name = name
         self.root = root
+        self.max_file_bytes = max_file_bytes
         self._index = _Index()
         self._lock = threading.Lock()
+        self._pool = WorkerPool(name)
         self._watched = False  # a watcher calls invalidate() on changes under watch_paths()
         self._stale = True
         self._walked_at = 0.0
@@ -573,13 +657,37 @@ class TotalRecallBackend:
             return Probe(False, "no memory root: set backends.totalrecall.root or OPENCLAW_REPO_ROOT")
         if not self.root.is_dir():
             return Probe(False, f"memory root {self.root} does not exist")
-        count = sum(1 for _ in memory_files(self.root))
-        return Probe(count > 0, f"{count} memory files under {self.root}", {"root": str(self.root), "files": count})
+        found = _scan(self.root)
+        skipped = []
+        for _, rel, st in found:
+            why = _too_big(st.st_size, self.max_file_bytes)
+            if why is None:
+                why = _unreadable(self.root.joinpath(*rel.split("/")))
+            if why is not None:
+                skipped.append({"path": rel, "reason": why})
+        count = len(found) - len(skipped)
+        facts: dict[str, object] = {"root": str(self.root), "files": count, "max_file_bytes": self.max_file_bytes}
+        detail = f"{count} memory files under {self.root}"
+        if skipped:
+            facts["skipped"] = skipped
+            first = skipped[0]
+            more = f" and {len(skipped) - 1} more (facts.skipped)" if len(skipped) > 1 else ""
+            detail += f"; {len(skipped)} skipped: {first['path']}: {first['reason']}{more}"
+        return Probe(count > 0, detail, facts)
+
+    def skipped(self) -> dict[str, str]:
+        """Files the index left out, as of the last search: relative path -> why."""
+        return {rel: why for rel, (_, why) in self._index.skipped.items()}
 
     async def search(self, request: BackendRequest) -> BackendResponse:
-        return await asyncio.to_thread(self.search_sync, request)
+        cancel = threading.Event()
+        try:
+            return await self._pool.run(self.search_sync, request, cancel)
+        except asyncio.CancelledError:
+            cancel.set()  # the router's timeout: the worker stops at its next check
+            raise
 
-    def search_sync(self, request: BackendRequest) -> BackendResponse:
+    def search_sync(self, request: BackendRequest, cancel: threading.Event | None = None) -> BackendResponse:
         watch = Stopwatch()
         if self.root is None or not self.root.is_dir():
             where = "no memory root found" if self.root is None else f"memory root {self.root} does not exist"
@@ -590,14 +698,28 @@ class TotalRecallBackend:
                 f"{where}; set backends.{self.name}.root in router-config.json or OPENCLAW_REPO_ROOT",
                 duration_ms=watch.ms,
             )
+        # Another call may be reading the tree (or was abandoned mid-read and is stopping): wait
+        # no longer than this call's own budget for it.
+        if not self._lock.acquire(timeout=max(0.001, request.timeout_s)):
+            return BackendResponse.failure(
+                self.name,
+                request.query,
+                QUERY_TIMEOUT,
+                f"another search was still reading the memory under {self.root}",
+                duration_ms=watch.ms,
+            )
         try:
-            with self._lock:
-                now = time.monotonic()
-                if not self._watched or self._stale or now - self._walked_at > WATCHED_RESCAN_S:
-                    self._stale = False  # before the walk: a change during it marks it stale again
-                    self._walked_at = now
-                    self._index.refresh(self.root)
-                hits = score(self._index, request.query, request.limit, datetime.now(timezone.utc))
+            now = time.monotonic()
+            if not self._watched or self._stale or now - self._walked_at > WATCHED_RESCAN_S:
+                self._stale = False  # before the walk: a change during it marks it stale again
+                self._walked_at = now
+                self._index.refresh(self.root, self.max_file_bytes, cancel)
+            hits = score(self._index, request.query, request.limit, datetime.now(timezone.utc))
+        except Cancelled:
+            self._stale = True  # the walk did not finish
+            return BackendResponse.failure(
+                self.name, request.query, QUERY_TIMEOUT, "cancelled by the router", duration_ms=watch.ms
+            )
         except OSError as exc:
             self._stale = True  # the walk did not finish: never trust a partial index
             return BackendResponse.failure(
@@ -607,6 +729,8 @@ class TotalRecallBackend:
                 f"reading Total Recall memory under {self.root}: {exc}",
                 duration_ms=watch.ms,
             )
+        finally:
+            self._lock.release()
         results = [_result(self.name, rel, entry) for rel, entry in hits]
         return BackendResponse.from_results(
             self.name,

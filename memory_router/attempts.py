@@ -46,7 +46,14 @@ class Policy:
     threshold: float = 0.4
     timeout_s: float = 5.0
     limit: int = 10
-    deadline_s: float | None = None  # overall budget for the whole chain; None: no deadline
+    deadline_s: float | None = None  # overall budget for the whole query; None: no deadline
+    started: float | None = None  # perf_counter() when the deadline began (None: when the chain starts)
+
+    def deadline_at(self) -> float | None:
+        """The ``time.perf_counter()`` by which the query must be done, or ``None``."""
+        if self.deadline_s is None:
+            return None
+        return (self.started if self.started is not None else time.perf_counter()) + self.deadline_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +147,7 @@ async def run_attempts(
     attempts: list[Attempt] = []
     steps = plan.steps
     shown = log_query if log_query is not None else query
-    deadline = time.perf_counter() + policy.deadline_s if policy.deadline_s is not None else None
+    deadline = policy.deadline_at()
     for index, step in enumerate(steps):
         budget = _budget(policy, deadline)
         if budget is None:

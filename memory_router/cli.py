@@ -83,6 +83,14 @@ class Session:
 
 def _read_query(query: str) -> str:
     if query != "-":
+        if not query.isascii():
+            try:
+                query.encode("utf-8")
+            except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
+                start = len(os.fsencode(query[: _first_surrogate(query)]))
+                raise InvalidQuery(
+                    "INVALID_UTF8", f"the query argument is not valid UTF-8 (byte {start}); pass UTF-8 text"
+                ) from None
         return query
     raw = sys.stdin.buffer.read()
     try:
@@ -91,6 +99,19 @@ def _read_query(query: str) -> str:
         raise InvalidQuery(
             "INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
         ) from None
+
+
+def _first_surrogate(text: str) -> int:
+    return next(i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff")
+
+
+def _printable_echo(text: str) -> str:
+    """``text`` for an envelope's ``query_echo``: argv bytes that are not UTF-8 become U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "replace")
 
 
 # Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
@@ -168,7 +189,8 @@ def query(
         envelope = _run_abandoning(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
     except RouterError as exc:
         _say(str(exc))
-        _write_json(error_envelope(text if text != "-" else "", exc.error_code, str(exc)).to_json(pretty=pretty))
+        echo = _printable_echo(text) if text != "-" else ""
+        _write_json(error_envelope(echo, exc.error_code, str(exc)).to_json(pretty=pretty))
         sys.exit(exc.exit_code)
     _write_json(envelope.to_json(pretty=pretty))
     if envelope.status == "error":
@@ -192,6 +214,9 @@ def _run_abandoning(coro: Any) -> Any:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()  # shuts the default executor down without waiting
+            threads = sys.modules.get("memory_router.backends._threads")
+            if threads is not None:  # adapters' own worker pools (Total Recall, Lossless): the same
+                threads.release_all()
 
 
 def _leave(code: int) -> None:

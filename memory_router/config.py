@@ -130,12 +130,23 @@ def _first_error(path: Path, exc: ValidationError, data: Any, prefix: str = "") 
     return InvalidConfig(path, where, problem, hint)
 
 
-def read_json(path: Path, error: type[Exception] = InvalidConfig) -> Any:
-    """Read and parse a JSON file, turning I/O and syntax errors into ``error(path, "", msg)``."""
+# router-config.json and backends.json are a few kB; anything near this is not one of them.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def read_json(path: Path, error: type[Exception] = InvalidConfig, limit: int = MAX_CONFIG_BYTES) -> Any:
+    """Read and parse a JSON file, turning I/O and syntax errors into ``error(path, "", msg)``.
+
+    Only a regular file of at most ``limit`` bytes is read (see :func:`read_regular_file`): a
+    FIFO or ``/dev/zero`` at a config path is a clear error, not a hang or an unbounded read."""
+    from memory_router.backends._files import FileRefused, read_regular_file
+
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path, limit)
     except FileNotFoundError:
         raise error(path, "", "file not found") from None
+    except FileRefused as exc:
+        raise error(path, "", f"cannot read: it is {exc}; point to the JSON file itself") from exc
     except OSError as exc:
         raise error(path, "", f"cannot read: {exc.strerror or exc}") from exc
     try:

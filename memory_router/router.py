@@ -5,12 +5,21 @@ created (lazily, one per configured name, kept so that adapters with caches stay
 daemon). It is cheap to call many times; the CLI makes one per process.
 
 Tests and embedders can pass ``backends={"qmd": MockBackend(...)}`` to replace any adapter.
+
+The rule match is bounded by one budget per query (see :mod:`.rules`), at most half the query's
+deadline so the chain keeps the other half; the deadline counts from the start of :meth:`route`.
+The daemon passes ``match_executor``: a match that needs more than :data:`ON_LOOP_MATCH_S` is
+then finished in a worker thread with the GIL released, so a slow signal regex holds only its
+own query, never the event loop (the common match takes microseconds and stays on the loop: a
+thread hop would cost more than the match).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from pathlib import Path
 
 from memory_router.backends import BackendContext, adapter_module
@@ -25,6 +34,9 @@ from .installed import Installed
 from .plan import Plan, make_plan
 from .query import check_query
 from .routerlog import RouterLog
+from .rules import RuleMatch
+
+ON_LOOP_MATCH_S = 0.005  # with a match_executor: the most a match may hold the event loop
 
 
 class Router:
@@ -36,8 +48,10 @@ class Router:
         log: RouterLog | None = None,
         backends: Mapping[str, Backend] | None = None,
         cooldown: Cooldown | None = None,
+        match_executor: Executor | None = None,
     ) -> None:
         self.config = config
+        self.match_executor = match_executor
         self.cooldown = cooldown  # the daemon passes one; the CLI runs without
         self.context = context
         self.log = log if log is not None else RouterLog(context.state_dir / "router.log")
@@ -57,20 +71,51 @@ class Router:
         Router on a config reload, so their caches stay warm)."""
         return dict(self._backends)
 
-    def plan(self, query: str, installed: Installed) -> Plan:
+    def plan(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
         """The dry run: which rule, which chain. Raises :class:`InvalidQuery`."""
         clean = check_query(query, self.config.max_query_chars)
-        return make_plan(self.config.rules.match(clean), installed)
+        return make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
+
+    async def aplan(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
+        """:meth:`plan`, with the match off the event loop when there is a ``match_executor``."""
+        clean = check_query(query, self.config.max_query_chars)
+        return make_plan(await self.match(clean, deadline_ms), installed)
+
+    def _match_budget(self, deadline_ms: int | None) -> float | None:
+        deadline_ms = deadline_ms or self.config.deadline_ms
+        return deadline_ms / 2000 if deadline_ms else None  # half the deadline (capped by the rules)
+
+    async def match(self, clean: str, deadline_ms: int | None = None) -> RuleMatch:
+        """The rule a normalised query matches, within its budget."""
+        budget = self._match_budget(deadline_ms)
+        rules = self.config.rules
+        if self.match_executor is None:
+            return rules.match(clean, budget)
+        started = time.perf_counter()
+        total = rules.regex_timeout_s if budget is None else min(budget, rules.regex_timeout_s)
+        quick = rules.match(clean, min(ON_LOOP_MATCH_S, total))
+        if not quick.timed_out or total <= ON_LOOP_MATCH_S:
+            return quick
+        left = total - (time.perf_counter() - started)  # a regex needs longer: finish off the loop
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.match_executor, lambda: rules.match(clean, left, concurrent=True))
 
     def policy(
-        self, *, timeout_ms: int | None = None, limit: int | None = None, deadline_ms: int | None = None
+        self,
+        *,
+        timeout_ms: int | None = None,
+        limit: int | None = None,
+        deadline_ms: int | None = None,
+        started: float | None = None,
     ) -> Policy:
+        """The chain's policy; ``started`` (a ``time.perf_counter()``) is when the deadline began."""
         deadline_ms = deadline_ms or self.config.deadline_ms
         return Policy(
             threshold=self.config.threshold,
             timeout_s=(timeout_ms or self.config.timeout_ms) / 1000,
             limit=limit or self.config.result_limit,
             deadline_s=deadline_ms / 1000 if deadline_ms else None,
+            started=started,
         )
 
     async def route(
@@ -88,7 +133,7 @@ class Router:
             clean = check_query(query, self.config.max_query_chars)
         except InvalidQuery as exc:
             return error_envelope(query, exc.error_code, str(exc))
-        plan = make_plan(self.config.rules.match(clean), installed)
+        plan = make_plan(await self.match(clean, deadline_ms), installed)
         if not plan.steps:
             reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
             return error_envelope(
@@ -103,7 +148,7 @@ class Router:
             clean,
             plan,
             self.backend,
-            self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms),
+            self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started),
             self.log,
             log_query=query,
             cooldown=self.cooldown,

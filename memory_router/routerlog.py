@@ -3,9 +3,10 @@
     [2026-03-17T14:30:00Z] FALLBACK query="auth" backend=cognee error_code=BACKEND_ERROR error_message="..." next=qmd
     [2026-03-17T14:30:01Z] TIMEOUT query="auth" backend=qmd duration_ms=5230 next=totalrecall
 
-Quoted values escape backslash, quote, every control character, ``$`` and backtick, so a query
-or a backend's message can never add or forge a line, nor run as shell code if the log is ever
-pasted into or sourced by a shell. Each line is written with a single ``write`` on an ``O_APPEND`` descriptor, so
+Quoted values escape backslash, quote, every control character, the bidirectional controls
+(written as ``\\u202e``), ``$`` and backtick, so a query or a backend's message can never add or
+forge a line, make one read otherwise, nor run as shell code if the log is ever pasted into or
+sourced by a shell. Each line is written with a single ``write`` on an ``O_APPEND`` descriptor, so
 concurrent router processes never interleave inside a line. The file is created 0600 in a 0700
 state directory, and opened with ``O_NOFOLLOW`` (:func:`memory_router.statedir.open_private`): a
 symlink, FIFO, another user's file or a hard link there is never written through. A log that
@@ -26,12 +27,17 @@ from .timefmt import now_iso_z
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "$": "\\x24", "`": "\\x60"}
 
 
+# Line and paragraph separators, and the bidirectional controls (U+202E and friends), which
+# make a terminal or an editor show a line's text in another order than it was written.
+_ALSO_ESCAPED = frozenset("\u2028\u2029\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def quote(value: str) -> str:
     out = []
     for ch in value:
         if ch in _ESCAPES:
             out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
+        elif ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in _ALSO_ESCAPED:
             out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
         else:
             out.append(ch)

@@ -9,12 +9,16 @@ back-reference while "find the function parseAuthToken" still goes to rule 1.
 
 Each rule's signals become one case-insensitive alternation of named groups (``s0``, ``s1``...)
 compiled with the ``regex`` module, so one search per rule both decides the match and says which
-signal fired. Every search runs under ``regex``'s match timeout, so no query can stall the
-router on a backtracking pattern; a timed-out rule counts as not matching and is reported.
+signal fired. The searches of one query share one time budget (``regex_timeout_ms``, less when
+the query's deadline is shorter; CPU time, as ``regex`` measures its match timeout): each runs
+under that timeout set to what is left, so no query can stall the router on a backtracking
+pattern however many rules backtrack; a timed-out rule, and every rule left when the budget is
+spent, counts as not matching and is reported.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,13 +155,28 @@ class RuleTable:
     def by_number(self, number: int) -> Rule:
         return next(r for r in self.rules if r.number == number)
 
-    def match(self, query: str) -> RuleMatch:
+    def match(self, query: str, budget_s: float | None = None, *, concurrent: bool = False) -> RuleMatch:
+        """The rule ``query`` matches. All searches together take at most ``budget_s`` (default and
+        upper bound: ``regex_timeout_s``). ``concurrent=True`` releases the GIL while a search runs
+        (for a caller that runs this in a worker thread next to an event loop)."""
         timed_out: list[int] = []
-        timeout = self.regex_timeout_s
+        budget = self.regex_timeout_s if budget_s is None else min(budget_s, self.regex_timeout_s)
+        # `regex` times a search in process CPU time. The budget is checked on the cheap wall clock
+        # first; only once that says "spent" is CPU time read (a system call): a process that was
+        # merely preempted keeps the CPU time it did not use, as each search did before.
+        end = time.perf_counter() + budget
+        cpu_start = time.process_time()
+        release = True if concurrent else None
         for strength, candidates in self._passes:
             for rule, pattern, sources, groups in candidates:
+                left = end - time.perf_counter()
+                if left <= 0:
+                    left = budget - (time.process_time() - cpu_start)
+                    if left <= 0:
+                        timed_out.append(rule.number)
+                        continue
                 try:
-                    m = pattern.search(query, timeout=timeout)
+                    m = pattern.search(query, timeout=left, concurrent=release)
                 except TimeoutError:
                     timed_out.append(rule.number)
                     continue
@@ -168,5 +187,10 @@ class RuleTable:
                     index = groups.get(m.lastgroup or "")
                     if index is None or m.group(m.lastgroup or 0) is None:
                         index = next(int(k[1:]) for k, v in m.groupdict().items() if v is not None and k[1:].isdigit())
-                    return RuleMatch(rule, strength, sources[index], m.group(), m.span(), tuple(timed_out))
-        return RuleMatch(self.default, "default", timed_out=tuple(timed_out))
+                    return RuleMatch(rule, strength, sources[index], m.group(), m.span(), _once(timed_out))
+        return RuleMatch(self.default, "default", timed_out=_once(timed_out))
+
+
+def _once(numbers: list[int]) -> tuple[int, ...]:
+    """Rule numbers in order, each once (a rule with strong and weak signals can time out twice)."""
+    return tuple(dict.fromkeys(numbers)) if numbers else ()

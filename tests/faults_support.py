@@ -300,6 +300,10 @@ _SECTIONS = {
         "Trust boundaries and long-run memory (another user, a long-running daemon)",
         ["item", "attack", "outcome"],
     ),
+    "bounded": (
+        "Bounded work: hostile files, slow backends, secrets",
+        ["case", "transport", "outcome", "measured"],
+    ),
 }
 _HEADINGS = {
     "item": "issue item",

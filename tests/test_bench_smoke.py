@@ -24,6 +24,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "serve_throughput.py": (["--quick"], ["`memory-router serve` over stdin/stdout"]),
     "lossless_scale.py": (["--quick"], ["Lossless search (ms per query, open to close)", "Database build (s)"]),
     "soak.py": (["--quick"], ["Oversized backend output over the socket", "Soak: "]),
+    "hostile_memory.py": (["--quick"], ["Total Recall over a 2 MB memory file", "Lossless while"]),
     # Written by the QMD and client issues; only checked to run.
     "daemon_client.py": (["--quick"], []),
     "qmd_search.py": (["--repeats", "1"], []),

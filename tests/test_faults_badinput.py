@@ -4,6 +4,7 @@ answer, an answer. Backends are the fault program (tests/faultbackend.py) as com
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -99,6 +100,14 @@ def row(key: str, description: str, run, data: dict, answered: bool, note: str =
             "INVALID_UTF8",
             "standard input is not valid UTF-8 (byte 3)",
         ),
+        (
+            "bad_utf8_argv",
+            "invalid UTF-8 in argv",
+            os.fsdecode(b"caf\xe9 schema"),  # how Python hands such bytes over: a lone surrogate
+            None,
+            "INVALID_UTF8",
+            "the query argument is not valid UTF-8 (byte 3)",
+        ),
     ),
 )
 def test_unanswerable_queries_are_exit_2_with_a_precise_message(
@@ -110,6 +119,9 @@ def test_unanswerable_queries_are_exit_2_with_a_precise_message(
     assert (data["status"], data["error_code"]) == ("error", code)
     assert fragment in data["error_message"] and fragment in run.stderr.decode()
     assert data["attempts"] == [] and log_lines(state) == []  # no backend was called
+    assert b"Traceback" not in run.stderr
+    if argv is not None and key == "bad_utf8_argv":
+        assert data["query_echo"] == "caf\ufffd schema"  # the undecodable byte shown as U+FFFD
     row(key, description, run, data, answered=False)
 
 

@@ -8,8 +8,9 @@ One request per line, UTF-8 JSON::
     "database"                                          # a bare string is a query (id null)
     {"id": 8, "op": "stats"}                            # counters
 
-``id`` may be any JSON value and is echoed untouched. Unknown keys are refused (a misspelt
-``timout_ms`` would otherwise be silently ignored), as in router-config.json.
+``id`` may be any JSON value and is echoed untouched (integers beyond 64 bits digit for digit).
+Unknown keys are refused (a misspelt ``timout_ms`` would otherwise be silently ignored), as in
+router-config.json.
 """
 
 from __future__ import annotations
@@ -91,7 +92,37 @@ def parse_line(line: bytes, max_bytes: int) -> Request:
         raise BadRequest(
             INVALID_JSON, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", sniff_id(line)
         ) from None
+    if isinstance(data, dict) and _has_float(data.get("id")):
+        data["id"] = _exact_id(line, data["id"])
     return parse_request(data)
+
+
+def _has_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    return False
+
+
+def _exact_id(line: bytes, parsed: Any) -> Any:
+    """The id with its integers exactly as written. orjson reads an integer beyond 64 bits as a
+    float (and cannot write such an int back), so those are kept as the request's own digits
+    (an ``orjson.Fragment``, written out verbatim). Rare: only ids holding a number with a
+    fraction, an exponent or more than 64 bits get here."""
+    import json
+
+    def integer(digits: str) -> Any:
+        value = int(digits)
+        return value if -(1 << 63) <= value < (1 << 64) else orjson.Fragment(digits)
+
+    try:
+        data = json.loads(line, parse_int=integer)
+    except ValueError:  # e.g. more digits than int() accepts: keep what orjson read
+        return parsed
+    return data.get("id", parsed) if isinstance(data, dict) else parsed
 
 
 def _id_despite_bad_utf8(line: bytes) -> Any:

@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,9 @@ class Service:
         # id(backend instance) -> (instance, its watcher's stop event or None if not watchable)
         self._backend_watches: dict[int, tuple[Any, asyncio.Event | None]] = {}
         self._rewatch = False  # a config reload replaced backend instances
+        # Rule matching runs here, off the event loop: a slow signal regex then holds its own
+        # query only (up to the match budget), never the other requests.
+        self._match_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-router-match")
 
         config = load_config(self.config_path)
         self._config_file = _Watched(self.config_path, _signature(self.config_path))
@@ -209,7 +213,7 @@ class Service:
                 snapshot = {**self.stats_snapshot(), "runtime": await self.runtime_facts()}
                 return {"id": request.id, "status": "ok", "error_code": None, "error_message": None, "stats": snapshot}
             if request.explain:
-                return self._explain(request)
+                return await self._explain(request)
             return await self._query(request)
         except asyncio.CancelledError:
             raise
@@ -220,14 +224,14 @@ class Service:
                 request.id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}", request.query or ""
             )
 
-    def _explain(self, request: Request) -> dict[str, Any]:
+    async def _explain(self, request: Request) -> dict[str, Any]:
         assert request.query is not None
         router, installed = self.router, self.installed
         if installed is None:
             assert self.installed_error is not None
             return self._installed_error(request)
         try:
-            plan = router.plan(request.query, installed)
+            plan = await router.aplan(request.query, installed, deadline_ms=request.deadline_ms)
         except InvalidQuery as exc:
             self.stats.request("error", exc.error_code)
             return self.error_response(request.id, exc.error_code, str(exc), request.query)
@@ -319,6 +323,7 @@ class Service:
             log=self.log,
             backends={**keep, **self._overrides},
             cooldown=self._cooldown if config.cooldown is not None else None,
+            match_executor=self._match_pool,
         )
 
     def reload(self) -> dict[str, str]:
