@@ -182,10 +182,11 @@ def test_envelope_properties(tmp_path_factory, outcomes, query) -> None:
     for a, outcome in zip(attempts, outcomes, strict=False):
         if outcome[0] in ("raise", "not_a_contract", "bad_relevance"):
             assert a["status"] == "error" and a["error_code"] == "BACKEND_ERROR"
-    # Hangs are cut at the timeout; every error or timeout is one router.log line.
+    # Hangs are cut at the timeout (the hang never ends, so any bound shows the cut; the slack is
+    # for a loaded CI machine, speed lives in bench/); every error or timeout is one log line.
     for a, outcome in zip(attempts, outcomes, strict=False):
         if outcome[0] == "hang":
-            assert a["error_code"] == "QUERY_TIMEOUT" and a["duration_ms"] < TIMEOUT_MS + 100
+            assert a["error_code"] == "QUERY_TIMEOUT" and a["duration_ms"] < TIMEOUT_MS + 2000
     log = tmp / "state" / "router.log"
     lines = log.read_text().splitlines() if log.exists() else []
     assert len(lines) == sum(a["status"] == "error" for a in attempts)
