@@ -63,15 +63,24 @@ def _write_json(data: bytes) -> None:
 
 
 class Session:
-    """Everything one CLI invocation loads: config, state dir, backends.json path, router."""
+    """Everything one CLI invocation loads: config, state dir, backends.json path, router.
 
-    def __init__(self, opts: Options) -> None:
-        from .config import load_config
+    ``cached``: read router-config.json through the compiled cache in the state dir (the query
+    path); ``config check`` passes False and validates the file in full."""
+
+    def __init__(self, opts: Options, *, cached: bool = True) -> None:
         from .router import Router, default_context
 
         self.state_dir = paths.state_dir(opts.state_dir)
         self.backends_path = paths.backends_json(self.state_dir, opts.backends_json)
-        self.config = load_config(paths.config_file(opts.config))
+        if cached:
+            from .config_cache import load_config_cached
+
+            self.config = load_config_cached(paths.config_file(opts.config), self.state_dir)
+        else:
+            from .config import load_config
+
+            self.config = load_config(paths.config_file(opts.config))
         self.router = Router(self.config, context=default_context(self.state_dir))
 
     def installed(self):  # -> Installed
@@ -327,7 +336,7 @@ def config() -> None:
 def config_check(**kw: Any) -> None:
     """Validate router-config.json and backends.json; exit 2 with the first problem."""
     try:
-        session = Session(Options(**kw))
+        session = Session(Options(**kw), cached=False)
         click.echo(
             f"ok: {session.config.path}: {len(session.config.rules.rules)} rules, "
             f"backends {', '.join(session.config.backends)}"
