@@ -11,7 +11,6 @@ JSON goes to stdout, human diagnostics to stderr. Exit codes:
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Callable
@@ -102,11 +101,19 @@ def _read_query(query: str) -> str:
 
 
 # Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
-# free of the daemon, MCP and watchfiles imports). name -> "module:attribute".
-LAZY_COMMANDS: dict[str, str] = {
-    "mcp": "memory_router.mcp_server:mcp_command",
-    "serve": "memory_router.daemon.serve:serve",
-    "daemon": "memory_router.daemon.control:daemon",
+# free of the daemon, MCP and watchfiles imports): name -> ("module:attribute", its help's first
+# sentence). `--help` lists them from this table instead of importing them (tests check that it
+# matches each command's own help).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "mcp": ("memory_router.mcp_server:mcp_command", "Serve memory_query and memory_route as an MCP server over stdio."),
+    "serve": (
+        "memory_router.daemon.serve:serve",
+        "Answer JSON-lines queries on stdin, one JSON response per line on stdout.",
+    ),
+    "daemon": (
+        "memory_router.daemon.control:daemon",
+        "The warm query daemon behind `serve --socket`: status, stop, start.",
+    ),
 }
 
 
@@ -118,9 +125,25 @@ class LazyGroup(click.Group):
         if name in LAZY_COMMANDS:
             import importlib
 
-            module, attr = LAZY_COMMANDS[name].split(":")
+            module, attr = LAZY_COMMANDS[name][0].split(":")
             return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing, with lazy commands described by their table entry (a stub)."""
+        commands: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            cmd = (
+                click.Command(name, help=LAZY_COMMANDS[name][1])
+                if name in LAZY_COMMANDS
+                else self.get_command(ctx, name)
+            )
+            if cmd is not None and not cmd.hidden:
+                commands.append((name, cmd))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in commands])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -192,6 +215,8 @@ def _run_abandoning(coro: Any) -> Any:
     """``asyncio.run`` minus its final wait for the default executor: a worker thread the router
     abandoned at its timeout (SQLite waiting on a lock, a slow file scan) must not hold the answer
     back. Subprocess backends are already killed by then; threads cannot be, so they are left."""
+    import asyncio
+
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(coro)
