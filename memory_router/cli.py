@@ -11,29 +11,22 @@ JSON goes to stdout, human diagnostics to stderr. Exit codes:
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from . import __version__, paths
-from .errors import InvalidQuery, RouterError
+from . import __version__
+from .errors import RouterError
+from .oneshot import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Options, Session, _read_query, _say, _write_json, run_query
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-# The click context's ``obj`` when the console script has already tried the daemon for ``query``
-# (memory_router.entry): the command then routes in-process.
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "IN_PROCESS", "Options", "Session", "main", "common_options"]
+
+# The click context's ``obj`` when the console script has already tried the daemon for ``query``,
+# or its parser declined the arguments (memory_router.entry): the command then routes in-process.
 IN_PROCESS = "in-process"
-
-
-@dataclass(frozen=True)
-class Options:
-    state_dir: str | None
-    backends_json: str | None
-    config: str | None
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,54 +43,6 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--state-dir", metavar="DIR", help="State directory (default: $OPENCLAW_STATE_DIR, else ~/.openclaw/state)."
     )(func)
     return func
-
-
-def _say(message: str) -> None:
-    click.echo(f"memory-router: {message}", err=True)
-
-
-def _write_json(data: bytes) -> None:
-    sys.stdout.buffer.write(data + b"\n")
-    sys.stdout.buffer.flush()
-
-
-class Session:
-    """Everything one CLI invocation loads: config, state dir, backends.json path, router.
-
-    ``cached``: read router-config.json through the compiled cache in the state dir (the query
-    path); ``config check`` passes False and validates the file in full."""
-
-    def __init__(self, opts: Options, *, cached: bool = True) -> None:
-        from .router import Router, default_context
-
-        self.state_dir = paths.state_dir(opts.state_dir)
-        self.backends_path = paths.backends_json(self.state_dir, opts.backends_json)
-        if cached:
-            from .config_cache import load_config_cached
-
-            self.config = load_config_cached(paths.config_file(opts.config), self.state_dir)
-        else:
-            from .config import load_config
-
-            self.config = load_config(paths.config_file(opts.config))
-        self.router = Router(self.config, context=default_context(self.state_dir))
-
-    def installed(self):  # -> Installed
-        from .installed import load_installed
-
-        return load_installed(self.backends_path)
-
-
-def _read_query(query: str) -> str:
-    if query != "-":
-        return query
-    raw = sys.stdin.buffer.read()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidQuery(
-            "INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
-        ) from None
 
 
 # Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
@@ -183,66 +128,15 @@ def query(
 ) -> None:
     """Route QUERY and print the router envelope (QUERY '-' reads standard input)."""
     from . import client
-    from .envelope import error_envelope
 
-    text = query
-    try:
-        text = _read_query(query)
-        if click.get_current_context().obj is not IN_PROCESS:  # the console script has not tried it yet
-            code = client.route_via_daemon(
-                text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=daemon_mode, **kw
-            )
-            if code is not None:
-                sys.exit(code)
-        session = Session(Options(**kw))
-        installed = session.installed()
-        envelope = _run_abandoning(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
-    except RouterError as exc:
-        _say(str(exc))
-        _write_json(error_envelope(text if text != "-" else "", exc.error_code, str(exc)).to_json(pretty=pretty))
-        sys.exit(exc.exit_code)
-    _write_json(envelope.to_json(pretty=pretty))
-    if envelope.status == "error":
-        if envelope.error_code in ("EMPTY_QUERY", "QUERY_TOO_LONG"):
-            _say(envelope.error_message or "")
-            _leave(EXIT_USAGE)
-        _say(envelope.error_message or "all backends failed")
-        _leave(EXIT_ERROR)
-    _leave(EXIT_OK)
+    def via_daemon(text: str) -> int | None:
+        if click.get_current_context().obj is IN_PROCESS:  # the console script already decided: in-process
+            return None
+        return client.route_via_daemon(
+            text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=daemon_mode, **kw
+        )
 
-
-def _run_abandoning(coro: Any) -> Any:
-    """``asyncio.run`` minus its final wait for the default executor: a worker thread the router
-    abandoned at its timeout (SQLite waiting on a lock, a slow file scan) must not hold the answer
-    back. Subprocess backends are already killed by then; threads cannot be, so they are left."""
-    import asyncio
-
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        try:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()  # shuts the default executor down without waiting
-
-
-def _leave(code: int) -> None:
-    """Exit once the answer is out. If abandoned backend threads are still running, leave without
-    joining them (interpreter exit would wait for them): the caller has its answer and waits for
-    our exit, not for work the router already gave up on."""
-    import threading
-    import time
-
-    deadline = time.monotonic() + 0.05  # idle executor workers are on their way out: let them go
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
-    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    run_query(query, Options(**kw), pretty=pretty, timeout_ms=timeout_ms, limit=limit, via_daemon=via_daemon)
 
 
 @main.command()

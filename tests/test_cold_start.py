@@ -35,3 +35,48 @@ def test_help_lists_every_command_without_importing_the_lazy_ones():
     for name in ("backends", "config", "daemon", "demo", "mcp", "query", "route", "serve"):
         assert f"\n  {name} " in out
     assert "Serve memory_query and memory_route as an MCP server over stdio." in out
+
+
+CLICK_APP = "import sys; from memory_router.cli import main; main(prog_name='memory-router')"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from memory_router.demo import materialize
+
+    return materialize(tmp_path_factory.mktemp("demo") / "ws", log=lambda m: None)
+
+
+def _mask(stdout: bytes) -> bytes:
+    import re
+
+    return re.sub(rb'"(router_duration_ms|backend_duration_ms|duration_ms)":\s*\d+', rb'"\1":0', stdout)
+
+
+@pytest.mark.parametrize(
+    "args, stdin",
+    [
+        (("what did we decide about the database schema",), None),
+        (("the middleware issue", "--pretty", "--limit", "2"), None),
+        (("-", "--timeout-ms=9000"), b"how does OrderController relate to PaymentService"),
+        (("-",), b"caf\xe9"),
+        (("   ",), None),
+    ],
+    ids=["plain", "pretty-limit", "stdin", "bad-utf8", "empty"],
+)
+def test_the_console_scripts_in_process_query_is_the_click_commands_without_click(demo, args, stdin):
+    import os
+
+    common = [*args, "--state-dir", str(demo.state_dir), "--config", str(demo.config_path)]
+    env = {**os.environ, "MEMORY_ROUTER_DAEMON": "off"}
+    kw = dict(input=stdin, capture_output=True, env=env, cwd=demo.root, timeout=120)
+    fast = subprocess.run([sys.executable, "-X", "importtime", "-m", "memory_router", "query", *common], **kw)
+    slow = subprocess.run([sys.executable, "-c", CLICK_APP, "query", *common], **kw)
+    lines = fast.stderr.decode().splitlines()
+    assert not [line for line in lines if line.endswith(("| click", "|   click"))]  # no click imported
+    fast_stderr = "\n".join(line for line in lines if not line.startswith("import time:"))
+    assert (fast.returncode, _mask(fast.stdout), fast_stderr) == (
+        slow.returncode,
+        _mask(slow.stdout),
+        slow.stderr.decode().rstrip("\n"),
+    )
