@@ -35,6 +35,11 @@ class BackendConfig:
     """
 
     __slots__ = ("name", "type", "_settings", "_raw", "_path")
+    name: str
+    type: str
+    _settings: Any
+    _raw: Mapping[str, Any] | None
+    _path: Path | None
 
     def __init__(
         self,
@@ -163,7 +168,7 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
     for name, raw in spec.backends.items():
         where = f"backends.{name}"
         type_name = raw.get("type")
-        if type_name not in ADAPTER_MODULES:
+        if not isinstance(type_name, str) or type_name not in ADAPTER_MODULES:
             known = ", ".join(sorted(ADAPTER_MODULES))
             raise InvalidConfig(path, f"{where}.type", f"unknown backend type {type_name!r}", f"Use one of: {known}.")
         settings_data = {k: v for k, v in raw.items() if k != "type"}

@@ -186,3 +186,15 @@ def test_a_code_change_changes_the_key(monkeypatch):
     assert config_cache.cache_key(raw) != before
     monkeypatch.setattr(config_cache, "__version__", "9.9.9")
     assert config_cache.cache_key(raw) != before
+
+
+@pytest.mark.parametrize("bad_type", [[], {}, 3, None])
+def test_a_backend_type_that_is_not_a_string_is_a_clear_error_cached_or_not(state, tmp_path, bad_type):
+    data = orjson.loads(packaged_config().read_bytes())
+    data["backends"]["qmd"]["type"] = bad_type
+    path = tmp_path / "router-config.json"
+    path.write_bytes(orjson.dumps(data))
+    for load in (lambda: load_config(path), lambda: load_config_cached(path, state)):
+        with pytest.raises(InvalidConfig, match=r"backends\.qmd\.type: unknown backend type"):
+            load()
+    assert not (state / CACHE_NAME).exists()
