@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -9,6 +10,8 @@ import click
 import pytest
 
 from memory_router.cli import LAZY_COMMANDS, main
+
+from ._client_support import assert_same_answer
 
 
 @pytest.mark.parametrize("name", sorted(LAZY_COMMANDS))
@@ -48,9 +51,12 @@ def demo(tmp_path_factory):
 
 
 def _mask(stdout: bytes) -> bytes:
+    """The bytes minus timings; relevance too (recency is measured in seconds: compared with
+    assert_same_answer's tolerance)."""
     import re
 
-    return re.sub(rb'"(router_duration_ms|backend_duration_ms|duration_ms)":\s*\d+', rb'"\1":0', stdout)
+    stdout = re.sub(rb'"(router_duration_ms|backend_duration_ms|duration_ms)":\s*\d+', rb'"\1":0', stdout)
+    return re.sub(rb'"(relevance|normalized_relevance)":\s*[-+.0-9eE]+', rb'"\1":0', stdout)
 
 
 @pytest.mark.parametrize(
@@ -80,3 +86,4 @@ def test_the_console_scripts_in_process_query_is_the_click_commands_without_clic
         _mask(slow.stdout),
         slow.stderr.decode().rstrip("\n"),
     )
+    assert_same_answer(json.loads(fast.stdout), json.loads(slow.stdout), "console script vs click app")

@@ -21,9 +21,8 @@ from memory_router.installed import load_installed
 from memory_router.paths import packaged_config
 from memory_router.router import Router
 
+from ._client_support import assert_same_answer
 from .conftest import cli
-
-TIMING = ("router_duration_ms", "backend_duration_ms")
 
 
 @pytest.fixture(scope="module")
@@ -37,18 +36,12 @@ def state(tmp_path: Path) -> Path:
     return tmp_path / "state"
 
 
-def untimed(envelope: dict) -> dict:
-    out = {k: v for k, v in envelope.items() if k not in TIMING}
-    out["attempts"] = [{k: v for k, v in a.items() if k != "duration_ms"} for a in envelope["attempts"]]
-    return out
-
-
 def route_all(config, ws) -> list[dict]:
     router = Router(config, context=BackendContext(state_dir=ws.state_dir, cwd=ws.root))
     installed = load_installed(ws.backends_path)
 
     async def run() -> list[dict]:
-        return [untimed(orjson.loads((await router.route(ex.query, installed)).to_json())) for ex in SPEC_EXAMPLES]
+        return [orjson.loads((await router.route(ex.query, installed)).to_json()) for ex in SPEC_EXAMPLES]
 
     return asyncio.run(run())
 
@@ -58,7 +51,8 @@ def test_cached_config_answers_the_15_spec_queries_exactly_like_the_validated_on
     load_config_cached(demo.config_path, tmp_path)  # builds the cache
     cached = load_config_cached(demo.config_path, tmp_path)  # loaded from it
     assert all(not rule._compiled for rule in cached.rules.rules)  # really from the cache: nothing compiled yet
-    assert route_all(cached, demo) == route_all(validated, demo)
+    for example, a, b in zip(SPEC_EXAMPLES, route_all(cached, demo), route_all(validated, demo), strict=True):
+        assert_same_answer(a, b, f"example {example.number}: cached vs validated config")
     for field in ("path", "threshold", "timeout_ms", "result_limit", "max_query_chars", "regex_timeout_ms"):
         assert getattr(cached, field) == getattr(validated, field)
     assert (cached.deadline_ms, cached.cooldown) == (validated.deadline_ms, validated.cooldown)
@@ -74,11 +68,11 @@ def test_cold_cli_answer_equals_a_validated_config_answer(demo, example):
     def answer(**extra: str) -> dict:
         proc = subprocess.run(cli(*args), capture_output=True, env={**env, **extra}, cwd=demo.root, timeout=60)
         assert proc.returncode in (0, 1), proc.stderr
-        return untimed(orjson.loads(proc.stdout))
+        return orjson.loads(proc.stdout)
 
     answer()  # writes the cache (first run) or finds it
     assert (demo.state_dir / CACHE_NAME).is_file()
-    assert answer() == answer(MEMORY_ROUTER_CONFIG_CACHE="off")
+    assert_same_answer(answer(), answer(MEMORY_ROUTER_CONFIG_CACHE="off"), "cache on vs off")
 
 
 def test_a_cache_hit_imports_neither_pydantic_specs_nor_unused_adapters(demo, tmp_path):
