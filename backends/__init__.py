@@ -9,9 +9,10 @@ Modules are imported lazily by type name, so the CLI pays only for the adapters 
 from __future__ import annotations
 
 import importlib
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from .base import AdapterModule, BackendContext, DemoUnavailable
+if TYPE_CHECKING:
+    from .base import AdapterModule, BackendContext, DemoUnavailable
 
 __all__ = [
     "ADAPTER_MODULES",
@@ -32,6 +33,17 @@ ADAPTER_MODULES: dict[str, str] = {
     "command": "memory_router.backends.command",
 }
 _BUILT_IN = frozenset(ADAPTER_MODULES)
+# Re-exported from .base on first use (PEP 562): importing this package for the registry alone
+# (the compiled config cache keys on ADAPTER_MODULES) does not import pydantic.
+_FROM_BASE = frozenset({"AdapterModule", "BackendContext", "DemoUnavailable"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register_adapter(type_name: str, module: str) -> None:
@@ -64,7 +76,7 @@ def adapter_module(type_name: str) -> AdapterModule:
                 "frozenset() where it reads no environment variable)"
             )
         _checked.add(type_name)
-    return cast(AdapterModule, module)
+    return cast("AdapterModule", module)
 
 
 def adapter_env_vars(type_name: str, settings: Any) -> frozenset[str]:

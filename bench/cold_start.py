@@ -1,14 +1,20 @@
 """CLI cold start: `memory-router query` end to end on the demo data, and `memory-router --help`.
 
-Each command runs in a fresh process, ``--repeat`` times; the table shows median and min wall
-time. Then, for `query`: where the time goes inside the process (phases timed in a fresh
-interpreter) and ``python -X importtime`` summed by module (self time, median over repeats).
+Each command runs in a fresh process, ``--repeat`` times (interleaved, so load drifts hit every
+row alike); the table shows median and min wall time and the median CPU time (user + system of
+the child, which other jobs on a shared machine inflate far less than wall time). Rows with the
+compiled config cache off and with the click application show what those two means are worth.
+``--against OTHER_VENV`` runs the same commands with another environment's interpreter and
+``memory-router`` (e.g. a plain venv with an older commit installed) in the same loop: before and
+after in one run. Then, for `query`: where the time goes inside the process (phases timed in a
+fresh interpreter) and ``python -X importtime`` summed by module (self time, median over repeats).
 
-    python bench/cold_start.py [--quick] [--top 15]
+    python bench/cold_start.py [--quick] [--repeat 30] [--top 15] [--against /path/to/venv]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -23,16 +29,17 @@ from _common import environment_line, fmt, median, parser, repeats, table
 QUERY = "what did we decide about the database schema"
 
 # Timed phases of one `query`, run with `python -c` in a fresh interpreter: the same calls the
-# CLI makes (cli.query -> Session -> load_installed -> Router.route -> to_json).
+# CLI makes without a daemon (entry -> client parser -> oneshot.run_query -> Session -> route).
 PHASES = r"""
 import json, sys, time
 t = [time.perf_counter()]
+from memory_router import client, oneshot
+t.append(time.perf_counter())
 import asyncio
-from memory_router import cli
-t.append(time.perf_counter())
 from memory_router.envelope import error_envelope
+from memory_router.router import Router
 t.append(time.perf_counter())
-session = cli.Session(cli.Options(state_dir=sys.argv[1], backends_json=None, config=sys.argv[2]))
+session = oneshot.Session(oneshot.Options(state_dir=sys.argv[1], backends_json=None, config=sys.argv[2]))
 t.append(time.perf_counter())
 installed = session.installed()
 t.append(time.perf_counter())
@@ -40,25 +47,30 @@ env = asyncio.run(session.router.route(sys.argv[3], installed))
 t.append(time.perf_counter())
 env.to_json()
 t.append(time.perf_counter())
-names = ["import memory_router.cli (click, asyncio)", "import the query path (envelope, pydantic, backends.base)",
-         "load + compile router-config.json, Router", "read backends.json",
-         "route (incl. adapter import, Total Recall parse)", "envelope to_json"]
+names = ["import memory_router.client, .oneshot", "import asyncio + the query path (envelope, pydantic, router)",
+         "router-config.json (compiled cache), Router", "read backends.json",
+         "route (incl. adapter import + its Settings, Lossless query)", "envelope to_json"]
 print(json.dumps({n: (b - a) * 1000 for n, a, b in zip(names, t, t[1:])}))
 """
 
-
-def cli_command() -> list[str]:
-    script = Path(sys.executable).with_name("memory-router")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "memory_router"]
+CLICK_APP = "from memory_router.cli import main; main(prog_name='memory-router')"
 
 
-def run_ms(argv: list[str], env: dict[str, str]) -> float:
+def cli_command(python: str = sys.executable) -> list[str]:
+    script = Path(python).with_name("memory-router")
+    return [str(script)] if script.exists() else [python, "-m", "memory_router"]
+
+
+def run_ms(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) milliseconds of one fresh process."""
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
     elapsed = (time.perf_counter() - t0) * 1000
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{argv} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
-    return elapsed
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise SystemExit(f"{argv} exited {code}")
+    return elapsed, (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def importtime(argv: list[str], env: dict[str, str]) -> dict[str, int]:
@@ -89,10 +101,13 @@ def group(name: str) -> str:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--top", type=int, default=15, help="modules to show in the import-time table")
+    p.add_argument("--against", metavar="VENV", help="also run every command with this environment (before/after)")
     args = p.parse_args()
     reps = repeats(args, 15)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
-    env.pop("MEMORY_ROUTER_CONFIG", None)
+    # .pyc files must be written on the warm-up run (PYTHONDONTWRITEBYTECODE=<anything> stops it);
+    # no daemon may answer the in-process rows.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "MEMORY_ROUTER_CONFIG")}
+    env["MEMORY_ROUTER_DAEMON"] = "off"
     cli = cli_command()
 
     demo = Path(tempfile.mkdtemp(prefix="mr-bench-demo-"))
@@ -100,23 +115,49 @@ def main() -> None:
         [*cli, "demo", "--dir", str(demo)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
     state, config = demo / "state", demo / "state" / "router-config.json"
-    query_argv = [*cli, "query", QUERY, "--state-dir", str(state), "--config", str(config)]
-    commands = {
-        "python -c pass (interpreter floor)": [sys.executable, "-c", "pass"],
-        "python -c 'import memory_router.cli'": [sys.executable, "-c", "import memory_router.cli"],
-        "memory-router --help": [*cli, "--help"],
-        "memory-router route QUERY": [*cli, "route", QUERY, "--state-dir", str(state), "--config", str(config)],
-        "memory-router query QUERY (demo data)": query_argv,
-    }
-    for argv in commands.values():  # warm the page cache and .pyc files
-        run_ms(argv, env)
-    rows = []
-    for label, argv in commands.items():
-        times = [run_ms(argv, env) for _ in range(reps)]
-        rows.append([label, fmt(median(times)), fmt(min(times))])
+    where = ["--state-dir", str(state), "--config", str(config)]
     print(f"cold start: {reps} runs per command; demo data in {demo}; {environment_line()}")
-    table("CLI cold start, ms (fresh process each run)", ["command", "median", "min"], rows)
+    cli_table(args.against, reps, env, where)
+    phases_table(reps, env, state, config)
+    importtime_table(args, reps, env, [*cli, "query", QUERY, *where][len(cli) :])
 
+
+def cli_table(against: str | None, reps: int, env: dict[str, str], where: list[str]) -> None:
+    def commands(python: str) -> dict[str, tuple[list[str], dict[str, str]]]:
+        cmd = cli_command(python)
+        return {
+            "python -c pass (interpreter floor)": ([python, "-c", "pass"], env),
+            "memory-router --help": ([*cmd, "--help"], env),
+            "memory-router route QUERY": ([*cmd, "route", QUERY, *where], env),
+            "memory-router query QUERY (demo data)": ([*cmd, "query", QUERY, *where], env),
+            "  the same, config cache off": (
+                [*cmd, "query", QUERY, *where],
+                {**env, "MEMORY_ROUTER_CONFIG_CACHE": "off"},
+            ),
+            "  the same, through the click app": ([python, "-c", CLICK_APP, "query", QUERY, *where], env),
+        }
+
+    setups = {"": commands(sys.executable)}
+    if against:
+        setups[f" [{Path(against).name}]"] = commands(str(Path(against) / "bin" / "python"))
+    runs = [(label + tag, argv, run_env) for tag, cmds in setups.items() for label, (argv, run_env) in cmds.items()]
+    for _, argv, run_env in runs:  # warm the page cache, the .pyc files and the config cache
+        run_ms(argv, run_env)
+    wall: dict[str, list[float]] = defaultdict(list)
+    cpu: dict[str, list[float]] = defaultdict(list)
+    for _ in range(reps):
+        for label, argv, run_env in runs:
+            w, c = run_ms(argv, run_env)
+            wall[label].append(w)
+            cpu[label].append(c)
+    table(
+        "CLI cold start, ms (fresh process each run)",
+        ["command", "median", "min", "CPU median"],
+        [[label, fmt(median(wall[label])), fmt(min(wall[label])), fmt(median(cpu[label]))] for label, _, _ in runs],
+    )
+
+
+def phases_table(reps: int, env: dict[str, str], state: Path, config: Path) -> None:
     phases: dict[str, list[float]] = defaultdict(list)
     for _ in range(reps):
         out = subprocess.run(
@@ -135,12 +176,14 @@ def main() -> None:
         note="The interpreter floor above (python -c pass, site imports included) comes on top.",
     )
 
+
+def importtime_table(args: argparse.Namespace, reps: int, env: dict[str, str], query_args: list[str]) -> None:
     per_group: dict[str, list[int]] = defaultdict(list)
-    runs = max(3, reps // 3) if not args.quick else 1
+    passes = max(3, reps // 3) if not args.quick else 1
     totals = []
-    for _ in range(runs):
+    for _ in range(passes):
         grouped: dict[str, int] = defaultdict(int)
-        raw = importtime(["-m", "memory_router", *query_argv[len(cli) :]], env)
+        raw = importtime(["-m", "memory_router", *query_args], env)
         for name, us in raw.items():
             grouped[group(name)] += us
         totals.append(sum(raw.values()))

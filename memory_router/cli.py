@@ -11,30 +11,22 @@ JSON goes to stdout, human diagnostics to stderr. Exit codes:
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from . import __version__, paths
-from .errors import InvalidQuery, RouterError, check_state_dir
+from . import __version__
+from .errors import RouterError
+from .oneshot import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Options, Session, _read_query, _say, _write_json, run_query
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-# The click context's ``obj`` when the console script has already tried the daemon for ``query``
-# (memory_router.entry): the command then routes in-process.
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "IN_PROCESS", "Options", "Session", "main", "common_options"]
+
+# The click context's ``obj`` when the console script has already tried the daemon for ``query``,
+# or its parser declined the arguments (memory_router.entry): the command then routes in-process.
 IN_PROCESS = "in-process"
-
-
-@dataclass(frozen=True)
-class Options:
-    state_dir: str | None
-    backends_json: str | None
-    config: str | None
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -53,73 +45,20 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _say(message: str) -> None:
-    click.echo(f"memory-router: {message}", err=True)
-
-
-def _write_json(data: bytes) -> None:
-    sys.stdout.buffer.write(data + b"\n")
-    sys.stdout.buffer.flush()
-
-
-class Session:
-    """Everything one CLI invocation loads: config, state dir, backends.json path, router."""
-
-    def __init__(self, opts: Options) -> None:
-        from .config import load_config
-        from .router import Router, default_context
-
-        self.state_dir = paths.state_dir(opts.state_dir)
-        check_state_dir(self.state_dir)
-        self.backends_path = paths.backends_json(self.state_dir, opts.backends_json)
-        self.config = load_config(paths.config_file(opts.config))
-        self.router = Router(self.config, context=default_context(self.state_dir))
-
-    def installed(self):  # -> Installed
-        from .installed import load_installed
-
-        return load_installed(self.backends_path)
-
-
-def _read_query(query: str) -> str:
-    if query != "-":
-        if not query.isascii():
-            try:
-                query.encode("utf-8")
-            except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
-                start = len(os.fsencode(query[: _first_surrogate(query)]))
-                raise InvalidQuery(
-                    "INVALID_UTF8", f"the query argument is not valid UTF-8 (byte {start}); pass UTF-8 text"
-                ) from None
-        return query
-    raw = sys.stdin.buffer.read()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidQuery(
-            "INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
-        ) from None
-
-
-def _first_surrogate(text: str) -> int:
-    return next(i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff")
-
-
-def _printable_echo(text: str) -> str:
-    """``text`` for an envelope's ``query_echo``: argv bytes that are not UTF-8 become U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return os.fsencode(text).decode("utf-8", "replace")
-
-
 # Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
-# free of the daemon, MCP and watchfiles imports). name -> "module:attribute".
-LAZY_COMMANDS: dict[str, str] = {
-    "mcp": "memory_router.mcp_server:mcp_command",
-    "serve": "memory_router.daemon.serve:serve",
-    "daemon": "memory_router.daemon.control:daemon",
+# free of the daemon, MCP and watchfiles imports): name -> ("module:attribute", its help's first
+# sentence). `--help` lists them from this table instead of importing them (tests check that it
+# matches each command's own help).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "mcp": ("memory_router.mcp_server:mcp_command", "Serve memory_query and memory_route as an MCP server over stdio."),
+    "serve": (
+        "memory_router.daemon.serve:serve",
+        "Answer JSON-lines queries on stdin, one JSON response per line on stdout.",
+    ),
+    "daemon": (
+        "memory_router.daemon.control:daemon",
+        "The warm query daemon behind `serve --socket`: status, stop, start.",
+    ),
 }
 
 
@@ -131,9 +70,25 @@ class LazyGroup(click.Group):
         if name in LAZY_COMMANDS:
             import importlib
 
-            module, attr = LAZY_COMMANDS[name].split(":")
+            module, attr = LAZY_COMMANDS[name][0].split(":")
             return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing, with lazy commands described by their table entry (a stub)."""
+        commands: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            cmd = (
+                click.Command(name, help=LAZY_COMMANDS[name][1])
+                if name in LAZY_COMMANDS
+                else self.get_command(ctx, name)
+            )
+            if cmd is not None and not cmd.hidden:
+                commands.append((name, cmd))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in commands])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -173,68 +128,15 @@ def query(
 ) -> None:
     """Route QUERY and print the router envelope (QUERY '-' reads standard input)."""
     from . import client
-    from .envelope import error_envelope
 
-    text = query
-    try:
-        text = _read_query(query)
-        if click.get_current_context().obj is not IN_PROCESS:  # the console script has not tried it yet
-            code = client.route_via_daemon(
-                text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=daemon_mode, **kw
-            )
-            if code is not None:
-                sys.exit(code)
-        session = Session(Options(**kw))
-        installed = session.installed()
-        envelope = _run_abandoning(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
-    except RouterError as exc:
-        _say(str(exc))
-        echo = _printable_echo(text) if text != "-" else ""
-        _write_json(error_envelope(echo, exc.error_code, str(exc)).to_json(pretty=pretty))
-        sys.exit(exc.exit_code)
-    _write_json(envelope.to_json(pretty=pretty))
-    if envelope.status == "error":
-        if envelope.error_code in ("EMPTY_QUERY", "QUERY_TOO_LONG"):
-            _say(envelope.error_message or "")
-            _leave(EXIT_USAGE)
-        _say(envelope.error_message or "all backends failed")
-        _leave(EXIT_ERROR)
-    _leave(EXIT_OK)
+    def via_daemon(text: str) -> int | None:
+        if click.get_current_context().obj is IN_PROCESS:  # the console script already decided: in-process
+            return None
+        return client.route_via_daemon(
+            text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=daemon_mode, **kw
+        )
 
-
-def _run_abandoning(coro: Any) -> Any:
-    """``asyncio.run`` minus its final wait for the default executor: a worker thread the router
-    abandoned at its timeout (SQLite waiting on a lock, a slow file scan) must not hold the answer
-    back. Subprocess backends are already killed by then; threads cannot be, so they are left."""
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        try:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()  # shuts the default executor down without waiting
-            threads = sys.modules.get("memory_router.backends._threads")
-            if threads is not None:  # adapters' own worker pools (Total Recall, Lossless): the same
-                threads.release_all()
-
-
-def _leave(code: int) -> None:
-    """Exit once the answer is out. If abandoned backend threads are still running, leave without
-    joining them (interpreter exit would wait for them): the caller has its answer and waits for
-    our exit, not for work the router already gave up on."""
-    import threading
-    import time
-
-    deadline = time.monotonic() + 0.05  # idle executor workers are on their way out: let them go
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
-    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    run_query(query, Options(**kw), pretty=pretty, timeout_ms=timeout_ms, limit=limit, via_daemon=via_daemon)
 
 
 @main.command()
@@ -353,7 +255,7 @@ def config() -> None:
 def config_check(**kw: Any) -> None:
     """Validate router-config.json and backends.json; exit 2 with the first problem."""
     try:
-        session = Session(Options(**kw))
+        session = Session(Options(**kw), cached=False)
         click.echo(
             f"ok: {session.config.path}: {len(session.config.rules.rules)} rules, "
             f"backends {', '.join(session.config.backends)}"

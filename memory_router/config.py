@@ -1,7 +1,8 @@
 """router-config.json: parsed once, validated into immutable objects, with precise errors.
 
-Two layers, as in pypa/packaging: pydantic ``*Spec`` models check the JSON's shape (unknown keys
-are errors, so a typo never silently disables a setting), then :func:`load_config` compiles the
+Two layers, as in pypa/packaging: pydantic ``*Spec`` models (:mod:`.config_schema`, imported only
+when a file is validated) check the JSON's shape (unknown keys are errors, so a typo never
+silently disables a setting), then :func:`load_config` compiles the
 spec into a frozen :class:`RouterConfig` whose rule table holds compiled regexes and whose backend
 settings have been validated by each adapter's own ``Settings`` model. Every failure is an
 :class:`~memory_router.errors.InvalidConfig` naming the file, the field path (``rules[2]
@@ -14,61 +15,68 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InvalidConfig
 from .paths import packaged_config
 from .rules import Rule, RuleTable, Step, compile_rule
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_UNSET: Any = object()
 
 
-class StepSpec(_Strict):
-    backend: str
-    mode: str | None = None
-
-
-class RuleSpec(_Strict):
-    number: int = Field(ge=1)
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    description: str = ""
-    strong: tuple[str, ...] = ()
-    weak: tuple[str, ...] = ()
-    chain: tuple[StepSpec, ...] = Field(min_length=1)
-
-
-class CooldownSpec(_Strict):
-    """Dead-backend cooldown (used by the daemon): ``"cooldown": null`` or ``enabled: false`` turns it off."""
-
-    enabled: bool = True
-    failures: int = Field(default=3, ge=1, le=1000)
-    seconds: float = Field(default=30.0, gt=0, le=86_400)
-
-
-class ConfigSpec(_Strict):
-    version: Literal[1] = 1
-    threshold: float = Field(default=0.4, ge=0.0, le=1.0)
-    timeout_ms: int = Field(default=5000, gt=0, le=600_000)
-    result_limit: int = Field(default=10, ge=1, le=1000)
-    max_query_chars: int = Field(default=4096, ge=1, le=1_000_000)
-    regex_timeout_ms: int = Field(default=50, gt=0, le=10_000)
-    deadline_ms: int | None = Field(default=None, gt=0, le=3_600_000)
-    cooldown: CooldownSpec | None = CooldownSpec()
-    file_extensions: tuple[str, ...] = ()
-    rules: tuple[RuleSpec, ...] = Field(min_length=1)
-    backends: dict[str, dict[str, Any]] = Field(min_length=1)
-
-
-@dataclass(frozen=True, slots=True)
 class BackendConfig:
+    """One configured backend: its name, adapter type and the adapter's validated ``Settings``.
+
+    From :func:`parse_config` the settings are validated up front. From the compiled config cache
+    (:mod:`.config_cache`) they are validated on first use, by the same pydantic model, from the
+    config file's own entry: a query validates (and imports) only the adapters it calls.
+    """
+
+    __slots__ = ("name", "type", "_settings", "_raw", "_path")
     name: str
     type: str
-    settings: Any  # the adapter module's frozen Settings instance
+    _settings: Any
+    _raw: Mapping[str, Any] | None
+    _path: Path | None
+
+    def __init__(
+        self,
+        name: str,
+        type: str,
+        settings: Any = _UNSET,
+        *,
+        raw: Mapping[str, Any] | None = None,
+        path: Path | None = None,
+    ) -> None:
+        if settings is _UNSET and (raw is None or path is None):
+            raise TypeError("BackendConfig needs settings, or raw settings and the config path")
+        for slot, value in zip(self.__slots__, (name, type, settings, raw, path), strict=True):
+            object.__setattr__(self, slot, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"BackendConfig is immutable (cannot set {name!r})")
+
+    @property
+    def settings(self) -> Any:
+        """The adapter module's frozen ``Settings`` instance."""
+        if self._settings is _UNSET:
+            assert self._raw is not None and self._path is not None
+            object.__setattr__(self, "_settings", validate_settings(self._path, self.name, self.type, self._raw))
+        return self._settings
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BackendConfig):
+            return NotImplemented
+        return (self.name, self.type, self.settings) == (other.name, other.type, other.settings)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.type, self.settings))
+
+    def __repr__(self) -> str:
+        shown = "<not validated yet>" if self._settings is _UNSET else repr(self._settings)
+        return f"BackendConfig(name={self.name!r}, type={self.type!r}, settings={shown})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,58 +105,34 @@ class RouterConfig:
         return self.timeout_ms / 1000
 
 
-def _loc(loc: tuple[Any, ...], data: Any) -> str:
-    """('rules', 1, 'chain', 0, 'backend') -> 'rules[1] (relationship).chain[0].backend'."""
-    out = ""
-    node = data
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-            if isinstance(node, list) and 0 <= part < len(node):
-                node = node[part]
-                if isinstance(node, dict) and isinstance(node.get("id"), str) and "chain" in node:
-                    out += f" ({node['id']})"
-            else:
-                node = None
-        else:
-            out += f".{part}" if out else str(part)
-            node = node.get(part) if isinstance(node, dict) else None
-    return out
-
-
-def _first_error(path: Path, exc: ValidationError, data: Any, prefix: str = "") -> InvalidConfig:
-    err = exc.errors(include_url=False)[0]
-    where = _loc(tuple(err["loc"]), data)
-    where = f"{prefix}.{where}" if prefix and where else (prefix or where)
-    problem = err["msg"]
-    if err["type"] == "extra_forbidden":
-        problem = "unknown key (misspelt, or not supported by this version)"
-    elif "input" in err and err["type"] != "missing":
-        problem += f" (got {orjson.dumps(err['input'], default=str).decode()[:120]})"
-    more = len(exc.errors()) - 1
-    hint = f"({more} more problem{'s' if more > 1 else ''} after this one.)" if more > 0 else ""
-    return InvalidConfig(path, where, problem, hint)
-
-
 # router-config.json and backends.json are a few kB; anything near this is not one of them.
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def read_json(path: Path, error: type[Exception] = InvalidConfig, limit: int = MAX_CONFIG_BYTES) -> Any:
-    """Read and parse a JSON file, turning I/O and syntax errors into ``error(path, "", msg)``.
+def read_json(path: Path, error: type[Exception] = InvalidConfig) -> Any:
+    """Read and parse a JSON file, turning I/O and syntax errors into ``error(path, "", msg)``."""
+    return parse_json(read_bytes(path, error), path, error)
+
+
+def read_bytes(path: Path, error: type[Exception] = InvalidConfig, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """A config file's bytes, turning I/O errors into ``error(path, "", msg)``.
 
     Only a regular file of at most ``limit`` bytes is read (see :func:`read_regular_file`): a
     FIFO or ``/dev/zero`` at a config path is a clear error, not a hang or an unbounded read."""
     from memory_router.backends._files import FileRefused, read_regular_file
 
     try:
-        raw = read_regular_file(path, limit)
+        return read_regular_file(path, limit)
     except FileNotFoundError:
         raise error(path, "", "file not found") from None
     except FileRefused as exc:
         raise error(path, "", f"cannot read: it is {exc}; point to the JSON file itself") from exc
     except OSError as exc:
         raise error(path, "", f"cannot read: {exc.strerror or exc}") from exc
+
+
+def parse_json(raw: bytes, path: Path, error: type[Exception] = InvalidConfig) -> Any:
+    """Parse a config file's bytes, turning syntax errors into ``error(path, "", msg)``."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -162,30 +146,44 @@ def load_config(path: Path | None = None) -> RouterConfig:
     return parse_config(data, path)
 
 
+def validate_settings(path: Path, name: str, type_name: str, raw: Mapping[str, Any]) -> Any:
+    """``backends.<name>`` (minus ``type``) validated by its adapter's pydantic ``Settings``."""
+    from pydantic import ValidationError
+
+    from memory_router.backends import adapter_module
+
+    try:
+        return adapter_module(type_name).Settings.model_validate(raw)
+    except ValidationError as exc:
+        from .config_schema import first_error
+
+        raise first_error(path, exc, raw, prefix=f"backends.{name}") from None
+
+
 def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one check per cross-reference, each with its own error
+    """Validate (pydantic: shape, then each adapter's ``Settings``) and compile a parsed config."""
+    from pydantic import ValidationError
+
+    from memory_router.backends import ADAPTER_MODULES, adapter_module
+
+    from .config_schema import ConfigSpec, first_error
+
     if not isinstance(data, dict):
         raise InvalidConfig(path, "", f"the top level must be a JSON object, got {type(data).__name__}")
     try:
         spec = ConfigSpec.model_validate(data)
     except ValidationError as exc:
-        raise _first_error(path, exc, data) from None
-
-    from memory_router.backends import ADAPTER_MODULES, adapter_module
+        raise first_error(path, exc, data) from None
 
     backends: dict[str, BackendConfig] = {}
     for name, raw in spec.backends.items():
         where = f"backends.{name}"
         type_name = raw.get("type")
-        if type_name not in ADAPTER_MODULES:
+        if not isinstance(type_name, str) or type_name not in ADAPTER_MODULES:
             known = ", ".join(sorted(ADAPTER_MODULES))
             raise InvalidConfig(path, f"{where}.type", f"unknown backend type {type_name!r}", f"Use one of: {known}.")
-        module = adapter_module(type_name)
         settings_data = {k: v for k, v in raw.items() if k != "type"}
-        try:
-            settings = module.Settings.model_validate(settings_data)
-        except ValidationError as exc:
-            raise _first_error(path, exc, settings_data, prefix=where) from None
-        backends[name] = BackendConfig(name, type_name, settings)
+        backends[name] = BackendConfig(name, type_name, validate_settings(path, name, type_name, settings_data))
 
     rules: list[Rule] = []
     numbers: set[int] = set()

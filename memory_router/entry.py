@@ -2,9 +2,11 @@
 
 ``memory-router query ...`` is what an agent runs for every memory lookup, so it first tries the
 warm daemon through :mod:`memory_router.client`, which imports only the standard library (no
-click, no pydantic, no router): when a daemon answers, that is all this process imports. Every
-other command runs the click application in :mod:`memory_router.cli`; so does ``query`` when no
-daemon answered or its arguments need click's parser, and then it routes in-process.
+click, no pydantic, no router): when a daemon answers, that is all this process imports. When
+none answers, ``query`` is routed in-process by :mod:`memory_router.oneshot`, still without click.
+Every other command runs the click application in :mod:`memory_router.cli`; so do ``query``
+arguments the client's parser leaves to click (``--help``, bad values, values only click
+accepts), and then the daemon is not tried again: the query routes in-process.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ import sys
 def main() -> None:
     argv = sys.argv[1:]
     if argv and argv[0] == "query":
-        from .client import fast_query
+        from .client import fast_query, parse_query_args
 
         code = fast_query(argv[1:])
         if code is not None:
             sys.exit(code)
+        opts = parse_query_args(argv[1:])
+        if opts is not None:
+            from .oneshot import main as query_in_process
+
+            query_in_process(opts)  # never returns
         from .cli import IN_PROCESS
         from .cli import main as click_main
 
-        # The daemon was tried (or the arguments need click): the click command routes in-process.
+        # The arguments need click's parser: the click command routes in-process.
         click_main(obj=IN_PROCESS)
     from .cli import main as click_main
 

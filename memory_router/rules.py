@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -47,14 +47,37 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """One rule. ``strong_regex``/``weak_regex`` are the combined alternations (placeholders
+    expanded); :attr:`strong`/:attr:`weak` compile them on first use, so a process that routes one
+    query compiles only the rules it reaches."""
+
     number: int
     id: str
     description: str
     strong_sources: tuple[str, ...]
     weak_sources: tuple[str, ...]
     chain: tuple[Step, ...]
-    strong: regex.Pattern[str] | None
-    weak: regex.Pattern[str] | None
+    strong_regex: str | None = None
+    weak_regex: str | None = None
+    _compiled: dict[str, regex.Pattern[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def strong(self) -> regex.Pattern[str] | None:
+        return self.pattern("strong")
+
+    @property
+    def weak(self) -> regex.Pattern[str] | None:
+        return self.pattern("weak")
+
+    def pattern(self, strength: str) -> regex.Pattern[str] | None:
+        """The compiled alternation for ``"strong"`` or ``"weak"`` (``None``: no such signals)."""
+        compiled = self._compiled.get(strength)
+        if compiled is None:
+            source = self.strong_regex if strength == "strong" else self.weak_regex
+            if source is None:
+                return None
+            compiled = self._compiled[strength] = regex.compile(source, _FLAGS)
+        return compiled
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +123,7 @@ def compile_rule(
 
     ext_alternation = "|".join(regex.escape(e.lstrip(".")) for e in file_extensions) or "(?!)"
 
-    def compile_list(kind: str, sources: Sequence[str]) -> tuple[tuple[str, ...], regex.Pattern[str] | None]:
+    def compile_list(kind: str, sources: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
         expanded = tuple(s.replace(_EXT_PLACEHOLDER, ext_alternation) for s in sources)
         for i, source in enumerate(expanded):
             try:
@@ -114,11 +137,13 @@ def compile_rule(
                     f"regex {sources[i]!r} matches the empty string, so it matches every query",
                     "Make it require at least one character.",
                 )
-        return tuple(sources), (regex.compile(_combine(expanded), _FLAGS) if expanded else None)
+        return tuple(sources), (_combine(expanded) if expanded else None)
 
     strong_sources, strong_re = compile_list("strong", strong)
     weak_sources, weak_re = compile_list("weak", weak)
-    return Rule(number, id, description, strong_sources, weak_sources, chain, strong_re, weak_re)
+    rule = Rule(number, id, description, strong_sources, weak_sources, chain, strong_re, weak_re)
+    rule.pattern("strong"), rule.pattern("weak")  # validated config: compiled now, as before
+    return rule
 
 
 class RuleTable:
@@ -129,20 +154,21 @@ class RuleTable:
     def __init__(self, rules: tuple[Rule, ...], regex_timeout_s: float = 0.05) -> None:
         self.rules = rules
         self.regex_timeout_s = regex_timeout_s
-        # The two passes flattened once: (strength, [(rule, pattern, sources, group -> index)]),
-        # rules without signals of that strength left out. match() runs on every query.
-        self._passes: tuple[
-            tuple[Strength, tuple[tuple[Rule, regex.Pattern[str], tuple[str, ...], dict[str, int]], ...]], ...
-        ] = tuple(
+        # The two passes flattened once: (strength, [[pattern, rule, sources, group -> index]]),
+        # rules without signals of that strength left out. match() runs on every query. A pattern
+        # not compiled yet (a config loaded from the compiled cache) is None until first reached.
+        self._passes: tuple[tuple[Strength, tuple[list, ...]], ...] = tuple(
             (
                 strength,
                 tuple(
-                    (rule, pattern, sources, {f"s{i}": i for i in range(len(sources))})
+                    [rule._compiled.get(strength), rule, sources, {f"s{i}": i for i in range(len(sources))}]
                     for rule in rules
-                    for pattern, sources in [
-                        (rule.strong, rule.strong_sources) if strength == "strong" else (rule.weak, rule.weak_sources)
+                    for source, sources in [
+                        (rule.strong_regex, rule.strong_sources)
+                        if strength == "strong"
+                        else (rule.weak_regex, rule.weak_sources)
                     ]
-                    if pattern is not None
+                    if source is not None
                 ),
             )
             for strength in ("strong", "weak")
@@ -168,7 +194,13 @@ class RuleTable:
         cpu_start = time.process_time()
         release = True if concurrent else None
         for strength, candidates in self._passes:
-            for rule, pattern, sources, groups in candidates:
+            for entry in candidates:
+                pattern, rule, sources, groups = entry
+                if pattern is None:  # compiled on first use; compiling is not matching: not budgeted
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    pattern = entry[0] = rule.pattern(strength)
+                    end += time.perf_counter() - wall
+                    cpu_start += time.process_time() - cpu
                 left = end - time.perf_counter()
                 if left <= 0:
                     left = budget - (time.process_time() - cpu_start)

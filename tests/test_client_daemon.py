@@ -105,8 +105,9 @@ class Answer:
 
     @property
     def by_daemon(self) -> bool:
-        # The in-process path always runs the click app; the client path never imports it.
-        return "memory_router.cli" not in self.imported
+        # The in-process path (with or without click) always runs memory_router.oneshot; the
+        # client path never imports it.
+        return "memory_router.oneshot" not in self.imported
 
     @property
     def envelope(self) -> dict:

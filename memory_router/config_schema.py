@@ -1,0 +1,89 @@
+"""The JSON shape of router-config.json, as pydantic models: the validating half of :mod:`.config`.
+
+Imported only when a config file is actually validated (``config check``, the daemon, a first
+run or a changed file); a query answered from the compiled config cache never imports pydantic
+for its config. Unknown keys are errors, so a typo never silently disables a setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import InvalidConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StepSpec(_Strict):
+    backend: str
+    mode: str | None = None
+
+
+class RuleSpec(_Strict):
+    number: int = Field(ge=1)
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    description: str = ""
+    strong: tuple[str, ...] = ()
+    weak: tuple[str, ...] = ()
+    chain: tuple[StepSpec, ...] = Field(min_length=1)
+
+
+class CooldownSpec(_Strict):
+    """Dead-backend cooldown (used by the daemon): ``"cooldown": null`` or ``enabled: false`` turns it off."""
+
+    enabled: bool = True
+    failures: int = Field(default=3, ge=1, le=1000)
+    seconds: float = Field(default=30.0, gt=0, le=86_400)
+
+
+class ConfigSpec(_Strict):
+    version: Literal[1] = 1
+    threshold: float = Field(default=0.4, ge=0.0, le=1.0)
+    timeout_ms: int = Field(default=5000, gt=0, le=600_000)
+    result_limit: int = Field(default=10, ge=1, le=1000)
+    max_query_chars: int = Field(default=4096, ge=1, le=1_000_000)
+    regex_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+    deadline_ms: int | None = Field(default=None, gt=0, le=3_600_000)
+    cooldown: CooldownSpec | None = CooldownSpec()
+    file_extensions: tuple[str, ...] = ()
+    rules: tuple[RuleSpec, ...] = Field(min_length=1)
+    backends: dict[str, dict[str, Any]] = Field(min_length=1)
+
+
+def _loc(loc: tuple[Any, ...], data: Any) -> str:
+    """('rules', 1, 'chain', 0, 'backend') -> 'rules[1] (relationship).chain[0].backend'."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            if isinstance(node, list) and 0 <= part < len(node):
+                node = node[part]
+                if isinstance(node, dict) and isinstance(node.get("id"), str) and "chain" in node:
+                    out += f" ({node['id']})"
+            else:
+                node = None
+        else:
+            out += f".{part}" if out else str(part)
+            node = node.get(part) if isinstance(node, dict) else None
+    return out
+
+
+def first_error(path: Path, exc: ValidationError, data: Any, prefix: str = "") -> InvalidConfig:
+    err = exc.errors(include_url=False)[0]
+    where = _loc(tuple(err["loc"]), data)
+    where = f"{prefix}.{where}" if prefix and where else (prefix or where)
+    problem = err["msg"]
+    if err["type"] == "extra_forbidden":
+        problem = "unknown key (misspelt, or not supported by this version)"
+    elif "input" in err and err["type"] != "missing":
+        problem += f" (got {orjson.dumps(err['input'], default=str).decode()[:120]})"
+    more = len(exc.errors()) - 1
+    hint = f"({more} more problem{'s' if more > 1 else ''} after this one.)" if more > 0 else ""
+    return InvalidConfig(path, where, problem, hint)
