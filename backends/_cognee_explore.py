@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,11 +40,11 @@ from ._cognee_paths import (
 from ._cognee_question import SEARCH_PHRASES, Mention, Question, known_mentions, score_edge
 
 PathsMode = Literal["auto", "cypher", "expand"]
-GraphSearch = Callable[[str], Awaitable[list[Relationship]]]
-CypherSearch = Callable[[str], Awaitable[list[Path] | None]]
+GraphSearch = Callable[[str], Coroutine[Any, Any, list[Relationship]]]
+CypherSearch = Callable[[str], Coroutine[Any, Any, list[Path] | None]]
 """Runs a :func:`cypher_path` statement: its paths, or ``None`` when the server refuses Cypher."""
 PER_ROUND = 4
-MAX_ROUNDS = 3
+MAX_ROUNDS = 4
 MIN_SLICE_S = 0.05
 
 
@@ -100,28 +100,33 @@ class _Exploration:
         self.searched: set[str] = set()
         self.out = Explored()
 
-    async def run(self, calls: list[Awaitable[Any]]) -> list[Any] | None:
-        """Await the calls together within the deadline; ``None`` when out of time."""
+    async def run(self, calls: list[Coroutine[Any, Any, Any]]) -> tuple[list[Any], bool]:
+        """Run the calls together until the deadline: the answers of those that finished, and
+        whether all did (the rest are cancelled, which closes their connections)."""
         remaining = self.deadline - time.monotonic()
         if remaining < MIN_SLICE_S or not calls:
             for c in calls:  # never awaited: close them so Python does not warn
-                getattr(c, "close", lambda: None)()
-            return None
+                c.close()
+            return [], not calls
         self.out.searches += len(calls)
-        try:  # the search functions answer [] / None for a failed search; only time is left
-            return await asyncio.wait_for(asyncio.gather(*calls), remaining)
-        except asyncio.TimeoutError:
-            return None
+        tasks = [asyncio.ensure_future(c) for c in calls]
+        done, pending = await asyncio.wait(tasks, timeout=remaining)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        # the search functions answer [] / None for a failed search, in call order
+        return [t.result() for t in tasks if t in done], not pending
 
     async def search_all(self, texts: list[str]) -> bool:
         """Search each text once; ``False`` when out of time."""
         texts = [t for t in dict.fromkeys(texts) if t not in self.searched]
-        got = await self.run([self.search(t) for t in texts])
+        got, complete = await self.run([self.search(t) for t in texts])
         self.searched |= set(texts)
-        for rels in got or ():
+        for rels in got:
             self.out.rels += rels
             self.found += rels
-        return got is not None
+        return complete
 
     async def lookup_missing(self) -> bool:
         """Look up the entities the answer lacks; ``True`` when the graph knows them all."""
@@ -143,8 +148,8 @@ class _Exploration:
     async def cypher_paths(self, cypher: CypherSearch, start: Mention, end: Mention, limit: int) -> bool:
         """One Cypher query (directed first for "from A to B"); ``True`` when Cypher answered."""
         for directed in (True, False) if self.question.directed else (False,):
-            got = await self.run([cypher(cypher_path(start, end, directed=directed, limit=limit))])
-            if got is None or got[0] is None:
+            got, _ = await self.run([cypher(cypher_path(start, end, directed=directed, limit=limit))])
+            if not got or got[0] is None:
                 return False  # refused or out of time: expand instead
             if got[0]:
                 self.out.paths, self.out.via = got[0], "cypher"
@@ -154,14 +159,20 @@ class _Exploration:
 
     async def expand(self, start: Mention, end: Mention) -> None:
         """Search outwards from both ends until a path joins them, or time or rounds run out."""
-        for _ in range(MAX_ROUNDS + 1):
-            self.out.paths = find_paths(self.found, start, end, directed=self.question.directed)
-            if self.out.paths:
-                self.out.via = "expand"
+        for _ in range(MAX_ROUNDS):
+            if self.joined(start, end):
                 return
             frontier = _frontier(self.found, (start, end), self.searched)
-            if not frontier or not await self.search_all(frontier):
+            if not frontier:
                 return
+            if not await self.search_all(frontier):
+                break  # out of time: what did arrive may still join them
+        self.joined(start, end)
+
+    def joined(self, start: Mention, end: Mention) -> bool:
+        self.out.paths = find_paths(self.found, start, end, directed=self.question.directed)
+        self.out.via = "expand" if self.out.paths else None
+        return bool(self.out.paths)
 
 
 def _exact(question: Question, found: Sequence[Relationship]) -> bool:
