@@ -34,7 +34,10 @@ cypher         CYPHER, a query the adapter builds from the query's  one per row
 =============  ==================================================  ===========================
 
 ``datasets`` (names; empty = all the user's datasets) and ``top_k`` come from the settings.
-Relevance rules are in :mod:`._cognee_results`.
+Relevance rules are in :mod:`._cognee_results` (graph answers are scored against the question
+as :mod:`._cognee_question` reads it). A relationship question may need follow-up searches (an
+entity the first answer lacks, a path between two entities): :mod:`._cognee_explore` runs them
+within ``explore_share`` of the router's timeout, by Cypher when the server allows it.
 
 **Errors.** Connection refused / DNS failure -> ``BACKEND_UNAVAILABLE``; HTTP 404 with
 ``[NoDataError]`` -> ``empty`` (nothing indexed yet); 401 -> ``BACKEND_ERROR`` with the auth hint;
