@@ -197,9 +197,10 @@ def relationship_results(
     return out
 
 
-def path_results(paths: Iterable[Path], question: Question, source: str) -> list[Result]:
+def path_results(paths: Iterable[Path], question: Question, source: str, *, via: str | None = None) -> list[Result]:
     """One result per path of two or more hops (one hop is an edge, scored as such): the whole
-    walk as its content, its edges under ``path`` and its nodes, in order, under ``path_nodes``."""
+    walk as its content, its edges under ``path``, its nodes, in order, under ``path_nodes``, and
+    how it was found (``cypher`` or ``expand``) under ``found_by``."""
     out = []
     for p in paths:
         if len(p.edges) < 2:
@@ -210,6 +211,8 @@ def path_results(paths: Iterable[Path], question: Question, source: str) -> list
             "path": [{"source": e.source, "relation": e.relation, "target": e.target} for e in p.edges],
             "path_nodes": list(p.nodes),
         }
+        if via:
+            extra["found_by"] = via
         if len(datasets) == 1 and (dataset := datasets.pop()):
             extra["dataset"] = dataset
         out.append(Result(content=_clip(p.line), relevance=score, source=source, **extra))

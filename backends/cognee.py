@@ -492,7 +492,7 @@ def to_results(
         rels, nodes, other = graph_answer(payload, mode)
         if explored is not None:
             rels += explored.rels
-            results += path_results(explored.paths, question, source)
+            results += path_results(explored.paths, question, source, via=explored.via)
         # follow-ups find some edges again (Cypher's without Cognee's text): keep the first
         rels = list({(r.source, r.relation, r.target, r.dataset): r for r in reversed(rels)}.values())[::-1]
         unknown = not all(known_mentions(question, entity_names(rels)))

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from memory_router.backends import cognee as adapter
-from memory_router.backends._cognee_explore import explore
+from memory_router.backends._cognee_explore import Explored, explore
 from memory_router.backends._cognee_paths import Path, Relationship, cypher_path, find_paths, rows_to_paths
 from memory_router.backends._cognee_question import (
     UNKNOWN_CAP,
@@ -166,7 +166,7 @@ def test_paths_walk_forwards_first_and_never_through_structural_edges():
 def test_a_path_question_answers_one_result_holding_the_whole_path():
     q = parse_question("trace the call chain from the web gateway to the ledger")
     [p] = find_paths(EDGES, *q.ends, directed=True)
-    explored = type("E", (), {"rels": [], "paths": [p]})()
+    explored = Explored(paths=[p], via="expand")
     context = "Connections:\n" + "\n".join(e.line for e in EDGES)
     results, _ = adapter.to_results([context], "graph", "trace the call chain from the web gateway to the ledger",
                                     "cognee", explored)  # fmt: skip
@@ -176,6 +176,7 @@ def test_a_path_question_answers_one_result_holding_the_whole_path():
         == "WebGateway --[calls]--> CheckoutService --[calls]--> BillingService --[calls]--> LedgerService"
     )
     assert first.relevance == 1.0 and first.path_nodes == list(p.nodes) and len(first.path) == 3
+    assert first.found_by == "expand"
     # a "from A to B" path that walks an edge backwards is still an answer, a weaker one
     assert score_path(q, ["calls", "calls"], all_forward=False) == 0.75
 

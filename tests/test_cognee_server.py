@@ -496,6 +496,7 @@ def test_the_right_edge_is_first(cognee, q, mode):
 def test_a_path_question_gets_the_whole_path_first(cognee, q, paths):
     results = ask(services_backend(cognee, paths=paths), q.query)
     assert rq.path_of(results[0]) == q.nodes, [r["content"] for r in results[:3]]
+    assert results[0]["found_by"] == {"auto": "cypher", "expand": "expand"}[paths]
     assert results[0]["relevance"] >= 0.75 and len(results[0]["path"]) == len(q.nodes) - 1
 
 
@@ -505,6 +506,7 @@ def test_a_server_that_refuses_cypher_gets_paths_by_expansion(cognee_open, q):
     results = ask(backend, q.query)
     assert backend._cypher_refused  # it asked once, Cognee said no (its default)
     assert rq.path_of(results[0]) == q.nodes, [r["content"] for r in results[:3]]
+    assert results[0]["found_by"] == "expand"
 
 
 @pytest.mark.parametrize("q", rq.UNKNOWN_QUESTIONS, ids=lambda q: q.query)
