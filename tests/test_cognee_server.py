@@ -22,12 +22,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "cognee_support"))
+from memory_router.paths import packaged_config
 
-import cognee_server as cognee_harness  # noqa: E402
-import relation_questions as rq  # noqa: E402
-
-from memory_router.paths import packaged_config  # noqa: E402
+from .cognee_support import cognee_server as cognee_harness
+from .cognee_support import relation_questions as rq
 
 PYTHON = cognee_harness.cognee_python()
 pytestmark = pytest.mark.skipif(
