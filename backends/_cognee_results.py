@@ -14,26 +14,13 @@ when it is a single list). ``R`` is, per search type:
   ``score`` is a cosine *distance* (lower is better); CHUNKS_LEXICAL: the same payloads, BM25
   ranked, without a score.
 
-**Relevance.** Cognee gives none for graph results, so it is derived from the query::
-
-    entity terms = the query's words minus stopwords and generic relation words
-                   ("relate", "depends", "connection", "path", "between", ...)
-    coverage     = covered entity terms / all entity terms
-    covered      = the term (lightly stemmed) is one of the relationship's words: the names of
-                   its two nodes and of the relation, identifiers also split into their
-                   camelCase/snake_case parts; an identifier in the query also counts as
-                   covered when all of its parts are
-    relevance    = coverage, capped at 0.35 for Cognee's own structural edges (is_part_of,
-                   contains, is_a, made_from, belongs_to_set: a text chunk's place in its
-                   document, an entity's type), which tie text to documents, not entities
-                   to each other
-
-So "what depends on Postgres" scores 1.0 for every ``X --[depends_on]--> Postgres``; "how does
-ApiGateway relate to AuthService" scores 1.0 for the edge between them and 0.5 for an edge that
-touches only one of them; an edge touching none scores 0 and is dropped (Cognee's vector search
-always returns its nearest triplets, related or not). A query with no entity terms at all ("show
-all dependencies") keeps every relationship at 0.35: below the router's 0.4, i.e. weak.
-The same coverage rule scores completion answers and CHUNKS_LEXICAL chunks (over their text);
+**Relevance** of graph results follows the question (:mod:`._cognee_question` reads it; the
+formula and its figures are in README.md, section Cognee): the entities it names, weighed by
+which end of the edge they are at when it asks a direction, times 1 or 0.6 for whether the edge
+type is one it names; at most 0.35 for Cognee's structural edges and for every result when it
+names an entity the graph does not know; a question naming no entity scores every edge 0.35.
+A path question's answer is one result holding the whole path (:mod:`._cognee_paths`).
+Completion answers and CHUNKS_LEXICAL chunks score by term coverage over their text, and
 CHUNKS use ``1 - distance``, clamped to 0..1.
 """
 
@@ -44,14 +31,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._cognee_paths import STRUCTURAL_RELATIONS, Path, Relationship
+from ._cognee_question import UNKNOWN_CAP, Question, Term, relation_factor, score_edge, score_path
 from ._words import META_WORDS, STOPWORDS, identifier_parts, stem
 from .base import Result
 from .totalrecall import index_terms
 
 NO_TERMS_RELEVANCE = 0.35
-# Edges Cognee's own data model adds around the user's graph (chunk -> document, chunk ->
-# entity, entity -> type, summary -> chunk, node -> node set): context, never a strong answer.
-STRUCTURAL_RELATIONS = frozenset({"is_part_of", "contains", "is_a", "made_from", "belongs_to_set"})
+# Structural edges (Cognee's own: a chunk's document, an entity's type): context, never a strong answer.
 STRUCTURAL_CAP = NO_TERMS_RELEVANCE
 MAX_CONTENT_CHARS = 2000
 
@@ -68,18 +55,6 @@ _CONNECTION = re.compile(r"^(?P<src>\S.*?) --\[(?P<rel>[^\]\n]+)\]--> (?P<dst>.+
 _NODE = re.compile(
     r"^Node: (?P<name>[^\n]+)\n__node_content_start__\n(?P<content>.*?)\n__node_content_end__", re.M | re.S
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Relationship:
-    source: str
-    relation: str
-    target: str
-    text: str | None = None
-
-    @property
-    def line(self) -> str:
-        return f"{self.source} --[{self.relation}]--> {self.target}"
 
 
 # --------------------------------------------------------------------------- shapes
@@ -150,17 +125,6 @@ def rows_to_relationships(rows: Iterable[Any]) -> tuple[list[Relationship], list
 # --------------------------------------------------------------------------- relevance
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
-    """One query word: its stem and, for identifiers, the stems of its parts."""
-
-    stem: str
-    parts: tuple[str, ...] = ()
-
-    def covered_by(self, terms: set[str]) -> bool:
-        return self.stem in terms or (bool(self.parts) and all(p in terms for p in self.parts))
-
-
 def is_relation_word(lower: str) -> bool:
     return lower in _RELATION_WORDS or lower.startswith(_RELATION_PREFIXES)
 
@@ -200,28 +164,58 @@ def _clip(text: str) -> str:
 
 def relationship_results(
     rels: Iterable[Relationship],
-    terms: list[Term],
+    question: Question,
     source: str,
     *,
-    dataset: str | None = None,
     nodes: dict[str, str] | None = None,
+    unknown: bool = False,
 ) -> list[Result]:
+    """One result per relationship naming a queried entity, scored against the question.
+
+    ``unknown``: the question names an entity the graph does not know; nothing is strong."""
     out = []
     for rel in rels:
-        score = relevance(terms, f"{rel.source} {rel.relation} {rel.target}")
-        if score <= 0.0:
-            continue
+        if question.mentions:
+            score = score_edge(question, rel.source, rel.relation, rel.target)
+            if score <= 0.0:
+                continue
+        else:
+            score = round(NO_TERMS_RELEVANCE * relation_factor(question, rel.relation), 4)
         if rel.relation in STRUCTURAL_RELATIONS:
             score = min(score, STRUCTURAL_CAP)
+        if unknown:
+            score = min(score, UNKNOWN_CAP)
         content = rel.line + (f"  ({rel.text})" if rel.text else "")
         extra: dict[str, Any] = {"relationship": {"source": rel.source, "relation": rel.relation, "target": rel.target}}
         if nodes:
             described = {n: nodes[n] for n in (rel.source, rel.target) if nodes.get(n)}
             if described:
                 extra["nodes"] = described
-        if dataset:
-            extra["dataset"] = dataset
+        if rel.dataset:
+            extra["dataset"] = rel.dataset
         out.append(Result(content=_clip(content), relevance=score, source=source, **extra))
+    return out
+
+
+def path_results(paths: Iterable[Path], question: Question, source: str, *, via: str | None = None) -> list[Result]:
+    """One result per path of two or more hops (one hop is an edge, scored as such): the whole
+    walk as its content, its edges under ``path``, its nodes, in order, under ``path_nodes``, and
+    how it was found (``cypher`` or ``expand``) under ``found_by``."""
+    out = []
+    for p in paths:
+        if len(p.edges) < 2:
+            continue
+        score = score_path(question, (e.relation for e in p.edges), p.forward)
+        datasets = {e.dataset for e in p.edges}
+        extra: dict[str, Any] = {
+            "path": [{"source": e.source, "relation": e.relation, "target": e.target} for e in p.edges],
+            "path_nodes": list(p.nodes),
+        }
+        if via:
+            extra["found_by"] = via
+        if len(datasets) == 1 and (dataset := datasets.pop()):
+            extra["dataset"] = dataset
+        out.append(Result(content=_clip(p.line), relevance=score, source=source, **extra))
     return out
 
 

@@ -34,7 +34,10 @@ cypher         CYPHER, a query the adapter builds from the query's  one per row
 =============  ==================================================  ===========================
 
 ``datasets`` (names; empty = all the user's datasets) and ``top_k`` come from the settings.
-Relevance rules are in :mod:`._cognee_results`.
+Relevance rules are in :mod:`._cognee_results` (graph answers are scored against the question
+as :mod:`._cognee_question` reads it). A relationship question may need follow-up searches (an
+entity the first answer lacks, a path between two entities): :mod:`._cognee_explore` runs them
+within ``explore_share`` of the router's timeout, by Cypher when the server allows it.
 
 **Errors.** Connection refused / DNS failure -> ``BACKEND_UNAVAILABLE``; HTTP 404 with
 ``[NoDataError]`` -> ``empty`` (nothing indexed yet); 401 -> ``BACKEND_ERROR`` with the auth hint;
@@ -50,7 +53,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -67,10 +70,14 @@ from .base import (
     Stopwatch,
 )
 
+if TYPE_CHECKING:
+    from ._cognee_paths import Path, Relationship
+
 ENV_VARS: frozenset[str] = COGNEE  # the environment variables it reads: memory_router.envvars
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 MODES = frozenset({"graph", "completion", "chunks", "lexical", "cypher"})
+RELATION_MODES = frozenset({"graph", "cypher"})  # answers made of relationships, scored against the question
 GRAPH_SEARCH_TYPES = (
     "GRAPH_COMPLETION",
     "GRAPH_COMPLETION_COT",
@@ -107,6 +114,11 @@ class Settings(BaseModel):
     default_mode: Literal["graph", "completion", "chunks", "lexical", "cypher"] = "graph"
     graph_search_type: Literal[GRAPH_SEARCH_TYPES] = "GRAPH_COMPLETION"  # type: ignore[valid-type]
     probe_timeout_s: float = Field(default=1.0, gt=0, le=30)
+    paths: Literal["auto", "cypher", "expand"] = "auto"
+    """How a path question ("trace from A to B") is answered: ``auto`` = one Cypher query, or
+    expansion from both ends when the server refuses Cypher; ``cypher`` only; ``expand`` only."""
+    explore_share: float = Field(default=0.6, gt=0, le=0.9)
+    """Share of the router's timeout that follow-up searches (unknown entities, paths) may use."""
 
     @field_validator("base_url")
     @classmethod
@@ -141,6 +153,7 @@ class CogneeBackend:
         self._password = _secret(settings.password, environ, "COGNEE_PASSWORD")
         self._token: str | None = None  # bearer token from a login, reused until refused
         self._redactor: tuple[str | None, Redactor] | None = None  # (for which token, redactor)
+        self._cypher_refused = False  # the server refused a Cypher path query: expand instead from then on
 
     def __repr__(self) -> str:  # never show secrets
         return f"CogneeBackend(name={self.name!r}, base_url={strip_userinfo(self.base_url)!r}, auth={self.auth_kind!r})"
@@ -250,6 +263,7 @@ class CogneeBackend:
                     if isinstance(headers, str):
                         return self._fail(request, BACKEND_ERROR, headers, sw, sent)
                     response = await client.post("/api/v1/search", json=body, headers=headers)
+                explored = await self._explore(client, headers, request, mode, response, sw)
         except httpx.ConnectError as exc:
             return self._fail(
                 request,
@@ -272,10 +286,74 @@ class CogneeBackend:
             return self._fail(
                 request, BACKEND_ERROR, f"HTTP error talking to Cognee at {self.base_url}: {_reason(exc)}", sw, sent
             )
-        return self._response(request, mode, response, sw, sent)
+        return self._response(request, mode, response, sw, sent, explored)
+
+    async def _explore(
+        self, client: Any, headers: dict[str, str], request: BackendRequest, mode: str, response: Any, sw: Stopwatch
+    ) -> Any:
+        """Follow-up searches for a relationship question (:mod:`._cognee_explore`), or None."""
+        from ._cognee_explore import explore
+        from ._cognee_question import parse_question
+
+        if mode not in RELATION_MODES or response.status_code != 200:
+            return None
+        question = parse_question(request.query)
+        if not question.mentions:
+            return None
+        try:
+            first, _, _ = graph_answer(response.json(), mode)
+        except ValueError:
+            return None
+
+        async def search(text: str) -> list[Relationship]:
+            body, sent = self._body(mode, text)
+            payload = None if sent == "" else await self._post_json(client, headers, body)
+            return [] if payload is None else graph_answer(payload, mode)[0]
+
+        async def cypher(statement: str) -> list[Path] | None:
+            body: dict[str, Any] = {"query": statement, "searchType": "CYPHER"}
+            if self.settings.datasets:
+                body["datasets"] = list(self.settings.datasets)
+            payload = await self._post_json(client, headers, body)
+            return None if payload is None else cypher_paths(payload)
+
+        return await explore(
+            question,
+            first,
+            search,
+            None if self._cypher_refused else cypher,
+            budget_s=request.timeout_s * self.settings.explore_share - sw.ms / 1000,
+            paths=self.settings.paths,
+            limit=self.settings.top_k,
+        )
+
+    async def _post_json(self, client: Any, headers: dict[str, str], body: dict[str, Any]) -> Any:
+        """A follow-up search's JSON answer, or None on any failure (follow-ups are best effort).
+        A refused Cypher query (``ALLOW_CYPHER_QUERY`` off, or a graph store without Cypher)
+        is not tried again by this backend."""
+        import httpx
+
+        try:
+            r = await client.post("/api/v1/search", json=body, headers=headers)
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            if body.get("searchType") == "CYPHER" and r.status_code in (400, 403, 422):
+                self._cypher_refused = True
+            return None
+        try:
+            return r.json()
+        except ValueError:
+            return None
 
     def _response(
-        self, request: BackendRequest, mode: str, response: Any, sw: Stopwatch, sent: str | None
+        self,
+        request: BackendRequest,
+        mode: str,
+        response: Any,
+        sw: Stopwatch,
+        sent: str | None,
+        explored: Any = None,
     ) -> BackendResponse:
         status = response.status_code
         if status == 401:
@@ -306,7 +384,7 @@ class CogneeBackend:
                 sw,
                 sent,
             )
-        results, errors = to_results(payload, mode, request.query, self.name)
+        results, errors = to_results(payload, mode, request.query, self.name, explored)
         if errors and not results:
             return self._fail(
                 request,
@@ -357,37 +435,77 @@ def fetch_health(base_url: str, timeout_s: float) -> dict[str, Any] | str:
     return data if isinstance(data, dict) else "GET /health did not answer a JSON object"
 
 
-def to_results(payload: Any, mode: str, query: str, source: str) -> tuple[list[Result], list[str]]:
-    """Contract results from a search response, plus per-dataset error messages."""
+def graph_answer(payload: Any, mode: str) -> tuple[list[Relationship], dict[str, str], list[str]]:
+    """The relationships of a graph-context or Cypher answer (each with its dataset), the node
+    descriptions of graph contexts, and the Cypher rows that are not relationships, as text."""
+    from dataclasses import replace
+
+    from ._cognee_results import parse_connections, parse_nodes, rows_to_relationships, unwrap
+
+    answers, _ = unwrap(payload)
+    rels: list[Relationship] = []
+    nodes: dict[str, str] = {}
+    other: list[str] = []
+    for answer in answers:
+        items = _items(answer.result, rows=(mode == "cypher"))
+        if mode == "cypher":
+            found, rest = rows_to_relationships(items)
+            other += rest
+        else:
+            found = []
+            for context in (i for i in items if isinstance(i, str)):
+                found += parse_connections(context)
+                nodes.update(parse_nodes(context))
+        rels += [replace(r, dataset=answer.dataset) for r in found]
+    return rels, nodes, other
+
+
+def cypher_paths(payload: Any) -> list[Path]:
+    """The paths of a :func:`._cognee_paths.cypher_path` answer, from every dataset."""
+    from ._cognee_paths import rows_to_paths
+    from ._cognee_results import unwrap
+
+    answers, _ = unwrap(payload)
+    return [p for a in answers for p in rows_to_paths(_items(a.result, rows=True), a.dataset)]
+
+
+def to_results(
+    payload: Any, mode: str, query: str, source: str, explored: Any = None
+) -> tuple[list[Result], list[str]]:
+    """Contract results from a search response (plus what follow-up searches found, an
+    :class:`._cognee_explore.Explored`), and per-dataset error messages."""
+    from ._cognee_paths import entity_names
+    from ._cognee_question import known_mentions, parse_question
     from ._cognee_results import (
         chunk_results,
         entity_terms,
-        parse_connections,
-        parse_nodes,
+        path_results,
         relationship_results,
-        rows_to_relationships,
         text_results,
         unwrap,
     )
 
-    terms = entity_terms(query)
     answers, errors = unwrap(payload)
     results: list[Result] = []
-    for answer in answers:
-        items = _items(answer.result, rows=(mode == "cypher"))
-        if mode == "graph":
-            for context in (i for i in items if isinstance(i, str)):
-                results += relationship_results(
-                    parse_connections(context), terms, source, dataset=answer.dataset, nodes=parse_nodes(context)
-                )
-        elif mode == "completion":
-            results += text_results((i for i in items if isinstance(i, str)), terms, source, dataset=answer.dataset)
-        elif mode == "cypher":
-            rels, other = rows_to_relationships(items)
-            results += relationship_results(rels, terms, source, dataset=answer.dataset)
-            results += text_results(other, terms, source, dataset=answer.dataset)
-        else:
-            results += chunk_results(items, terms, source, scored=(mode == "chunks"), dataset=answer.dataset)
+    if mode in RELATION_MODES:
+        question = parse_question(query)
+        rels, nodes, other = graph_answer(payload, mode)
+        if explored is not None:
+            rels += explored.rels
+            results += path_results(explored.paths, question, source, via=explored.via)
+        # follow-ups find some edges again (Cypher's without Cognee's text): keep the first
+        rels = list({(r.source, r.relation, r.target, r.dataset): r for r in reversed(rels)}.values())[::-1]
+        unknown = not all(known_mentions(question, entity_names(rels)))
+        results += relationship_results(rels, question, source, nodes=nodes, unknown=unknown)
+        results += text_results(other, entity_terms(query), source)
+    else:
+        terms = entity_terms(query)
+        for answer in answers:
+            items = _items(answer.result, rows=False)
+            if mode == "completion":
+                results += text_results((i for i in items if isinstance(i, str)), terms, source, dataset=answer.dataset)
+            else:
+                results += chunk_results(items, terms, source, scored=(mode == "chunks"), dataset=answer.dataset)
     # Best first (stable: Cognee's own order breaks ties), so a limit keeps the best ones.
     results.sort(key=lambda r: r.relevance, reverse=True)
     return results, errors
@@ -421,9 +539,9 @@ def cypher_for(query: str, limit: int) -> str:
     ``\\`` escaped anyway, so a query can never change the statement's structure. Returns ``""``
     when the query names no entity (nothing to look up).
     """
-    from ._cognee_results import entity_terms
+    from ._cognee_question import parse_question
 
-    terms = [t for t in entity_terms(query) if len(t.stem) >= 3][:8]
+    terms = list(dict.fromkeys(t for m in parse_question(query).mentions for t in m.terms if len(t.stem) >= 3))[:8]
     if not terms:
         return ""
     conds = []

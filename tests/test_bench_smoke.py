@@ -32,6 +32,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "qmd_engine.py": (["--quick"], ["Warm engine versus a process per call (median ratio)"]),
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
     "cognee_query.py": (["--quick"], []),
+    "cognee_relations.py": (["--quick"], ["Cognee relationship answers, services graph, mode graph, paths auto"]),
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py"}
 

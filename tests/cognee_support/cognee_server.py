@@ -185,12 +185,18 @@ class ServerStartError(RuntimeError):
 
 
 def start(
-    python: Path, root: Path | None = None, *, startup_timeout: float = 150.0, access_control: bool = True
+    python: Path,
+    root: Path | None = None,
+    *,
+    startup_timeout: float = 150.0,
+    access_control: bool = True,
+    allow_cypher: bool = True,
 ) -> CogneeServer:
     """Start everything; raise :class:`ServerStartError` with the server's log on failure.
 
     ``access_control=False`` runs Cognee's single-user mode: no authentication, and search
-    answers come as a bare list instead of per-dataset objects (no API key is made)."""
+    answers come as a bare list instead of per-dataset objects (no API key is made).
+    ``allow_cypher=False`` leaves Cognee's default: CYPHER searches are refused."""
     t0 = time.perf_counter()
     root = Path(root or tempfile.mkdtemp(prefix="cognee-test-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -228,7 +234,7 @@ def start(
         "LLM_API_KEY": "fake-llm-key",
         "COGNEE_SKIP_CONNECTION_TEST": "true",
         "CACHING": "false",
-        "ALLOW_CYPHER_QUERY": "true",
+        "ALLOW_CYPHER_QUERY": "true" if allow_cypher else "false",
         "ENABLE_BACKEND_ACCESS_CONTROL": "true" if access_control else "false",
         "DEFAULT_USER_PASSWORD": password,
         "FASTAPI_USERS_JWT_SECRET": secrets.token_urlsafe(24),

@@ -33,6 +33,59 @@ COMPONENTS: list[tuple[str, str, list[str]]] = [
 ]
 
 
+# A third dataset, "services": a service graph with typed relations, as Cognee's cognify builds
+# it: every entity has an ``is_a`` edge to its EntityType (Cognee's own structural edge), and
+# one text chunk ``contains`` the entities it mentions. (name, type, description, {relation: targets}).
+SERVICES_DATASET = "services"
+SERVICES: list[tuple[str, str, str, dict[str, list[str]]]] = [
+    ("WebGateway", "Service", "Public HTTPS entry point.", {"calls": ["CheckoutService", "CartService"]}),
+    ("CartService", "Service", "Shopping carts.", {"depends_on": ["SessionCache"]}),
+    (
+        "CheckoutService",
+        "Service",
+        "Turns a cart into an order.",
+        {
+            "calls": ["BillingService", "InventoryService"],
+            "publishes_to": ["OrderEventsTopic"],
+            "depends_on": ["OrdersDatabase"],
+        },
+    ),
+    (
+        "BillingService",
+        "Service",
+        "Invoices and charges.",
+        {"calls": ["LedgerService", "PaymentService"], "depends_on": ["BillingDatabase"]},
+    ),
+    ("PaymentService", "Service", "Card payments through the provider.", {"depends_on": ["BillingDatabase"]}),
+    ("LedgerService", "Service", "Double-entry ledger.", {"depends_on": ["BillingDatabase"]}),
+    ("InventoryService", "Service", "Stock levels.", {"reads_from": ["InventoryDatabase"]}),
+    (
+        "ShippingService",
+        "Service",
+        "Ships paid orders.",
+        {"reads_from": ["OrderEventsTopic"]},
+    ),
+    ("NotificationService", "Service", "E-mails customers.", {"reads_from": ["OrderEventsTopic"]}),
+    ("BillingDatabase", "Database", "Invoices, payments and ledger entries.", {}),
+    ("OrdersDatabase", "Database", "Orders.", {}),
+    ("InventoryDatabase", "Database", "Stock per warehouse.", {}),
+    ("SessionCache", "Cache", "Cart sessions.", {}),
+    ("OrderEventsTopic", "Topic", "Order lifecycle events.", {}),
+    (
+        "PaymentsTeam",
+        "Team",
+        "Owns billing and payments.",
+        {"owns": ["BillingService", "PaymentService", "LedgerService", "BillingDatabase"]},
+    ),
+    ("PlatformTeam", "Team", "Owns the edge and the event bus.", {"owns": ["WebGateway", "OrderEventsTopic"]}),
+]
+SERVICE_RELATIONS = ("calls", "depends_on", "owns", "publishes_to", "reads_from")
+SERVICES_NOTE = (
+    "Checkout: the WebGateway calls CheckoutService, which calls BillingService and publishes to "
+    "OrderEventsTopic; ShippingService reads the topic."
+)
+
+
 # A second dataset of text chunks (one runbook), for the chunks/lexical modes.
 RUNBOOK = "runbook.md"
 CHUNKS: list[str] = [
@@ -56,6 +109,42 @@ async def _write(dataset_name: str, points: list, user) -> str:  # noqa: ANN001
     async for _info in run_tasks(tasks, dataset.id, data=[None], user=user, pipeline_name="router_test_data"):
         pass
     return str(dataset.id)
+
+
+def _services_points() -> list:
+    """The services graph as Cognee DataPoints: typed relation fields become edges of that name."""
+    from cognee.modules.chunking.models import DocumentChunk
+    from cognee.modules.data.processing.document_types import TextDocument
+    from cognee.modules.engine.models import Entity, EntityType
+
+    class Service(Entity):  # an Entity, as cognify makes them, so a chunk can ``contains`` it
+        calls: list[Service] = []
+        depends_on: list[Service] = []
+        owns: list[Service] = []
+        publishes_to: list[Service] = []
+        reads_from: list[Service] = []
+
+    Service.model_rebuild()
+    types = {t: EntityType(name=t, description=f"{t} type") for t in {kind for _, kind, _, _ in SERVICES}}
+    by_name = {name: Service(name=name, description=desc, is_a=types[kind]) for name, kind, desc, _ in SERVICES}
+    for name, _, _, rels in SERVICES:
+        for relation, targets in rels.items():
+            setattr(by_name[name], relation, [by_name[t] for t in targets])
+    doc = TextDocument(
+        name="checkout.md", raw_data_location="checkout.md", external_metadata=None, mime_type="text/markdown"
+    )
+    mentioned = [n for n in by_name if n in SERVICES_NOTE]
+    chunk = DocumentChunk(
+        text=SERVICES_NOTE,
+        chunk_size=len(SERVICES_NOTE.split()),
+        chunk_index=0,
+        cut_type="paragraph_end",
+        is_part_of=doc,
+        contains=[by_name[n] for n in mentioned],
+        document_id=str(doc.id),
+        document_name="checkout.md",
+    )
+    return [*by_name.values(), chunk]
 
 
 async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> dict:
@@ -95,8 +184,14 @@ async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> 
     user = await get_default_user()
     graph_id = await _write(graph_dataset, list(by_name.values()), user)
     chunks_id = await _write(chunk_dataset, chunks, user)
+    services_id = await _write(SERVICES_DATASET, _services_points(), user)
     edges = sum(len(d) for _, _, d in COMPONENTS)
     return {
+        SERVICES_DATASET: {
+            "id": services_id,
+            "entities": len(SERVICES),
+            "edges": sum(len(t) for *_, rels in SERVICES for t in rels.values()),
+        },
         graph_dataset: {"id": graph_id, "nodes": len(COMPONENTS), "edges": edges},
         chunk_dataset: {"id": chunks_id, "chunks": len(chunks)},
     }
