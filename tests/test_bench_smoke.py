@@ -30,10 +30,12 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "qmd_search.py": (["--repeats", "1"], []),
     # Builds a qmd index embedded with the MiniLM GGUF; without the model it says so and exits 0.
     "qmd_engine.py": (["--quick"], ["Warm engine versus a process per call (median ratio)"]),
+    # Real qmd; without it the script says so and exits 0.
+    "definition_first.py": (["--quick"], []),
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
     "cognee_query.py": (["--quick"], []),
 }
-NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py"}
+NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_definition_corpus.py"}
 
 
 def test_every_script_is_smoke_tested() -> None:
