@@ -25,6 +25,10 @@ from dataclasses import dataclass
 MARKDOWN_SUFFIXES = (".md", ".mdx", ".markdown")
 MENTION_FACTOR = 0.9
 """Relevance kept by a hit that only mentions the symbol when the answer holds its definition."""
+MAX_SIGNATURE_CANDIDATES = 1000
+"""Statement-like ``X(`` lines checked for a signature per text (a file of calls stops here)."""
+MAX_PARAMETER_CHARS = 600
+"""A signature's parameter list longer than this is taken for a call."""
 
 # --------------------------------------------------------------------------- the query
 
@@ -155,7 +159,7 @@ def _signature_ends_in_body(text: str, open_paren: int) -> bool:
     """After ``X(`` at ``open_paren``: balanced parameters, an optional return type / ``throws``
     clause, then ``{`` (same line or the next non-blank one) - a method or function definition,
     not a call (``X(a);``)."""
-    depth, i, limit = 0, open_paren, min(len(text), open_paren + 2000)
+    depth, i, limit = 0, open_paren, min(len(text), open_paren + MAX_PARAMETER_CHARS)
     while i < limit:
         ch = text[i]
         if ch == "(":
@@ -199,12 +203,15 @@ def _code_definition(text: str, symbol: str, ignore_case: bool) -> tuple[int, st
         elif kind == "const" and re.search(r"=>|\bfunction\b", _rest_of_line(text, m.end())):
             kind = "function"
         found.append((m.start(), kind))
+    checked = 0
     for m in signature.finditer(text):
-        if found and m.start() > found[0][0]:
+        if (found and m.start() > found[0][0]) or checked >= MAX_SIGNATURE_CANDIDATES:
             break
-        if _signature_prefix_ok(m.group("prefix")) and _signature_ends_in_body(text, m.end() - 1):
-            found.append((m.start(), "method" if text[m.start()] in " \t" else "function"))
-            break
+        if _signature_prefix_ok(m.group("prefix")):
+            checked += 1
+            if _signature_ends_in_body(text, m.end() - 1):
+                found.append((m.start(), "method" if text[m.start()] in " \t" else "function"))
+                break
     return min(found) if found else None
 
 
@@ -214,7 +221,8 @@ def _rest_of_line(text: str, start: int) -> str:
 
 
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)")
-_INLINE_CODE = re.compile(r"(`+)([^`\n]+?)\1")
+_INLINE_CODE = re.compile(r"(`{1,3})([^`\n]+?)\1")
+MAX_INLINE_LINE = 2000  # longer markdown lines are not searched for inline code
 
 
 def _markdown_code(text: str) -> list[tuple[int, str]]:
@@ -236,7 +244,7 @@ def _markdown_code(text: str) -> list[tuple[int, str]]:
         if m := _FENCE.match(line):
             fence, block, block_start = m.group(1), [], number + 1
             continue
-        if "`" in line:
+        if "`" in line and len(line) <= MAX_INLINE_LINE:
             pieces.extend((number, span.group(2).strip()) for span in _INLINE_CODE.finditer(line))
     if fence is not None and block:
         pieces.append((block_start, "\n".join(block)))

@@ -211,3 +211,57 @@ def test_collection_roots_reads_the_block_qmd_writes(tmp_path: Path) -> None:
     assert collection_roots(tmp_path / "absent.yml") == {}
     (tmp_path / "flow.yml").write_text("collections: {kb: {path: /x}}\n")
     assert collection_roots(tmp_path / "flow.yml") == {}  # not qmd's shape: the snippet decides
+
+
+code_pieces = st.sampled_from(
+    [
+        "reconcileManifest",
+        "ReconcileManifest",
+        "function ",
+        "class ",
+        "export ",
+        "const ",
+        "def ",
+        " = ",
+        "(",
+        ")",
+        "{",
+        "}",
+        ";",
+        ":",
+        "=>",
+        "\n",
+        "\n  ",
+        "`",
+        "```\n",
+        "// ",
+        "new ",
+        ".",
+        "x",
+        " ",
+    ]
+)
+
+
+@given(st.lists(code_pieces, max_size=40).map("".join), st.booleans())
+def test_a_definition_found_is_a_line_naming_the_symbol(text: str, markdown: bool) -> None:
+    found = find_definition(text, "reconcileManifest", markdown=markdown)
+    if found is not None:
+        lines = text.split("\n")
+        assert 1 <= found.line <= len(lines)
+        assert "reconcileManifest" in lines[found.line - 1]
+        assert found.text and found.text in lines[found.line - 1].strip()
+
+
+@given(st.text(max_size=80))
+def test_any_query_is_read_without_error(query: str) -> None:
+    target = definition_target(query)
+    assert target is None or (target.symbol and target.symbol in query)
+
+
+def test_pathological_texts_are_bounded() -> None:
+    # Each would take minutes without the caps (parameter scan, candidates, inline-code lines).
+    assert find_definition("reconcileManifest(a,\n" * 20000, "reconcileManifest") is None
+    assert find_definition("`" * 100000 + " reconcileManifest", "reconcileManifest", markdown=True) is None
+    calls = "reconcileManifest(x);\n" * 5000
+    assert find_definition(calls + "function reconcileManifest() {}", "reconcileManifest").line == 5001
