@@ -617,13 +617,14 @@ def rank(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[flo
     ``MENTION_FACTOR`` of their relevance, so the ``limit`` best mentions are among ``score``'s."""
     hits = score(index, query, limit, now)
     target = definition_target(query)
-    defined = index.definitions(target.symbol) if target is not None and limit > 0 else {}
+    terms = query_terms(query)
+    defined = index.definitions(target.symbol) if target is not None and terms and limit > 0 else {}
     if not defined:
         return [(r, e, None) for r, e in hits]
     entries = index.entries
     by_entry = {id(entries[i]): d for i, d in defined.items()}
     in_hits = {id(e) for _, e in hits}
-    relevance_of = _relevance_function(index, query, query_terms(query), now)
+    relevance_of = _relevance_function(index, query, terms, now)
     pool = hits + [(relevance_of(i), entries[i]) for i in defined if id(entries[i]) not in in_hits]
     strengths = [1 if id(e) in by_entry else 0 for _, e in pool]
     relevances = definitions_first_relevances([r for r, _ in pool], strengths)

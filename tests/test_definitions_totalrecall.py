@@ -7,6 +7,8 @@ import asyncio
 from datetime import date
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall import TotalRecallBackend, parse_file
 
@@ -92,3 +94,22 @@ def test_entry_lines_map_to_file_lines_across_skipped_blank_lines() -> None:
     assert [entry.file_line(i) for i in (1, 2, 3)] == [1, 3, 4]
     (para,) = parse_file("archive", "memory/archive/y.md", "# H\nalpha\nbeta\n", 0.0)
     assert para.line_map is None and para.file_line(2) == 3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    query=st.lists(
+        st.sampled_from(["find", "the", "function", "class", "do()", "reconcileManifest", "usages", "of", "`", "a"]),
+        max_size=5,
+    ).map(" ".join),
+    limit=st.sampled_from([0, 1, 3, 10]),
+)
+def test_any_query_ranks_without_error(tmp_path: Path, query: str, limit: int) -> None:
+    root = tmp_path / "m"
+    if not root.exists():
+        memory(root)
+        write(root, "memory/archive/do.md", "- `def do(x):` and do it\n")
+    response = search(root, query, limit)
+    assert response.status in ("success", "empty") and response.result_count <= limit
+    relevances = [r.relevance for r in response.results]
+    assert relevances == sorted(relevances, reverse=True) and all(0 <= r <= 1 for r in relevances)
