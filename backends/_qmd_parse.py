@@ -252,12 +252,19 @@ class CollectionFiles:
         if root is None or not path or path.startswith("/") or ".." in Path(path).parts:
             return None
         try:
-            with open(root / path, "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    return None
+            # O_NONBLOCK: opening a FIFO that replaced the file must not wait for a writer.
+            fd = os.open(root / path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except (OSError, ValueError):  # ValueError: a NUL in the path
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as handle:
                 data = handle.read(MAX_DEFINITION_READ)
         except OSError:
             return None
+        finally:
+            os.close(fd)
         return data.decode("utf-8", "replace")
 
 

@@ -265,3 +265,21 @@ def test_pathological_texts_are_bounded() -> None:
     assert find_definition("`" * 100000 + " reconcileManifest", "reconcileManifest", markdown=True) is None
     calls = "reconcileManifest(x);\n" * 5000
     assert find_definition(calls + "function reconcileManifest() {}", "reconcileManifest").line == 5001
+
+
+def test_collection_files_reads_only_regular_files_inside_the_collection(tmp_path: Path) -> None:
+    import os
+
+    root = tmp_path / "port"
+    root.mkdir()
+    (root / "a.ts").write_text("export class A {}\n")
+    os.mkfifo(root / "pipe.ts")  # opening it for reading would wait for a writer
+    (root / "dir.ts").mkdir()
+    (tmp_path / "secret.ts").write_text("class Secret {}\n")
+    config = tmp_path / "index.yml"
+    config.write_text(f"collections:\n  port:\n    path: {root}\n")
+    files = CollectionFiles(config)
+    assert files.read("port", "a.ts") == "export class A {}\n"
+    for path in ("pipe.ts", "dir.ts", "../secret.ts", str(tmp_path / "secret.ts"), "a\0.ts", "gone.ts", ""):
+        assert files.read("port", path) is None, path
+    assert files.read("other", "a.ts") is None
