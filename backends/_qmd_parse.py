@@ -34,9 +34,10 @@ always near 1.0), so it is not used. The adapter asks for ``--explain`` and uses
 
 **Definition-first** (:func:`definitions_first`): for a query that asks for a symbol's definition
 ("find the function X", a bare identifier; see ``_definitions``), each hit's file is read from
-disk - ``<collection path from qmd's index.yml>/<path>``, at most ``MAX_DEFINITION_READ`` bytes -
-and a hit that defines the symbol is ranked above hits that only mention it, with the definition's
-line reported. When the file cannot be read, qmd's snippet is scanned instead.
+disk - ``<collection path from qmd's index.yml>/<path>``, at most ``MAX_DEFINITION_READ`` bytes,
+used only if it holds the snippet's longest line - and a hit that defines the symbol is ranked
+above hits that only mention it, with the definition's line reported. When the file cannot be
+read (or is not the document qmd matched), qmd's snippet is scanned instead.
 """
 
 from __future__ import annotations
@@ -299,6 +300,8 @@ def _definition_update(
     snippet = snippet if isinstance(snippet, str) else ""
     start, count = _snippet_span(snippet)
     text = files.read(extra.get("collection"), path) if files is not None else None
+    if text is not None and not _same_document(_snippet_body(snippet), text):
+        text = None  # not the document qmd indexed (another index's folder, or rewritten since)
     update: dict[str, Any] = {}
     if text is not None:
         found = find_definition(text, symbol, markdown=markdown)
@@ -313,6 +316,16 @@ def _definition_update(
     if found is None:
         return 0, {}
     return (1 if markdown else 2), update | {"line": line, "definition_line": line, "definition_kind": found.kind}
+
+
+def _same_document(snippet_body: str, text: str) -> bool:
+    """Whether ``text`` holds the snippet's longest complete line (qmd cuts a long snippet with
+    "..."): the file read from disk is the document qmd matched, moved lines allowed."""
+    lines = snippet_body.split("\n")
+    if snippet_body.endswith("..."):
+        lines = lines[:-1]
+    longest = max((ln.strip() for ln in lines), key=len, default="")
+    return not longest or longest in text
 
 
 def _snippet_body(snippet: str) -> str:

@@ -283,3 +283,22 @@ def test_collection_files_reads_only_regular_files_inside_the_collection(tmp_pat
     for path in ("pipe.ts", "dir.ts", "../secret.ts", str(tmp_path / "secret.ts"), "a\0.ts", "gone.ts", ""):
         assert files.read("port", path) is None, path
     assert files.read("other", "a.ts") is None
+
+
+def test_a_file_that_is_not_the_indexed_document_is_not_trusted(tmp_path: Path) -> None:
+    # The local index.yml's "port" folder holds another ledger.ts (another index, or a rewrite):
+    # its definition line must not be reported; qmd's snippet decides.
+    root = tmp_path / "port"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "ledger.ts").write_text("// other project\nexport class ManifestLedger {}\n")
+    config = tmp_path / "index.yml"
+    config.write_text(f"collections:\n  port:\n    path: {root}\n")
+    hits = [
+        _hit(
+            "src/ledger.ts",
+            "@@ -7,2 @@ (6 before, 0 after)\n/** The ledger of all manifests. */\nexport class ManifestLedger {",
+            0.5,
+        )
+    ]
+    (out,) = definitions_first("ManifestLedger", hits, to_results(hits, "search", "qmd"), CollectionFiles(config))
+    assert out.definition_line == 8
