@@ -22,7 +22,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MARKDOWN_SUFFIXES = (".md", ".mdx", ".markdown")
+DOCUMENT_SUFFIXES = (".md", ".mdx", ".markdown", ".txt", ".rst", ".adoc", ".org")
+"""Files read as prose with code in it (fenced blocks, inline code), not as source."""
 MENTION_FACTOR = 0.9
 """Relevance kept by a hit that only mentions the symbol when the answer holds its definition."""
 MAX_SIGNATURE_CANDIDATES = 1000
@@ -32,7 +33,6 @@ MAX_PARAMETER_CHARS = 600
 
 # --------------------------------------------------------------------------- the query
 
-_IDENT = r"[A-Za-z_$][\w$]*"
 _TOKEN = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*(?:\(\))?")
 _IDENTIFIER_SHAPE = re.compile(
     r"^(?:[a-z$_][a-z0-9$_]*(?:[A-Z][a-z0-9$_]*)+[A-Z]?"  # camelCase
@@ -46,7 +46,7 @@ _KIND_WORDS = frozenset(
     constant const constructor""".split()
 )
 _USAGE = re.compile(
-    r"\b(?:usages?|uses|used|using|references?|referenced|callers?|call\s*sites?|called|calls|calling"
+    r"\b(?:usages?|uses|used|using|references?|referenced|callers?|call\s*sites?|calls|calling"
     r"|occurrences?|mentions?|mentioned|invocations?|invoked|imports?|imported|who\s+calls)\b",
     re.IGNORECASE,
 )
@@ -282,8 +282,9 @@ def _locate(code: str, first_line: int, symbol: str, ignore_case: bool) -> Defin
     return Definition(first_line + code.count("\n", 0, offset), kind, line_text[:200])
 
 
-def is_markdown(path: str) -> bool:
-    return path.lower().endswith(MARKDOWN_SUFFIXES)
+def is_document(path: str) -> bool:
+    """Whether a file is prose (markdown, text...): only its code spans and blocks can define."""
+    return path.lower().endswith(DOCUMENT_SUFFIXES)
 
 
 # --------------------------------------------------------------------------- ranking

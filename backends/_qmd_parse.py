@@ -52,7 +52,7 @@ from typing import Any
 
 import orjson
 
-from ._definitions import definition_target, definitions_first_relevances, find_definition, is_markdown
+from ._definitions import definition_target, definitions_first_relevances, find_definition, is_document
 from .base import Result
 
 _SNIPPET_HEADER = re.compile(r"^@@ [^\n]*@@[^\n]*(?:\n|$)")
@@ -295,7 +295,7 @@ def _definition_update(
     a markdown file's code, 0 does not define it (as far as its file, else its snippet, shows)."""
     extra = result.model_extra or {}
     path = str(extra.get("path") or "")
-    markdown = is_markdown(path)
+    markdown = is_document(path)
     snippet = hit.get("snippet") if isinstance(hit.get("snippet"), str) else hit.get("body")
     snippet = snippet if isinstance(snippet, str) else ""
     start, count = _snippet_span(snippet)

@@ -32,6 +32,7 @@ from memory_router.backends._qmd_parse import CollectionFiles, collection_roots,
         ("Ledger.reconcile", "reconcile"),
         ("reconcileManifest()", "reconcileManifest"),
         ("find class router", "router"),
+        ("find the function called reconcileManifest", "reconcileManifest"),
     ],
 )
 def test_definition_queries_name_their_symbol(query: str, symbol: str) -> None:
