@@ -173,3 +173,36 @@ def definition_line(root: Path, symbol: Symbol) -> int:
     """The 1-based line of ``symbol.definition`` in the written corpus."""
     lines = (root / symbol.path).read_text(encoding="utf-8").split("\n")
     return lines.index(symbol.definition) + 1
+
+
+def write_memory(root: Path, today: str) -> None:
+    """A Total Recall memory about the same project: working memory and today's log mention each
+    symbol several times; one archived note per module quotes its definition in a code block."""
+    work = ["# Focus", ""]
+    daily: list[str] = []
+    for i, s in enumerate(SYMBOLS):
+        work.append(f"- Route {i} calls {s.name}; {s.name} is on the hot path.")
+        daily += [
+            f"[{8 + i % 10:02d}:{i:02d}] {s.name} failed on berth {i}; reran {s.name} and it passed.",
+            f"[{9 + i % 10:02d}:{i:02d}] Reviewed the callers of {s.name} in the routes.",
+        ]
+        note = [
+            f"# {Path(s.path).stem} module",
+            "",
+            f"- Lives in {s.path}; reviewed in the 2025 audit.",
+            "",
+            "  ```ts",
+            f"  {s.definition.strip()}",
+            "  ```",
+        ]
+        target = root / "memory" / "archive" / "2025" / f"{Path(s.path).stem}.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(note) + "\n", encoding="utf-8")
+    (root / "CLAUDE.local.md").write_text("\n".join(work) + "\n", encoding="utf-8")
+    (root / "memory" / "daily").mkdir(parents=True, exist_ok=True)
+    (root / "memory" / "daily" / f"{today}.md").write_text("\n".join(daily) + "\n", encoding="utf-8")
+
+
+def memory_note(symbol: Symbol) -> str:
+    """The archived note (relative path) that quotes ``symbol``'s definition."""
+    return f"memory/archive/2025/{Path(symbol.path).stem}.md"

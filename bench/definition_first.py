@@ -9,6 +9,10 @@ the real qmd CLI, and routes the twelve queries through the router (rule 1 -> ``
 * before: definition-first switched off (the adapter's previous ranking: qmd's BM25 order);
 * after:  as shipped.
 
+The same twelve queries then go to Total Recall directly, over a memory about the same project
+(today's log and working memory mention each symbol; an archived note per module quotes its
+definition in a code block), before and after.
+
 Prints, per query, the top hit before and after and whether it is the defining file, then the
 top-1 counts, the median router time per query (wall clock, dominated by the qmd process) and
 the median time of the definition-first step alone (reading the hits' files and scanning them,
@@ -23,12 +27,14 @@ import shutil
 import sys
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 
 from _common import median, parser, repeats, table
-from _definition_corpus import QUERIES, write_corpus
-from memory_router.backends import BackendContext, _qmd_parse
+from _definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory
+from memory_router.backends import BackendContext, _qmd_parse, totalrecall
 from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends.base import BackendRequest
 
 from memory_router.config import load_config
 from memory_router.installed import load_installed
@@ -138,9 +144,40 @@ def main() -> int:
             ["median", "max"],
             [[f"{median(step_ms):.2f}", f"{max(step_ms):.2f}"]],
         )
+        total_recall(tmp / "memory", queries)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def total_recall(root: Path, queries: tuple[tuple[str, str], ...]) -> None:
+    """Top-1 of Total Recall over the project's memory, definition-first off and on."""
+    write_memory(root, date.today().isoformat())
+    backend = totalrecall.TotalRecallBackend("totalrecall", root)
+    notes = {s.query: memory_note(s) for s in SYMBOLS}
+    rows, hits = [], {"before": 0, "after": 0}
+    for query, _ in queries:
+        tops = []
+        for label in ("before", "after"):
+            original = totalrecall.definition_target
+            if label == "before":
+                totalrecall.definition_target = lambda _query: None  # type: ignore[assignment]
+            try:
+                response = backend.search_sync(BackendRequest(query=query, limit=10))
+            finally:
+                totalrecall.definition_target = original
+            top = response.results[0].model_extra or {} if response.results else {}
+            hits[label] += top.get("path") == notes[query]
+            tops.append(f"{top.get('path', '-')}" + (f" :{top['definition_line']}" if "definition_line" in top else ""))
+        rows.append([query, *tops])
+    table(
+        "Total Recall top hit per query (the note quoting the definition is right)", ["query", "before", "after"], rows
+    )
+    table(
+        "Total Recall top-1",
+        ["ranking", "top-1 correct"],
+        [["before", f"{hits['before']}/{len(queries)}"], ["after", f"{hits['after']}/{len(queries)}"]],
+    )
 
 
 if __name__ == "__main__":
