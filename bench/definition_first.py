@@ -1,8 +1,8 @@
 """Top-1 of "find the function X" queries on real qmd, with and without definition-first ranking.
 
-    .venv/bin/python bench/definition_first.py [--quick] [--repeat N]
+    python3 bench/definition_first.py [--quick] [--repeat N]
 
-Writes the generated project of ``bench/_definition_corpus.py`` (about 30 TypeScript + markdown
+Writes the generated project of ``tests/definition_corpus.py`` (about 30 TypeScript + markdown
 files in which callers mention each symbol more often than its definition does), indexes it with
 the real qmd CLI, and routes the twelve queries through the router (rule 1 -> ``qmd search``):
 
@@ -30,8 +30,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from _common import median, parser, repeats, table
-from _definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory
+from _common import REPO, median, parser, repeats, table
 from memory_router.backends import BackendContext, _qmd_parse, totalrecall
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends.base import BackendRequest
@@ -40,6 +39,9 @@ from memory_router.config import load_config
 from memory_router.installed import load_installed
 from memory_router.paths import packaged_config
 from memory_router.router import Router
+
+sys.path.insert(0, str(REPO / "tests"))
+from definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory  # noqa: E402
 
 
 def main() -> int:

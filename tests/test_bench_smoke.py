@@ -35,7 +35,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
     "cognee_query.py": (["--quick"], []),
 }
-NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_definition_corpus.py"}
+NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py"}
 
 
 def test_every_script_is_smoke_tested() -> None:

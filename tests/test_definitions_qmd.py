@@ -1,5 +1,5 @@
 """Definition-first on the real qmd CLI: the generated port-operations project of
-bench/_definition_corpus.py (about 30 TypeScript + markdown files, callers mentioning each symbol
+tests/definition_corpus.py (about 30 TypeScript + markdown files, callers mentioning each symbol
 more often than its definition does) indexed with qmd, queried through the router.
 
 Skips only when qmd/Node 22 are genuinely not installed."""
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,10 +21,8 @@ from memory_router.installed import load_installed
 from memory_router.paths import packaged_config
 from memory_router.router import Router
 
+from .definition_corpus import SYMBOLS, definition_line, write_corpus
 from .test_qmd_e2e import QMD_MISSING
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from _definition_corpus import SYMBOLS, definition_line, write_corpus  # noqa: E402
 
 pytestmark = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
 
