@@ -31,20 +31,32 @@ always near 1.0), so it is not used. The adapter asks for ``--explain`` and uses
   ``search`` mapping (coverage 1) of its BM25 score, whichever is higher;
 * with no explain data at all (a transport without it): ``0.35 * score`` - rank-only evidence is
   reported as weak so the router looks further.
+
+**Definition-first** (:func:`definitions_first`): for a query that asks for a symbol's definition
+("find the function X", a bare identifier; see ``_definitions``), each hit's file is read from
+disk - ``<collection path from qmd's index.yml>/<path>``, at most ``MAX_DEFINITION_READ`` bytes,
+used only if it holds the snippet's longest line - and a hit that defines the symbol is ranked
+above hits that only mention it, with the definition's line reported. When the file cannot be
+read (or is not the document qmd matched), qmd's snippet is scanned instead.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ._definitions import definition_target, definitions_first_relevances, find_definition, is_document
 from .base import Result
 
 _SNIPPET_HEADER = re.compile(r"^@@ [^\n]*@@[^\n]*(?:\n|$)")
+_SNIPPET_START = re.compile(r"^(?:\d+: )?@@ -(\d+)(?:,(\d+))? @@")
 _NUMBERED_HEADER = re.compile(r"^\d+: @@ ")
 _LINE_NUMBER_PREFIX = re.compile(r"^\d+: ", re.MULTILINE)
 MAX_CONTENT_CHARS = 2000
@@ -185,3 +197,147 @@ def to_results(
             )
         )
     return results
+
+
+# --------------------------------------------------------------------------- definition-first
+
+MAX_DEFINITION_READ = 512 * 1024
+"""Bytes of a hit's file read to look for the definition (the file's start when it is larger)."""
+DEFINITION_BEFORE, DEFINITION_AFTER = 2, 8
+"""Lines around the definition shown as the content when qmd's snippet does not include it."""
+
+_COLLECTIONS_BLOCK = re.compile(r"^collections:[ \t]*\r?\n((?:[ \t]+\S.*(?:\r?\n|$)|[ \t]*\r?\n)*)", re.MULTILINE)
+_YAML_KEY = re.compile(r"^([ \t]+)(\"[^\"]*\"|'[^']*'|[^:#\s][^:#]*?)[ \t]*:[ \t]*(.*?)[ \t]*$")
+
+
+def collection_roots(config_file: Path) -> dict[str, Path]:
+    """``collection name -> folder`` from qmd's index.yml (``collections: NAME: path: DIR``).
+
+    Read with a small line parser (the block qmd itself writes); empty when the file is missing
+    or the block is not in that shape - callers then fall back to qmd's snippet."""
+    try:
+        text = config_file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    block = _COLLECTIONS_BLOCK.search(text)
+    if block is None:
+        return {}
+    roots: dict[str, Path] = {}
+    name_indent: int | None = None
+    current: str | None = None
+    for line in block.group(1).splitlines():
+        m = _YAML_KEY.match(line)
+        if m is None:
+            continue
+        indent, key, value = len(m.group(1)), m.group(2).strip("\"'"), m.group(3)
+        if name_indent is None or indent <= name_indent:
+            name_indent, current = indent, key
+        elif current is not None and key == "path" and value:
+            roots[current] = Path(os.path.expanduser(value.strip("\"'")))
+    return roots
+
+
+class CollectionFiles:
+    """Reads a hit's file from its collection's folder (qmd's index.yml is read on first use)."""
+
+    def __init__(self, config_file: Path | None) -> None:
+        self.config_file = config_file
+        self._roots: dict[str, Path] | None = None
+
+    def read(self, collection: str | None, path: str) -> str | None:
+        """The file's text (its first ``MAX_DEFINITION_READ`` bytes), or None when the collection
+        is unknown, the path leaves the collection's folder, or it is not a readable regular file."""
+        if self._roots is None:
+            self._roots = collection_roots(self.config_file) if self.config_file else {}
+        root = self._roots.get(collection or "")
+        if root is None or not path or path.startswith("/") or ".." in Path(path).parts:
+            return None
+        try:
+            # O_NONBLOCK: opening a FIFO that replaced the file must not wait for a writer.
+            fd = os.open(root / path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except (OSError, ValueError):  # ValueError: a NUL in the path
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                data = handle.read(MAX_DEFINITION_READ)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return data.decode("utf-8", "replace")
+
+
+def definitions_first(
+    query: str, hits: list[dict[str, Any]], results: list[Result], files: CollectionFiles | None
+) -> list[Result]:
+    """``results`` (from :func:`to_results`, one per hit) re-scored so that, for a query asking
+    for a symbol's definition, hits defining it come first, each with ``definition_line`` (its
+    line in the file), ``definition_kind`` and ``line`` set to that line. Other queries: unchanged."""
+    target = definition_target(query)
+    if target is None or not results:
+        return results
+    found = [_definition_update(hit, result, target.symbol, files) for hit, result in zip(hits, results, strict=True)]
+    relevances = definitions_first_relevances([r.relevance for r in results], [s for s, _ in found])
+    out: list[Result] = []
+    for result, (_, update), relevance in zip(results, found, relevances, strict=True):
+        if update or relevance != result.relevance:
+            result = Result(**(result.model_dump() | update | {"relevance": round(relevance, 4)}))
+        out.append(result)
+    return out
+
+
+def _definition_update(
+    hit: dict[str, Any], result: Result, symbol: str, files: CollectionFiles | None
+) -> tuple[int, dict[str, Any]]:
+    """(strength, result fields to set) for one hit: 2 defines ``symbol`` in a source file, 1 in
+    a markdown file's code, 0 does not define it (as far as its file, else its snippet, shows)."""
+    extra = result.model_extra or {}
+    path = str(extra.get("path") or "")
+    markdown = is_document(path)
+    snippet = hit.get("snippet") if isinstance(hit.get("snippet"), str) else hit.get("body")
+    snippet = snippet if isinstance(snippet, str) else ""
+    start, count = _snippet_span(snippet)
+    text = files.read(extra.get("collection"), path) if files is not None else None
+    if text is not None and not _same_document(_snippet_body(snippet), text):
+        text = None  # not the document qmd indexed (another index's folder, or rewritten since)
+    update: dict[str, Any] = {}
+    if text is not None:
+        found = find_definition(text, symbol, markdown=markdown)
+        if found is not None and not start <= found.line < start + count:
+            lines = text.split("\n")
+            window = lines[max(0, found.line - 1 - DEFINITION_BEFORE) : found.line + DEFINITION_AFTER]
+            update["content"] = clean_snippet("\n".join(window))
+        line = found.line if found is not None else 0
+    else:
+        found = find_definition(_snippet_body(snippet), symbol, markdown=markdown) if start else None
+        line = start + found.line - 1 if found is not None else 0
+    if found is None:
+        return 0, {}
+    return (1 if markdown else 2), update | {"line": line, "definition_line": line, "definition_kind": found.kind}
+
+
+def _same_document(snippet_body: str, text: str) -> bool:
+    """Whether ``text`` holds the snippet's longest complete line (qmd cuts a long snippet with
+    "..."): the file read from disk is the document qmd matched, moved lines allowed."""
+    lines = snippet_body.split("\n")
+    if snippet_body.endswith("..."):
+        lines = lines[:-1]
+    longest = max((ln.strip() for ln in lines), key=len, default="")
+    return not longest or longest in text
+
+
+def _snippet_body(snippet: str) -> str:
+    """The snippet's lines after the header, none dropped (line k is the header's first line + k - 1)."""
+    if _NUMBERED_HEADER.match(snippet):
+        snippet = _LINE_NUMBER_PREFIX.sub("", snippet)
+    return _SNIPPET_HEADER.sub("", snippet, count=1)
+
+
+def _snippet_span(snippet: str) -> tuple[int, int]:
+    """(first line, line count) of qmd's snippet from its ``@@ -a,b @@`` header; (0, 0) if none."""
+    m = _SNIPPET_START.match(snippet)
+    if m is None:
+        return 0, 0
+    return int(m.group(1)), int(m.group(2) or 1)

@@ -67,7 +67,7 @@ from ._qmd_locate import (
     qmd_version,
     resolve_command,
 )
-from ._qmd_parse import QmdOutputError, parse_hits, to_results
+from ._qmd_parse import CollectionFiles, QmdOutputError, definitions_first, parse_hits, to_results
 from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Stopwatch
 
 ENV_VARS: frozenset[str] = QMD  # the environment variables it reads: memory_router.envvars
@@ -602,6 +602,9 @@ class QmdBackend:
         results = to_results(
             answer.hits, mode, self.name, coverage=coverage, reranked=reranked, rank_only=answer.rank_only
         )
+        # "find the function X": hits defining X first (files read from the collections' folders).
+        files = CollectionFiles(self.config_file(self.env()) if self.index_name() else None)
+        results = definitions_first(request.query, answer.hits, results, files)
         return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
 
     def probe(self) -> Probe:

@@ -55,7 +55,7 @@ import stat
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import pairwise
@@ -66,6 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..envvars import TOTALRECALL
 from ..timefmt import iso_z
 from . import BackendContext
+from ._definitions import Definition, definition_target, definitions_first_relevances, find_definition
 from ._files import FileRefused, read_regular_file
 from ._threads import WorkerPool
 from ._words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
@@ -90,6 +91,7 @@ WATCHED_RESCAN_S = 5.0  # even when watched, walk the tree at least this often
 MODES = None  # a single mode: chain steps name none
 DEFAULT_MAX_FILE_BYTES = 4 << 20
 CANCEL_CHECK_LINES = 1024  # parse_file looks at its cancellation flag this often
+DEFINITION_CACHE_SYMBOLS = 256  # symbols whose defining entries an index remembers
 
 
 class Settings(BaseModel):
@@ -172,6 +174,13 @@ class Entry:
     superseded: bool
     terms: tuple[str, ...]
     dated: bool = True  # False: the timestamp is only the file's mtime (a checkout resets it)
+    line_map: tuple[int, ...] | None = None  # file line of each text line; None: consecutive from `line`
+
+    def file_line(self, text_line: int) -> int:
+        """The file's line number of the entry text's 1-based line ``text_line``."""
+        if self.line_map is not None and 0 < text_line <= len(self.line_map):
+            return self.line_map[text_line - 1]
+        return self.line + text_line - 1
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -225,12 +234,13 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: thread
     headings: list[tuple[int, str]] = []
     superseded_level: int | None = None
     block: list[str] = []
+    block_lines: list[int] = []  # the file line of each block line (blank lines inside items are skipped)
     block_line = 0
     block_kind = ""  # "item" | "para" | "claim" | "daily"
     block_time: datetime | None = None
 
     def flush() -> None:
-        nonlocal block, block_kind, block_time
+        nonlocal block, block_lines, block_kind, block_time
         body = "\n".join(s.strip() for s in block).strip()
         if body:
             heading = " > ".join(h for _, h in headings)
@@ -251,14 +261,19 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: thread
                     superseded=superseded_level is not None,
                     terms=tuple(index_terms(f"{heading} {file_label} {body}")),
                     dated=dated,
+                    line_map=None if block_lines[-1] - block_line + 1 == len(block_lines) else tuple(block_lines),
                 )
             )
-        block, block_kind, block_time = [], "", None
+        block, block_lines, block_kind, block_time = [], [], "", None
 
     def start(kind: str, line_no: int, first: str, when: datetime | None = None) -> None:
-        nonlocal block, block_kind, block_line, block_time
+        nonlocal block, block_lines, block_kind, block_line, block_time
         flush()
-        block, block_kind, block_line, block_time = [first], kind, line_no, when
+        block, block_lines, block_kind, block_line, block_time = [first], [line_no], kind, line_no, when
+
+    def extend(raw: str, line_no: int) -> None:
+        block.append(raw)
+        block_lines.append(line_no)
 
     for offset, raw in enumerate(lines[body_start:]):
         line_no = body_start + offset + 1
@@ -291,18 +306,18 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: thread
             if block_kind != "claim" or m.group(1).strip().lower() == "claim":
                 start("claim", line_no, raw)
             else:
-                block.append(raw)
+                extend(raw, line_no)
             continue
         if m := _ITEM.match(raw):
             if m.group(1) and block_kind in ("item", "daily", "claim"):
-                block.append(raw)  # an indented child belongs to the item above
+                extend(raw, line_no)  # an indented child belongs to the item above
             else:
                 start("item", line_no, raw)
             continue
         if block_kind in ("item", "daily", "claim") and raw[:1].isspace():
-            block.append(raw)  # continuation of a list item
+            extend(raw, line_no)  # continuation of a list item
         elif block_kind == "para":
-            block.append(raw)
+            extend(raw, line_no)
         else:
             start("para", line_no, raw)
     flush()
@@ -391,6 +406,7 @@ class _Index:
     idf: dict[str, float] = field(default_factory=dict)
     term_sets: list[frozenset[str]] = field(default_factory=list)  # per entry, for scoring
     _by_time: list[Entry] | None = None  # entries newest first, built on first use
+    _definitions: dict[str, dict[int, Definition]] = field(default_factory=dict)  # symbol -> entry -> where
 
     def refresh(
         self, root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, cancel: threading.Event | None = None
@@ -461,6 +477,23 @@ class _Index:
         self.term_sets = term_sets
         self.idf = {t: math.log(1 + n / (1 + len(ids))) for t, ids in postings.items()}
         self._by_time = None
+        self._definitions = {}
+
+    def definitions(self, symbol: str) -> dict[int, Definition]:
+        """``entry index -> Definition`` for the entries whose code defines ``symbol``; cached
+        until the next rebuild. Only entries holding the symbol's term (and a backtick) are read."""
+        found = self._definitions.get(symbol)
+        if found is None:
+            term = _word_terms(symbol)[0]
+            found = {}
+            for i in self.postings.get(term, ()):
+                text = self.entries[i].text
+                if "`" in text and (where := find_definition(text, symbol, markdown=True)) is not None:
+                    found[i] = where
+            if len(self._definitions) >= DEFINITION_CACHE_SYMBOLS:
+                self._definitions.clear()
+            self._definitions[symbol] = found
+        return found
 
     def by_time(self) -> list[Entry]:
         """All entries, newest first (a stable sort, so ties keep index order); cached.
@@ -534,8 +567,28 @@ def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[fl
         return []
     quoted = [a or b for a, b in _QUOTED.findall(query)]
     pairs = list(pairwise(terms))
-    entries, term_sets = index.entries, index.term_sets
+    entries = index.entries
     weight_items = tuple(weights.items())
+    relevance_of = _relevance_function(index, query, terms, now)
+    held = [t for t, _ in weight_items if t in postings]  # query terms the memory holds at all
+    if len(candidates) <= max(limit, ALL_CANDIDATES_LIMIT) or len(held) > SUBSET_TERMS_LIMIT:
+        scored = {i: relevance_of(i) for i in candidates}
+    else:
+        scored = _score_by_term_subsets(held, weights, total, pairs, bool(quoted), postings, relevance_of, limit)
+    # Rank in the order the full candidate set would have been ranked in (set iteration order,
+    # stable sort), so ties come out exactly as when every candidate is scored.
+    stamp = datetime.min.replace(tzinfo=timezone.utc)
+    ranked = [(scored[i], entries[i]) for i in candidates if i in scored]
+    return heapq.nlargest(limit, ranked, key=lambda se: (se[0], se[1].timestamp or stamp))
+
+
+def _relevance_function(index: _Index, query: str, terms: list[str], now: datetime) -> Callable[[int], float]:
+    """The documented relevance of entry ``i`` for the query (whose content terms are ``terms``)."""
+    weight_items = tuple((t, index.idf_of(t)) for t in terms)
+    total = sum(w for _, w in weight_items)
+    quoted = [a or b for a, b in _QUOTED.findall(query)]
+    pairs = list(pairwise(terms))
+    entries, term_sets = index.entries, index.term_sets
 
     def relevance_of(i: int) -> float:
         entry = entries[i]
@@ -552,16 +605,32 @@ def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[fl
             relevance *= SUPERSEDED_FACTOR
         return round(relevance, 4)
 
-    held = [t for t, _ in weight_items if t in postings]  # query terms the memory holds at all
-    if len(candidates) <= max(limit, ALL_CANDIDATES_LIMIT) or len(held) > SUBSET_TERMS_LIMIT:
-        scored = {i: relevance_of(i) for i in candidates}
-    else:
-        scored = _score_by_term_subsets(held, weights, total, pairs, bool(quoted), postings, relevance_of, limit)
-    # Rank in the order the full candidate set would have been ranked in (set iteration order,
-    # stable sort), so ties come out exactly as when every candidate is scored.
+    return relevance_of
+
+
+def rank(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[float, Entry, Definition | None]]:
+    """:func:`score`, then definition-first: for a query asking for a symbol's definition (see
+    ``_definitions``), entries whose code (fenced blocks, inline code) defines the symbol - even
+    ones :func:`score` left below ``limit`` - rank above entries that only mention it.
+
+    Every entry defining it holds the symbol's term, so it is a candidate; mentions all keep
+    ``MENTION_FACTOR`` of their relevance, so the ``limit`` best mentions are among ``score``'s."""
+    hits = score(index, query, limit, now)
+    target = definition_target(query)
+    terms = query_terms(query)
+    defined = index.definitions(target.symbol) if target is not None and terms and limit > 0 else {}
+    if not defined:
+        return [(r, e, None) for r, e in hits]
+    entries = index.entries
+    by_entry = {id(entries[i]): d for i, d in defined.items()}
+    in_hits = {id(e) for _, e in hits}
+    relevance_of = _relevance_function(index, query, terms, now)
+    pool = hits + [(relevance_of(i), entries[i]) for i in defined if id(entries[i]) not in in_hits]
+    strengths = [1 if id(e) in by_entry else 0 for _, e in pool]
+    relevances = definitions_first_relevances([r for r, _ in pool], strengths)
     stamp = datetime.min.replace(tzinfo=timezone.utc)
-    ranked = [(scored[i], entries[i]) for i in candidates if i in scored]
-    return heapq.nlargest(limit, ranked, key=lambda se: (se[0], se[1].timestamp or stamp))
+    ranked = [(round(r, 4), e, by_entry.get(id(e))) for r, (_, e) in zip(relevances, pool, strict=True)]
+    return heapq.nlargest(limit, ranked, key=lambda red: (red[0], red[1].timestamp or stamp))
 
 
 def _score_by_term_subsets(  # noqa: C901 - one bounded best-first search (docstring); its steps share one heap
@@ -714,7 +783,7 @@ class TotalRecallBackend:
                 self._stale = False  # before the walk: a change during it marks it stale again
                 self._walked_at = now
                 self._index.refresh(self.root, self.max_file_bytes, cancel)
-            hits = score(self._index, request.query, request.limit, datetime.now(timezone.utc))
+            hits = rank(self._index, request.query, request.limit, datetime.now(timezone.utc))
         except Cancelled:
             self._stale = True  # the walk did not finish
             return BackendResponse.failure(
@@ -731,7 +800,7 @@ class TotalRecallBackend:
             )
         finally:
             self._lock.release()
-        results = [_result(self.name, rel, entry) for rel, entry in hits]
+        results = [_result(self.name, rel, entry, where) for rel, entry, where in hits]
         return BackendResponse.from_results(
             self.name,
             request.query,
@@ -741,7 +810,10 @@ class TotalRecallBackend:
         )
 
 
-def _result(source: str, relevance: float, entry: Entry) -> Result:
+def _result(source: str, relevance: float, entry: Entry, definition: Definition | None = None) -> Result:
+    extra = {}
+    if definition is not None:
+        extra = {"definition_line": entry.file_line(definition.line), "definition_kind": definition.kind}
     return Result(
         content=entry.text,
         relevance=relevance,
@@ -752,6 +824,7 @@ def _result(source: str, relevance: float, entry: Entry) -> Result:
         tier=entry.tier,
         heading=entry.heading or None,
         superseded=entry.superseded,
+        **extra,
     )
 
 

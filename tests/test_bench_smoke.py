@@ -30,6 +30,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "qmd_search.py": (["--repeats", "1"], []),
     # Builds a qmd index embedded with the MiniLM GGUF; without the model it says so and exits 0.
     "qmd_engine.py": (["--quick"], ["Warm engine versus a process per call (median ratio)"]),
+    # Real qmd; without it the script says so and exits 0.
+    "definition_first.py": (["--quick"], []),
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
     "cognee_query.py": (["--quick"], []),
     "cognee_relations.py": (["--quick"], ["Cognee relationship answers, services graph, mode graph, paths auto"]),
