@@ -25,6 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._files import FileRefused, read_regular_file
+
+SMALL_FILE_BYTES = 1 << 20  # index.yml and package.json are a few kB
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS = REPO_ROOT / ".tools"
 QMD_PACKAGE = Path("node_modules") / "@tobilu" / "qmd"
@@ -167,8 +171,8 @@ def qmd_version(command: QmdCommand) -> str | None:
     """The package version from package.json next to dist/ (no process), if findable."""
     package_json = command.qmd.parent.parent.parent / "package.json"
     try:
-        m = re.search(rb'"version"\s*:\s*"([^"]+)"', package_json.read_bytes())
-    except OSError:
+        m = re.search(rb'"version"\s*:\s*"([^"]+)"', read_regular_file(package_json, SMALL_FILE_BYTES))
+    except (OSError, FileRefused):
         return None
     return m.group(1).decode() if m else None
 
@@ -193,8 +197,8 @@ def configured_models(config_file: Path | None, environ: Mapping[str, str]) -> d
     from_yaml: dict[str, str] = {}
     if config_file is not None:
         try:
-            text = config_file.read_text("utf-8", "replace")
-        except OSError:
+            text = read_regular_file(config_file, SMALL_FILE_BYTES).decode("utf-8", "replace")
+        except (OSError, FileRefused):  # a FIFO or a huge file there: as if it had no models block
             text = ""
         if block := _MODELS_BLOCK.search(text):
             from_yaml = {m.group(1): m.group(2).strip() for m in _MODEL_LINE.finditer(block.group(1))}

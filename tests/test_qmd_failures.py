@@ -173,3 +173,24 @@ def test_query_without_expansion_needs_no_generate_model_and_sends_a_typed_docum
     expanding = backend(tmp_path, environ={**os.environ, "CI": "true"})
     response, _ = ask(expanding, "how does leader election work", "query")
     assert "generate:" in response.error_message and "qmd pull" in response.error_message
+
+
+def test_a_fifo_or_huge_index_yml_reads_as_no_models_block(tmp_path: Path) -> None:
+    """qmd's index.yml is read for its models block; a FIFO there must not hang `backends` or a
+    query (no writer ever comes), and a huge file must not be read whole."""
+    import threading
+
+    from memory_router.backends._qmd_locate import DEFAULT_MODELS, SMALL_FILE_BYTES, configured_models
+
+    fifo = tmp_path / "index.yml"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.yml"
+    huge.write_text("models:\n  embed: hf:huge/model.gguf\n" + "#" * (SMALL_FILE_BYTES + 1))
+    seen: dict[str, dict[str, str]] = {}
+    worker = threading.Thread(
+        target=lambda: seen.update(fifo=configured_models(fifo, {}), huge=configured_models(huge, {})), daemon=True
+    )
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "reading a FIFO index.yml blocked"
+    assert seen == {"fifo": DEFAULT_MODELS, "huge": DEFAULT_MODELS}
