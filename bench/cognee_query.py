@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/cognee_query.py [--quick] [--repeat N]
 
-Starts the same real server as tests/test_cognee_server.py (Cognee's own API app from
+Starts the same real server as tests/adapters/test_cognee_server.py (Cognee's own API app from
 .tools/cognee-venv, access control on, the test graph loaded with add_data_points, the FAKE
 hashed bag-of-words embeddings endpoint standing in for a model), then times, per mode:
 

@@ -4,7 +4,7 @@ One place for them: each adapter module exposes its set as ``ENV_VARS`` (importe
 socket daemon publishes the names its configured backends depend on, and the thin client compares
 its own values of those names with the daemon's (as salted hashes, never the values) before
 trusting a daemon's answer. This module is imported by the client on every query, so it holds
-only constants. ``tests/test_env_vars.py`` scans ``backends/`` for every environment read and
+only constants. ``tests/unit/test_env_vars.py`` scans ``backends/`` for every environment read and
 fails on a name missing here.
 
 A command backend's program inherits the whole environment; only the names below (and a

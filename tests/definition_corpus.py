@@ -1,6 +1,6 @@
 """A generated TypeScript + markdown project where callers mention symbols more than definitions.
 
-Shared by ``tests/test_definitions_qmd.py`` and ``bench/definition_first.py``. Twelve symbols
+Shared by ``tests/adapters/test_definitions_qmd.py`` and ``bench/definition_first.py``. Twelve symbols
 (functions, classes, methods, an arrow-function const, an interface, a type alias), each defined
 once in a long source file, and used - several times each - by short route/service files and
 markdown notes, so BM25 ranks a caller above the definition. :data:`QUERIES` are twelve

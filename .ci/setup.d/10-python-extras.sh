@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Optional Python extras the tests exercise: the MCP SDK behind `memory-router mcp`
-# (tests/test_mcp_*.py drive it with the SDK's own stdio client). Idempotent: pip skips what
+# (tests/daemon/test_mcp_*.py drive it with the SDK's own stdio client). Idempotent: pip skips what
 # is already installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,6 +1,7 @@
 """The dispatch daemon: one warm router process fed JSON-lines queries.
 
-``service.Service`` handles requests independently of any transport; ``stdio`` is the
+``service.Service`` handles requests independently of any transport (``reload`` re-reads its
+router-config.json and backends.json, ``watch`` watches them and the backends' data); ``stdio`` is the
 stdin/stdout transport behind ``memory-router serve``; ``socket_server`` the Unix-socket transport
 behind ``serve --socket`` (answered by the thin client in :mod:`memory_router.client`, over
 :mod:`memory_router.wire`); ``protocol`` parses request lines; ``stats`` keeps the counters behind

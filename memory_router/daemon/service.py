@@ -15,14 +15,15 @@ passes through, so a transport can cancel them): every request gets exactly one 
 ``{"id": <echoed>, ...}`` followed by the query's envelope, the dry-run plan (``explain``), the
 counters (``op: stats``) or an error envelope (``status: "error"`` with an ``error_code``).
 
-Hot reload: both files are re-read when they change on disk (watchfiles watches their
-directories, so editors that write a temporary file and rename it are seen). A file that fails
-validation is reported on stderr and in router.log and the last good version keeps serving. A
-config reload keeps the instances of backends whose settings did not change.
+Hot reload (:mod:`.reload`): both files are re-read when they change on disk (watchfiles watches
+their directories, so editors that write a temporary file and rename it are seen). A file that
+fails validation is reported on stderr and in router.log and the last good version keeps serving.
+A config reload keeps the instances of backends whose settings did not change.
 
-Adapter caches: a backend instance that offers ``watch_paths() -> [(folder, recursive)]``,
-``set_watched(bool)`` and ``invalidate()`` (Total Recall does) gets its folders watched too, and
-is told about every change, so a warm query need not walk its data to find out what changed.
+Adapter caches (:mod:`.watch`): a backend instance that offers ``watch_paths() -> [(folder,
+recursive)]``, ``set_watched(bool)`` and ``invalidate()`` (Total Recall does) gets its folders
+watched too, and is told about every change, so a warm query need not walk its data to find out
+what changed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +42,18 @@ import orjson
 
 from memory_router import paths
 from memory_router.backends import BackendContext
-from memory_router.backends.base import Backend, ClosableBackend, DescribedBackend, WatchableBackend
+from memory_router.backends.base import Backend, DescribedBackend
 
-from ..config import RouterConfig, load_config
+from ..config import load_config
 from ..cooldown import Cooldown
 from ..envelope import error_envelope
 from ..errors import InvalidQuery, RouterError, check_state_dir
 from ..installed import Installed, load_installed
-from ..router import Router
 from ..routerlog import RouterLog
 from .protocol import BadRequest, Request, parse_line, parse_request
+from .reload import Reloader, aclose_quietly
 from .stats import Stats
+from .watch import Watcher
 
 # Requests routed at once. The work is mostly waiting (backend processes, HTTP, a thread doing
 # Total Recall's scoring); 4 per core keeps two cores busy without queueing behind one slow
@@ -62,22 +63,6 @@ DEFAULT_CONCURRENCY = 4 * (os.cpu_count() or 2)
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 INTERNAL_ERROR = "INTERNAL_ERROR"
 SHUTTING_DOWN = "SHUTTING_DOWN"
-
-
-@dataclass(frozen=True, slots=True)
-class _Watched:
-    """What is known about one watched file: its identity on disk when last read."""
-
-    path: Path
-    signature: tuple[int, int, int] | None
-
-
-def _signature(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class Service:
@@ -118,22 +103,17 @@ class Service:
         self._in_flight = 0
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
-        self._watch_task: asyncio.Task[None] | None = None
-        self._watch_stop: asyncio.Event | None = None
-        # id(backend instance) -> (instance, its watcher's stop event or None if not watchable)
-        self._backend_watches: dict[int, tuple[Any, asyncio.Event | None]] = {}
-        self._rewatch = False  # a config reload replaced backend instances
+        self._watcher = Watcher((self.config_path, backends_path), lambda: self.reload(), lambda m: self.say(m))
         # Rule matching runs here, off the event loop: a slow signal regex then holds its own
         # query only (up to the match budget), never the other requests.
         self._match_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-router-match")
 
         config = load_config(self.config_path)
-        self._config_file = _Watched(self.config_path, _signature(self.config_path))
         self._cooldown = Cooldown(on_event=self._cooldown_event, clock=clock)
-        self.router = self._make_router(config, keep={})
+        self._reloader = Reloader(self)  # notes both files' signatures: changes from now on reload
+        self.router = self._reloader.make_router(config, keep={})
         self.installed: Installed | None = None
         self.installed_error: RouterError | None = None
-        self._backends_file = _Watched(backends_path, _signature(backends_path))
         try:
             self.installed = load_installed(backends_path)
         except RouterError as exc:
@@ -273,9 +253,9 @@ class Service:
                 )
         finally:
             self._in_flight -= 1
-        if self._watch_task is not None and (self._rewatch or len(self._backend_watches) != len(router.instances())):
-            self._rewatch = False
-            await self._watch_backends()  # a backend was created by this query: watch its data
+        if self._watcher.behind(router.instances()):
+            self._watcher.stale = False
+            await self._watcher.watch_backends(self.router.instances())  # a backend was created: watch its data
         response = {"id": request.id, **envelope.model_dump(mode="json")}
         self.stats.query(response, (time.perf_counter() - started) * 1000)
         return response
@@ -312,19 +292,7 @@ class Service:
                     facts[name] = {"error": f"{type(exc).__name__}: {exc}"}
         return facts
 
-    # ------------------------------------------------------------------ config and reload
-
-    def _make_router(self, config: RouterConfig, keep: Mapping[str, Backend]) -> Router:
-        if config.cooldown is not None:
-            self._cooldown.configure(config.cooldown.failures, config.cooldown.seconds)
-        return Router(
-            config,
-            context=self.context,
-            log=self.log,
-            backends={**keep, **self._overrides},
-            cooldown=self._cooldown if config.cooldown is not None else None,
-            match_executor=self._match_pool,
-        )
+    # ------------------------------------------------------------------ reload and watching
 
     def reload(self) -> dict[str, str]:
         """Re-read whichever of the two files changed on disk since last read.
@@ -332,61 +300,7 @@ class Service:
         Returns ``{"router-config.json"|"backends.json": "reloaded"|"failed"}`` for the files
         that changed. Called by the watcher; transports may call it too (SIGHUP).
         """
-        outcome: dict[str, str] = {}
-        signature = _signature(self.config_path)
-        if signature != self._config_file.signature:
-            self._config_file = _Watched(self.config_path, signature)
-            outcome[self.config_path.name] = self._reload_config()
-        signature = _signature(self.backends_path)
-        if signature != self._backends_file.signature:
-            self._backends_file = _Watched(self.backends_path, signature)
-            outcome[self.backends_path.name] = self._reload_installed()
-        return outcome
-
-    def _reload_config(self) -> str:
-        try:
-            config = load_config(self.config_path)
-        except RouterError as exc:
-            return self._reload_failed(exc, kept=True)
-        old = self.router
-        keep: dict[str, Backend] = {}
-        for name, instance in old.instances().items():
-            if name in self._overrides:
-                continue
-            if config.backends.get(name) == old.config.backends.get(name):
-                keep[name] = instance  # same type and settings: keep its warm caches
-            else:
-                self._cooldown.forget(name)
-                _close_quietly(instance)
-        self.router = self._make_router(config, keep)
-        self._rewatch = True
-        return self._reloaded(
-            f"{self.config_path} reloaded: {len(config.rules.rules)} rules, backends {', '.join(config.backends)}"
-        )
-
-    def _reload_installed(self) -> str:
-        try:
-            installed = load_installed(self.backends_path)
-        except RouterError as exc:
-            if self.installed is None:
-                self.installed_error = exc  # nothing good to keep: report the current problem
-            return self._reload_failed(exc, kept=self.installed is not None)
-        self.installed, self.installed_error = installed, None
-        usable = ", ".join(installed.usable) or "none"
-        return self._reloaded(f"{self.backends_path} reloaded: usable backends: {usable}")
-
-    def _reloaded(self, message: str) -> str:
-        self.stats.reloads["ok"] += 1
-        self.say(message)
-        self.log.event("RELOAD", message)
-        return "reloaded"
-
-    def _reload_failed(self, exc: RouterError, *, kept: bool) -> str:
-        self.stats.reloads["failed"] += 1
-        message = f"reload failed: {exc}" + (" The last good version keeps serving." if kept else "")
-        self.say(message)
-        self.log.event("RELOAD_FAILED", message)
-        return "failed"
+        return self._reloader.reload()
 
     def _cooldown_event(self, kind: str, message: str) -> None:
         self.say(message)
@@ -394,79 +308,21 @@ class Service:
 
     async def start(self) -> None:
         """Start watching router-config.json and backends.json (idempotent)."""
-        if self._watch_task is not None:
+        if self._watcher.running:
             return
-        self._watch_stop = asyncio.Event()
-        self._watch_task = asyncio.create_task(self._watch(self._watch_stop), name="memory-router-reload")
+        self._watcher.start()
         # Let the watcher register its inotify watches, then catch changes made before that.
         for _ in range(3):
             await asyncio.sleep(0)
         self.reload()
-        await self._watch_backends()
+        await self._watcher.watch_backends(self.router.instances())
 
     async def aclose(self) -> None:
         """Stop watching and stop the backends' helper processes (qmd's warm engine); in-flight
         requests are the transport's business."""
         for instance in self.router.instances().values():
-            await _aclose_quietly(instance)
-        task, self._watch_task = self._watch_task, None
-        if task is None:
-            return
-        for instance, stop in self._backend_watches.values():
-            if stop is not None:
-                stop.set()
-                instance.set_watched(False)
-        self._backend_watches.clear()
-        assert self._watch_stop is not None
-        self._watch_stop.set()
-        try:
-            await asyncio.wait_for(task, 2.0)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
-            task.cancel()
-
-    async def _watch_backends(self) -> None:  # noqa: C901 - start, stop and replace in one place so no watch is leaked
-        """Watch the data folders of backend instances that can use it; stop watching replaced ones."""
-        instances = {id(b): b for b in self.router.instances().values()}
-        for key in [k for k in self._backend_watches if k not in instances]:
-            instance, stop = self._backend_watches.pop(key)
-            if stop is not None:
-                stop.set()
-                instance.set_watched(False)
-        started = False
-        for key, instance in instances.items():
-            if key in self._backend_watches:
-                continue
-            folders = instance.watch_paths() if isinstance(instance, WatchableBackend) else []
-            if not folders:
-                self._backend_watches[key] = (instance, None)
-                continue
-            stop = asyncio.Event()
-            self._backend_watches[key] = (instance, stop)
-            for folder, recursive in folders:
-                asyncio.create_task(
-                    self._watch_folder(instance, Path(folder), recursive, stop),
-                    name=f"memory-router-watch-{getattr(instance, 'name', '?')}",
-                )
-            started = True
-        if started:
-            for _ in range(3):  # let the watchers register before the backends rely on them
-                await asyncio.sleep(0)
-            for instance, stop in self._backend_watches.values():
-                if stop is not None and not stop.is_set():
-                    instance.set_watched(True)
-
-    async def _watch_folder(self, instance: Any, folder: Path, recursive: bool, stop: asyncio.Event) -> None:
-        from watchfiles import awatch
-
-        try:
-            async for _changes in awatch(folder, stop_event=stop, recursive=recursive, debounce=400, step=5):
-                instance.invalidate()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the folder vanished, too many watches...: back to walking
-            stop.set()
-            instance.set_watched(False)
-            self.say(f"warning: stopped watching {folder} for {getattr(instance, 'name', 'a backend')}: {exc}")
+            await aclose_quietly(instance)
+        await self._watcher.stop()
 
     async def __aenter__(self) -> Service:
         await self.start()
@@ -474,51 +330,6 @@ class Service:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    async def _watch(self, stop: asyncio.Event) -> None:
-        try:
-            from watchfiles import awatch
-        except ImportError:  # pragma: no cover - watchfiles is a dependency
-            self.say("warning: watchfiles is not installed; router-config.json and backends.json are not watched")
-            return
-        targets = {str(p.parent.resolve() / p.name) for p in (self.config_path, self.backends_path)}
-        folders = sorted({str(Path(t).parent) for t in targets if Path(t).parent.is_dir()})
-        if not folders:
-            self.say("warning: the folders of router-config.json and backends.json do not exist; not watching")
-            return
-
-        def relevant(change: object, path: str) -> bool:
-            return path in targets
-
-        try:
-            async for _changes in awatch(
-                *folders,
-                watch_filter=relevant,
-                stop_event=stop,
-                recursive=False,
-                debounce=400,
-                step=30,
-            ):
-                self.reload()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.say(f"warning: stopped watching {', '.join(folders)}: {exc}; restart serve to pick up changes")
-
-
-async def _aclose_quietly(instance: object) -> None:
-    """Await a :class:`ClosableBackend`'s ``aclose()`` (5 s at most); errors are not ours to report."""
-    if isinstance(instance, ClosableBackend):
-        try:
-            await asyncio.wait_for(instance.aclose(), 5.0)
-        except Exception:
-            pass
-
-
-def _close_quietly(instance: object) -> None:
-    """A replaced backend that holds resources (:class:`ClosableBackend`) is closed in the background."""
-    if isinstance(instance, ClosableBackend):
-        asyncio.ensure_future(_aclose_quietly(instance))
 
 
 def _stderr(message: str) -> None:

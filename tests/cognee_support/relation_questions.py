@@ -1,6 +1,6 @@
 """Relationship questions over the "services" test graph (``load_graph.SERVICES``) and their answers.
 
-Shared by ``tests/test_cognee_server.py`` and ``bench/cognee_relations.py``: each question says
+Shared by ``tests/adapters/test_cognee_server.py`` and ``bench/cognee_relations.py``: each question says
 which edge a person would put first (any of ``best``), which path answers it, or that it names
 an entity the graph does not know (so the answer must be weak and the chain fall back).
 """

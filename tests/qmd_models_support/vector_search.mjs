@@ -1,6 +1,6 @@
 // Vector search through qmd's own SDK (createStore + searchVector): each query is embedded with
 // the index's embed model (as qmd formats it) and ranked by cosine, without the CLI's query
-// expansion (which needs qmd's generate model). Test helper for tests/test_qmd_models.py.
+// expansion (which needs qmd's generate model). Test helper for tests/adapters/test_qmd_models.py.
 //
 // usage: node vector_search.mjs <@tobilu/qmd package dir> <index.sqlite> <index.yml> <limit> <query>...
 // stdout: one JSON array with, per query, its results [{file, title, score}] best first.

@@ -1,0 +1,152 @@
+"""File watching for a :class:`~.service.Service`.
+
+A :class:`Watcher` watches the folders of router-config.json and backends.json (watchfiles, so
+editors that write a temporary file and rename it are seen) and calls back on every change; it
+also watches the data folders of backend instances that offer ``watch_paths()``,
+``set_watched(bool)`` and ``invalidate()`` (Total Recall does), telling them about each change.
+:class:`Watched` and :func:`signature` are how a file's identity on disk is compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory_router.backends.base import Backend, WatchableBackend
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """What is known about one watched file: its identity on disk when last read."""
+
+    path: Path
+    signature: tuple[int, int, int] | None
+
+
+def signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class Watcher:
+    """Watches ``files`` (calling ``on_change`` when one changes) and the backends' data folders."""
+
+    def __init__(self, files: Sequence[Path], on_change: Callable[[], object], say: Callable[[str], None]) -> None:
+        self._files = tuple(files)
+        self._on_change = on_change
+        self._say = say
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        # id(backend instance) -> (instance, its watcher's stop event or None if not watchable)
+        self._backend_watches: dict[int, tuple[Any, asyncio.Event | None]] = {}
+        self.stale = False  # a config reload replaced backend instances
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    def start(self) -> None:
+        """Start watching the files (the caller yields to let the watches register)."""
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._watch(self._stop), name="memory-router-reload")
+
+    def behind(self, instances: Mapping[str, Backend]) -> bool:
+        """Whether the backend watches may not match ``instances`` (one was created or replaced)."""
+        return self._task is not None and (self.stale or len(self._backend_watches) != len(instances))
+
+    async def stop(self) -> None:
+        """Stop every watch (idempotent)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        for instance, stop in self._backend_watches.values():
+            if stop is not None:
+                stop.set()
+                instance.set_watched(False)
+        self._backend_watches.clear()
+        assert self._stop is not None
+        self._stop.set()
+        try:
+            await asyncio.wait_for(task, 2.0)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            task.cancel()
+
+    async def watch_backends(self, instances: Mapping[str, Backend]) -> None:  # noqa: C901 - start, stop and replace in one place so no watch is leaked
+        """Watch the data folders of backend instances that can use it; stop watching replaced ones."""
+        current = {id(b): b for b in instances.values()}
+        for key in [k for k in self._backend_watches if k not in current]:
+            instance, stop = self._backend_watches.pop(key)
+            if stop is not None:
+                stop.set()
+                instance.set_watched(False)
+        started = False
+        for key, instance in current.items():
+            if key in self._backend_watches:
+                continue
+            folders = instance.watch_paths() if isinstance(instance, WatchableBackend) else []
+            if not folders:
+                self._backend_watches[key] = (instance, None)
+                continue
+            stop = asyncio.Event()
+            self._backend_watches[key] = (instance, stop)
+            for folder, recursive in folders:
+                asyncio.create_task(
+                    self._watch_folder(instance, Path(folder), recursive, stop),
+                    name=f"memory-router-watch-{getattr(instance, 'name', '?')}",
+                )
+            started = True
+        if started:
+            for _ in range(3):  # let the watchers register before the backends rely on them
+                await asyncio.sleep(0)
+            for instance, stop in self._backend_watches.values():
+                if stop is not None and not stop.is_set():
+                    instance.set_watched(True)
+
+    async def _watch_folder(self, instance: Any, folder: Path, recursive: bool, stop: asyncio.Event) -> None:
+        from watchfiles import awatch
+
+        try:
+            async for _changes in awatch(folder, stop_event=stop, recursive=recursive, debounce=400, step=5):
+                instance.invalidate()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the folder vanished, too many watches...: back to walking
+            stop.set()
+            instance.set_watched(False)
+            self._say(f"warning: stopped watching {folder} for {getattr(instance, 'name', 'a backend')}: {exc}")
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        try:
+            from watchfiles import awatch
+        except ImportError:  # pragma: no cover - watchfiles is a dependency
+            self._say("warning: watchfiles is not installed; router-config.json and backends.json are not watched")
+            return
+        targets = {str(p.parent.resolve() / p.name) for p in self._files}
+        folders = sorted({str(Path(t).parent) for t in targets if Path(t).parent.is_dir()})
+        if not folders:
+            self._say("warning: the folders of router-config.json and backends.json do not exist; not watching")
+            return
+
+        def relevant(change: object, path: str) -> bool:
+            return path in targets
+
+        try:
+            async for _changes in awatch(
+                *folders,
+                watch_filter=relevant,
+                stop_event=stop,
+                recursive=False,
+                debounce=400,
+                step=30,
+            ):
+                self._on_change()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._say(f"warning: stopped watching {', '.join(folders)}: {exc}; restart serve to pick up changes")

@@ -1,0 +1,1 @@
+"""Adapter tests: qmd, Total Recall, Lossless, Cognee and the definition-first rules."""

@@ -1,0 +1,224 @@
+"""The warm qmd engine with a real embedding model: all-MiniLM-L6-v2 converted to GGUF by
+.ci/setup.d/30-qmd-models.sh (a real sentence embedder, so rankings mean something).
+
+The index is built and embedded with the real qmd CLI (`qmd collection add`, `qmd embed`); the
+queries go through the engine the daemon uses. CI is removed from the engine's environment (qmd
+refuses model work when it is set). Skips only when the model file, qmd or Node 22 is absent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from memory_router.backends import BackendContext
+from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
+from memory_router.backends._qmd_parse import vsearch_relevance
+from memory_router.backends.base import BACKEND_UNAVAILABLE, BackendRequest
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
+try:
+    resolve_command(None, None, os.environ)
+    QMD_MISSING = None
+except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
+    QMD_MISSING = str(exc)
+
+pytestmark = [
+    pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}"),
+    pytest.mark.skipif(not MODEL.is_file(), reason=f"{MODEL} absent: run `bash .ci/setup.d/30-qmd-models.sh`"),
+]
+ENV = {k: v for k, v in os.environ.items() if k != "CI"}
+
+NOTES = {
+    "api-errors.md": "# API error handling\n\nEvery endpoint of the API layer returns errors as a JSON body with a "
+    "machine-readable code and a message. Exceptions raised in handlers are caught by the error middleware and "
+    "mapped to HTTP status codes: validation failures become 400, missing resources 404, and unexpected failures "
+    "500 with a request id for the logs.\n",
+    "gardening.md": "# Gardening schedule\n\nWater the tomatoes every morning in summer. Prune the roses in March, "
+    "plant garlic in October, and mulch the beds before the first frost.\n",
+    "raft.md": "# Raft consensus\n\nRaft is a consensus algorithm for managing a replicated log. A leader is "
+    "elected with randomized timeouts and followers replicate its entries.\n",
+    "deploy.md": "# Deployment checklist\n\nTag the release, build the container image, run the migrations, then "
+    "roll out to staging before production. Keep the previous image for rollback.\n",
+    "fitness.md": "# Running plan\n\nThree easy runs a week, one long run on Sunday, and a rest day after every "
+    "hard session. Increase weekly distance by ten percent at most.\n",
+    "music.md": "# Guitar practice\n\nPractice scales for ten minutes, then work on the fingerpicking pattern for "
+    "the new song. Restring the guitar this weekend.\n",
+}
+CONCEPT = "how does error handling work in the API layer"
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real qmd index of NOTES, embedded with a private copy of the MiniLM GGUF (so a test may
+    corrupt the copy)."""
+    base = tmp_path_factory.mktemp("qmdmodels")
+    source = base / "notes"
+    source.mkdir()
+    for name, text in NOTES.items():
+        (source / name).write_text(text)
+    model = base / "models" / MODEL.name
+    model.parent.mkdir()
+    shutil.copyfile(MODEL, model)
+    settings = {
+        "index_path": str(base / "idx" / "index.sqlite"),
+        "config_dir": str(base / "idx" / "cfg"),
+        "cache_dir": str(base / "cache"),
+        "collections": ["notes"],
+        "query_expansion": False,
+    }
+    cli = qmd_adapter.QmdBackend(
+        "qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=base / "s", environ=ENV)
+    ).transport()
+    cli.env["QMD_EMBED_MODEL"] = str(model)  # written into index.yml's models block by this first run
+    cli.env["QMD_EMBED_CONTEXT_SIZE"] = "512"
+    qmd_adapter.build_collection(cli, source, "notes", "**/*.md", base / "idx" / "lock")
+    done = subprocess.run(cli.argv("embed", []), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-500:]
+    assert str(model) in (base / "idx" / "cfg" / "index.yml").read_text()
+    return {"base": base, "settings": settings, "model": model}
+
+
+def engine(embedded: dict, tmp_path: Path, **overrides: object) -> qmd_adapter.QmdBackend:
+    settings = qmd_adapter.Settings(**{**embedded["settings"], **overrides})
+    return qmd_adapter.QmdBackend(
+        "qmd", settings, BackendContext(state_dir=tmp_path / "state", environ=ENV, long_lived=True)
+    )
+
+
+async def ask(backend: qmd_adapter.QmdBackend, query: str, mode: str, timeout_s: float = 60.0):
+    return await backend.search(BackendRequest(query, mode=mode, timeout_s=timeout_s))
+
+
+def test_concept_query_finds_the_note_by_meaning_with_cosine_relevance(embedded: dict, tmp_path: Path) -> None:
+    async def main() -> None:
+        backend = engine(embedded, tmp_path)
+        try:
+            answer = await ask(backend, CONCEPT, "vsearch")
+            assert answer.status == "success", answer.error_message
+            top = answer.results[0]
+            assert top.path == "api-errors.md"
+            assert top.relevance >= 0.4  # usable: the chain stops at qmd
+            # relevance is qmd's cosine through the documented mapping, not a rank position
+            assert top.relevance == pytest.approx(vsearch_relevance(top.qmd_score), abs=0.011)
+            assert all(r.path != "gardening.md" for r in answer.results)  # cosine < 0.3: dropped
+            facts = (await backend.runtime_facts())["engine"]
+            assert facts["models"]["embed"] is True and facts["models"]["generate"] is False
+            # a paraphrase without the note's keywords
+            answer = await ask(backend, "getting ready for a marathon", "vsearch")
+            assert answer.results[0].path == "fitness.md"
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_query_mode_without_reranker_scores_by_retrieval_evidence(embedded: dict, tmp_path: Path) -> None:
+    async def main() -> None:
+        backend = engine(embedded, tmp_path)
+        try:
+            answer = await ask(backend, CONCEPT, "query")
+            assert answer.status == "success", answer.error_message
+            assert answer.results[0].path == "api-errors.md" and answer.results[0].relevance >= 0.4
+            # the others are rank-2.. RRF entries (qmd score 1/rank) with no evidence: not inflated
+            assert all(r.relevance < 0.4 for r in answer.results[1:])
+            assert answer.query_sent.startswith("lex: ") and "\nvec: " in answer.query_sent
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_models_are_unloaded_after_the_idle_period_and_reloaded_on_demand(embedded: dict, tmp_path: Path) -> None:
+    async def main() -> None:
+        backend = engine(embedded, tmp_path, engine_idle_s=1)
+        try:
+            first = await ask(backend, CONCEPT, "vsearch")
+            assert first.status == "success", first.error_message
+            loaded = backend._engine.engine.facts()  # as of the answer (every answer carries it)
+            assert loaded["models"]["embed"] is True
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                facts = await backend.runtime_facts()
+                if not facts["engine"]["models"]["embed"]:
+                    break
+            assert facts["engine"]["models"]["embed"] is False, "models still loaded after the idle period"
+            assert facts["engine"]["pid"] == loaded["pid"]  # same engine, models given back
+            answer = await ask(backend, CONCEPT, "vsearch")
+            assert answer.results[0].path == "api-errors.md"
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_corrupt_model_file_is_unavailable_with_the_fix(embedded: dict, tmp_path: Path) -> None:
+    model: Path = embedded["model"]
+    good = model.read_bytes()
+    model.write_bytes(good[:4096])  # truncated: a download cut short
+
+    async def main() -> None:
+        backend = engine(embedded, tmp_path)
+        try:
+            answer = await ask(backend, CONCEPT, "vsearch")
+            assert answer.status == "error" and answer.error_code == BACKEND_UNAVAILABLE
+            assert "could not load a model" in answer.error_message and "qmd pull" in answer.error_message
+            assert (await ask(backend, "error middleware", "search")).status == "success"  # still serving
+        finally:
+            await backend.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        model.write_bytes(good)
+
+
+def test_rule_4_is_answered_by_qmd_vsearch_through_the_daemon(embedded: dict, tmp_path: Path) -> None:
+    config = json.loads((REPO / "router-config.json").read_text())
+    config["backends"]["qmd"] = {"type": "qmd", **embedded["settings"]}
+    config["backends"]["totalrecall"]["root"] = str(tmp_path / "memory")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "router-config.json").write_text(json.dumps(config))
+    (tmp_path / "backends.json").write_text(
+        json.dumps({"backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}})
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memory_router",
+            "serve",
+            "--state-dir",
+            str(tmp_path),
+            "--config",
+            str(tmp_path / "router-config.json"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        for i in range(2):  # the first call loads the model; the second is warm
+            proc.stdin.write(json.dumps({"id": i, "query": CONCEPT, "timeout_ms": 30000}).encode() + b"\n")
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline())
+            assert answer["rule"]["number"] == 4, answer["rule"]
+            assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "vsearch", "success"), (
+                answer
+            )
+            assert answer["results"][0]["path"] == "api-errors.md"
+            assert answer["fallbacks_used"] == 0
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -1,0 +1,172 @@
+"""``memory-router mcp`` driven by the official MCP SDK's own stdio client, as an MCP host would.
+
+The SDK is the ``mcp`` extra, installed in CI by .ci/setup.d/10-python-extras.sh. Outside CI a
+checkout without it skips these tests; in CI a missing SDK is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._client_support import assert_same_answer, run_cli, starter_workspace
+
+if os.environ.get("CI"):
+    import mcp  # noqa: F401  (CI must have the extra)
+else:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
+
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> tuple[Path, Path]:
+    return starter_workspace(tmp_path / "demo")
+
+
+def with_session(
+    args: list[str], body: Callable[[ClientSession], Awaitable[Any]], env: dict[str, str] | None = None
+) -> Any:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memory_router", "mcp", *args],
+        env={"MEMORY_ROUTER_DAEMON": "off", **(env or {})},
+    )
+
+    async def run() -> Any:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+    return asyncio.run(asyncio.wait_for(run(), timeout=60))
+
+
+def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
+    state, config = workspace
+
+    async def body(session: ClientSession) -> Any:
+        return (await session.list_tools()).tools
+
+    tools = {t.name: t for t in with_session(["--state-dir", str(state), "--config", str(config)], body)}
+    assert set(tools) == {"memory_query", "memory_route"}
+    query_schema = tools["memory_query"].input_schema
+    assert query_schema["required"] == ["query"]
+    assert set(query_schema["properties"]) == {"query", "limit", "timeout_ms"}
+    assert tools["memory_route"].input_schema["required"] == ["query"]
+    assert "envelope" in tools["memory_query"].description
+
+
+def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspace: tuple[Path, Path]) -> None:
+    state, config = workspace
+    flags = ["--state-dir", str(state), "--config", str(config)]
+    queries = [
+        "find the function parseAuthToken",
+        "why did we do it that way",
+        "zzzqqq xxyyzz",
+        "that thing with the tokens",
+    ]
+
+    async def body(session: ClientSession) -> Any:
+        out = []
+        for q in queries:
+            queried = await session.call_tool("memory_query", {"query": q, "limit": 2})
+            routed = await session.call_tool("memory_route", {"query": q})
+            out.append((queried, routed))
+        return out
+
+    answers = with_session(flags, body)
+    for q, (queried, routed) in zip(queries, answers, strict=True):
+        assert not queried.is_error and not routed.is_error
+        cli_env = json.loads(run_cli("query", q, "--limit", "2", *flags, env={"MEMORY_ROUTER_DAEMON": "off"}).stdout)
+        assert_same_answer(queried.structured_content, cli_env, q)
+        # The text content is the same envelope, for hosts that only read text.
+        assert json.loads(queried.content[0].text) == queried.structured_content
+        cli_plan = json.loads(run_cli("route", "--json", q, *flags).stdout)
+        plan = routed.structured_content
+        assert {k: plan[k] for k in cli_plan} == cli_plan  # the CLI's dry run, plus:
+        assert plan["query_echo"] == q and plan["cooldown"] == {}
+    statuses = [q.structured_content["status"] for q, _ in answers]
+    assert statuses == ["success", "partial", "empty", "success"]
+
+
+def test_bad_input_is_an_answer_not_a_crash(workspace: tuple[Path, Path]) -> None:
+    state, config = workspace
+
+    async def body(session: ClientSession) -> Any:
+        empty = await session.call_tool("memory_query", {"query": "   "})
+        too_long = await session.call_tool("memory_query", {"query": "x" * 5000})
+        bad_limit = await session.call_tool("memory_query", {"query": "auth", "limit": 0})
+        route_empty = await session.call_tool("memory_route", {"query": ""})
+        still_alive = await session.call_tool("memory_query", {"query": "auth", "limit": 1})
+        return empty, too_long, bad_limit, route_empty, still_alive
+
+    empty, too_long, bad_limit, route_empty, alive = with_session(
+        ["--state-dir", str(state), "--config", str(config)], body
+    )
+    assert empty.structured_content["error_code"] == "EMPTY_QUERY"
+    assert too_long.structured_content["error_code"] == "QUERY_TOO_LONG"
+    assert bad_limit.is_error and "limit" in bad_limit.content[0].text
+    assert route_empty.is_error and "EMPTY_QUERY" in route_empty.content[0].text
+    assert alive.structured_content["status"] == "success"
+
+
+def test_broken_state_is_reported_per_call_and_the_fix_is_picked_up(tmp_path: Path) -> None:
+    """A missing backends.json is answered per call; writing it fixes the running server."""
+    state, config = starter_workspace(tmp_path / "demo")
+    good_backends = (state / "backends.json").read_text()
+    (state / "backends.json").unlink()
+
+    async def body(session: ClientSession) -> Any:
+        missing = await session.call_tool("memory_query", {"query": "auth"})
+        (state / "backends.json").write_text(good_backends)
+        # Hot reload (watchfiles, debounced): the fix is picked up without a restart.
+        for _ in range(100):
+            fixed = await session.call_tool("memory_query", {"query": "auth"})
+            if fixed.structured_content["status"] != "error":
+                break
+            await asyncio.sleep(0.1)
+        return missing, fixed
+
+    missing, fixed = with_session(["--state-dir", str(state), "--config", str(config)], body)
+    assert missing.structured_content["status"] == "error"
+    assert missing.structured_content["error_code"] == "BACKENDS_JSON_MISSING"
+    assert fixed.structured_content["status"] == "success"
+
+
+def test_without_the_sdk_the_command_says_how_to_install_it() -> None:
+    # Simulate a plain install (no [mcp] extra) by making the SDK unimportable.
+    code = "import sys; sys.modules['mcp'] = None; from memory_router.cli import main; main()"
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", code, "mcp"], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert "pip install 'memory-router[mcp]'" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_broken_config_is_an_error_envelope_until_fixed(tmp_path: Path) -> None:
+    state, config = starter_workspace(tmp_path / "demo")
+    good = config.read_text()
+    config.write_text(good.replace('"threshold": 0.4', '"threshold": 7'))
+
+    async def body(session: ClientSession) -> Any:
+        broken = await session.call_tool("memory_query", {"query": "auth"})
+        route = await session.call_tool("memory_route", {"query": "auth"})
+        config.write_text(good)
+        fixed = await session.call_tool("memory_query", {"query": "auth"})
+        return broken, route, fixed
+
+    broken, route, fixed = with_session(["--state-dir", str(state), "--config", str(config)], body)
+    assert broken.structured_content["error_code"] == "CONFIG_INVALID"
+    assert "threshold" in broken.structured_content["error_message"]
+    assert route.is_error and "CONFIG_INVALID" in route.content[0].text
+    assert fixed.structured_content["status"] == "success"

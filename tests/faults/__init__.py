@@ -1,0 +1,1 @@
+"""Fault-tolerance tests (tests/FAULTS.md is generated from them)."""

@@ -1,0 +1,89 @@
+"""Cold start: `--help` lists lazy commands without importing them, and says what they say."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from memory_router.cli import LAZY_COMMANDS, main
+
+from .._client_support import assert_same_answer
+
+
+@pytest.mark.parametrize("name", sorted(LAZY_COMMANDS))
+@pytest.mark.parametrize("limit", [20, 45, 60, 80, 200])
+def test_the_static_short_help_is_the_commands_own(name, limit):
+    real = main.get_command(click.Context(main), name)
+    stub = click.Command(name, help=LAZY_COMMANDS[name][1])
+    assert stub.get_short_help_str(limit) == real.get_short_help_str(limit)
+
+
+def test_help_lists_every_command_without_importing_the_lazy_ones():
+    code = (
+        "import sys\n"
+        "from memory_router.cli import main\n"
+        "try:\n"
+        "    main(['--help'], prog_name='memory-router')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith(('memory_router.daemon', "
+        "'memory_router.mcp_server', 'pydantic', 'asyncio'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("LOADED []")
+    for name in ("backends", "config", "daemon", "demo", "mcp", "query", "route", "serve"):
+        assert f"\n  {name} " in out
+    assert "Serve memory_query and memory_route as an MCP server over stdio." in out
+
+
+CLICK_APP = "import sys; from memory_router.cli import main; main(prog_name='memory-router')"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from memory_router.demo import materialize
+
+    return materialize(tmp_path_factory.mktemp("demo") / "ws", log=lambda m: None)
+
+
+def _mask(stdout: bytes) -> bytes:
+    """The bytes minus timings; relevance too (recency is measured in seconds: compared with
+    assert_same_answer's tolerance)."""
+    import re
+
+    stdout = re.sub(rb'"(router_duration_ms|backend_duration_ms|duration_ms)":\s*\d+', rb'"\1":0', stdout)
+    return re.sub(rb'"(relevance|normalized_relevance)":\s*[-+.0-9eE]+', rb'"\1":0', stdout)
+
+
+@pytest.mark.parametrize(
+    "args, stdin",
+    [
+        (("what did we decide about the database schema",), None),
+        (("the middleware issue", "--pretty", "--limit", "2"), None),
+        (("-", "--timeout-ms=9000"), b"how does OrderController relate to PaymentService"),
+        (("-",), b"caf\xe9"),
+        (("   ",), None),
+    ],
+    ids=["plain", "pretty-limit", "stdin", "bad-utf8", "empty"],
+)
+def test_the_console_scripts_in_process_query_is_the_click_commands_without_click(demo, args, stdin):
+    import os
+
+    common = [*args, "--state-dir", str(demo.state_dir), "--config", str(demo.config_path)]
+    env = {**os.environ, "MEMORY_ROUTER_DAEMON": "off"}
+    kw = dict(input=stdin, capture_output=True, env=env, cwd=demo.root, timeout=120)
+    fast = subprocess.run([sys.executable, "-X", "importtime", "-m", "memory_router", "query", *common], **kw)
+    slow = subprocess.run([sys.executable, "-c", CLICK_APP, "query", *common], **kw)
+    lines = fast.stderr.decode().splitlines()
+    assert not [line for line in lines if line.endswith(("| click", "|   click"))]  # no click imported
+    fast_stderr = "\n".join(line for line in lines if not line.startswith("import time:"))
+    assert (fast.returncode, _mask(fast.stdout), fast_stderr) == (
+        slow.returncode,
+        _mask(slow.stdout),
+        slow.stderr.decode().rstrip("\n"),
+    )
+    assert_same_answer(json.loads(fast.stdout), json.loads(slow.stdout), "console script vs click app")

@@ -1,0 +1,194 @@
+"""The compiled config cache: a cold answer equals a validated-config answer; a bad cache is never trusted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from memory_router.backends import BackendContext
+
+from memory_router import config_cache
+from memory_router.config import load_config
+from memory_router.config_cache import CACHE_NAME, load_config_cached
+from memory_router.demo import SPEC_EXAMPLES, materialize
+from memory_router.errors import InvalidConfig
+from memory_router.installed import load_installed
+from memory_router.paths import packaged_config
+from memory_router.router import Router
+
+from .._client_support import assert_same_answer
+from ..conftest import cli
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return materialize(tmp_path_factory.mktemp("demo") / "ws", log=lambda m: None)
+
+
+@pytest.fixture()
+def state(tmp_path: Path) -> Path:
+    (tmp_path / "state").mkdir()
+    return tmp_path / "state"
+
+
+def route_all(config, ws) -> list[dict]:
+    router = Router(config, context=BackendContext(state_dir=ws.state_dir, cwd=ws.root))
+    installed = load_installed(ws.backends_path)
+
+    async def run() -> list[dict]:
+        return [orjson.loads((await router.route(ex.query, installed)).to_json()) for ex in SPEC_EXAMPLES]
+
+    return asyncio.run(run())
+
+
+def test_cached_config_answers_the_15_spec_queries_exactly_like_the_validated_one(demo, tmp_path):
+    validated = load_config(demo.config_path)
+    load_config_cached(demo.config_path, tmp_path)  # builds the cache
+    cached = load_config_cached(demo.config_path, tmp_path)  # loaded from it
+    assert all(not rule._compiled for rule in cached.rules.rules)  # really from the cache: nothing compiled yet
+    for example, a, b in zip(SPEC_EXAMPLES, route_all(cached, demo), route_all(validated, demo), strict=True):
+        assert_same_answer(a, b, f"example {example.number}: cached vs validated config")
+    for field in ("path", "threshold", "timeout_ms", "result_limit", "max_query_chars", "regex_timeout_ms"):
+        assert getattr(cached, field) == getattr(validated, field)
+    assert (cached.deadline_ms, cached.cooldown) == (validated.deadline_ms, validated.cooldown)
+    assert cached.rules.rules == validated.rules.rules
+    assert dict(cached.backends) == dict(validated.backends)  # settings validated on demand, equal
+
+
+@pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
+def test_cold_cli_answer_equals_a_validated_config_answer(demo, example):
+    args = ["query", example.query, "--state-dir", str(demo.state_dir), "--config", str(demo.config_path)]
+    env = {**os.environ, "MEMORY_ROUTER_DAEMON": "off"}
+
+    def answer(**extra: str) -> dict:
+        proc = subprocess.run(cli(*args), capture_output=True, env={**env, **extra}, cwd=demo.root, timeout=60)
+        assert proc.returncode in (0, 1), proc.stderr
+        return orjson.loads(proc.stdout)
+
+    answer()  # writes the cache (first run) or finds it
+    assert (demo.state_dir / CACHE_NAME).is_file()
+    assert_same_answer(answer(), answer(MEMORY_ROUTER_CONFIG_CACHE="off"), "cache on vs off")
+
+
+def test_a_cache_hit_imports_neither_pydantic_specs_nor_unused_adapters(demo, tmp_path):
+    load_config_cached(demo.config_path, tmp_path)
+    code = (
+        "import sys; from pathlib import Path; from memory_router.config_cache import load_config_cached; "
+        f"c = load_config_cached(Path({str(demo.config_path)!r}), Path({str(tmp_path)!r})); "
+        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'memory_router.config_schema', "
+        "'memory_router.backends.')) and m != 'memory_router.backends._files'))"
+    )  # _files: the stdlib-only reader every config file goes through (a FIFO is refused)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_writes_the_cache_0600_atomically(state):
+    load_config_cached(None, state)
+    cache = state / CACHE_NAME
+    assert cache.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in state.iterdir()] == [CACHE_NAME]  # no temporary file left behind
+    stored = orjson.loads(cache.read_bytes())
+    assert stored["key"] == config_cache.cache_key(packaged_config().read_bytes())
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\x00\xff garbage",
+        b'{"format": 1, "key": "',
+        b"[]",
+        b'{"format": 1, "key": "0000", "config": {}}',
+        b'{"format": 99, "key": "KEY", "config": {}}',
+        b'{"format": 1, "key": "KEY", "config": {"rules": "nope"}}',
+    ],
+    ids=["empty", "binary", "truncated", "not-an-object", "other-key", "other-format", "wrong-shape"],
+)
+def test_a_corrupt_or_foreign_cache_is_ignored_and_rebuilt(state, content):
+    key = config_cache.cache_key(packaged_config().read_bytes())
+    (state / CACHE_NAME).write_bytes(content.replace(b"KEY", key.encode()))
+    (state / CACHE_NAME).chmod(0o600)
+    config = load_config_cached(None, state)
+    assert config.rules.match("find the function parseAuthToken").rule.number == 1
+    assert orjson.loads((state / CACHE_NAME).read_bytes())["key"] == key  # rebuilt
+
+
+def test_a_forged_entry_with_the_right_key_but_wrong_types_is_rebuilt(state):
+    load_config_cached(None, state)
+    cache = state / CACHE_NAME
+    stored = orjson.loads(cache.read_bytes())
+    stored["config"]["threshold"] = "0.4"
+    cache.write_bytes(orjson.dumps(stored))
+    assert load_config_cached(None, state).threshold == 0.4
+    assert orjson.loads(cache.read_bytes())["config"]["threshold"] == 0.4
+
+
+def test_a_changed_config_is_revalidated_not_answered_from_the_stale_cache(state, tmp_path):
+    path = tmp_path / "router-config.json"
+    data = orjson.loads(packaged_config().read_bytes())
+    path.write_bytes(orjson.dumps(data))
+    assert load_config_cached(path, state).threshold == data["threshold"]
+    path.write_bytes(orjson.dumps({**data, "threshold": 0.75}))
+    assert load_config_cached(path, state).threshold == 0.75
+    path.write_bytes(orjson.dumps({**data, "threshold": 7}))
+    with pytest.raises(InvalidConfig, match="threshold"):
+        load_config_cached(path, state)  # an invalid file is an error even with a cache present
+
+
+def test_a_group_writable_cache_is_not_trusted(state, tmp_path):
+    path = tmp_path / "router-config.json"
+    data = orjson.loads(packaged_config().read_bytes())
+    path.write_bytes(orjson.dumps(data))
+    load_config_cached(path, state)
+    cache = state / CACHE_NAME
+    stored = orjson.loads(cache.read_bytes())
+    stored["config"]["threshold"] = 0.9  # a tampered entry under the right key
+    cache.write_bytes(orjson.dumps(stored))
+    cache.chmod(0o620)
+    assert load_config_cached(path, state).threshold == data["threshold"]
+    assert cache.stat().st_mode & 0o777 == 0o600  # replaced by our own
+
+
+def test_a_symlink_in_place_of_the_cache_is_neither_followed_nor_written_through(state, tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_bytes(b"precious")
+    (state / CACHE_NAME).symlink_to(target)
+    load_config_cached(None, state)
+    assert target.read_bytes() == b"precious"
+    assert not (state / CACHE_NAME).is_symlink() and (state / CACHE_NAME).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_missing_state_dir_is_not_created_for_the_cache(tmp_path):
+    config = load_config_cached(None, tmp_path / "absent")
+    assert config.rules.default.id and not (tmp_path / "absent").exists()
+
+
+def test_switched_off_it_neither_reads_nor_writes(state):
+    load_config_cached(None, state, environ={"MEMORY_ROUTER_CONFIG_CACHE": "off"})
+    assert not (state / CACHE_NAME).exists()
+
+
+def test_a_code_change_changes_the_key(monkeypatch):
+    raw = packaged_config().read_bytes()
+    before = config_cache.cache_key(raw)
+    monkeypatch.setattr(config_cache, "_code_stamps", lambda: ["rules.py:1:2"])
+    assert config_cache.cache_key(raw) != before
+    monkeypatch.setattr(config_cache, "__version__", "9.9.9")
+    assert config_cache.cache_key(raw) != before
+
+
+@pytest.mark.parametrize("bad_type", [[], {}, 3, None])
+def test_a_backend_type_that_is_not_a_string_is_a_clear_error_cached_or_not(state, tmp_path, bad_type):
+    data = orjson.loads(packaged_config().read_bytes())
+    data["backends"]["qmd"]["type"] = bad_type
+    path = tmp_path / "router-config.json"
+    path.write_bytes(orjson.dumps(data))
+    for load in (lambda: load_config(path), lambda: load_config_cached(path, state)):
+        with pytest.raises(InvalidConfig, match=r"backends\.qmd\.type: unknown backend type"):
+            load()
+    assert not (state / CACHE_NAME).exists()

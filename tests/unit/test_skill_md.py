@@ -1,0 +1,151 @@
+"""SKILL.md is the agent-facing OpenClaw skill: its frontmatter must load in OpenClaw (and any
+AgentSkills/YAML reader), every command it documents must parse against the real CLI, and its
+worked examples must be what the router actually prints."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from itertools import pairwise
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+
+from memory_router.cli import main as cli_main
+
+from .._client_support import run_cli, starter_workspace
+
+SKILL = Path(__file__).resolve().parents[2] / "SKILL.md"
+TEXT = SKILL.read_text(encoding="utf-8")
+
+
+def frontmatter() -> tuple[list[str], dict]:
+    lines = TEXT.split("\n")
+    assert lines[0] == "---", "SKILL.md must start with a '---' frontmatter line"
+    end = lines.index("---", 1)
+    block = lines[1:end]
+    return block, yaml.safe_load("\n".join(block))
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str, int]]:
+    """(language, body, end offset) of every ``` fenced block, in order."""
+    return [(m.group(1), m.group(2), m.end()) for m in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.M | re.S)]
+
+
+def test_frontmatter_is_an_openclaw_skill() -> None:
+    block, meta = frontmatter()
+    assert meta["name"] == "memory-router"
+    # AgentSkills: lowercase letters, digits and hyphens; OpenClaw: one line, short.
+    assert re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", meta["name"])
+    assert isinstance(meta["description"], str) and 20 < len(meta["description"]) < 160
+    assert meta["metadata"]["openclaw"]["requires"]["bins"] == ["memory-router"]
+    # OpenClaw's embedded-agent parser reads single-line keys only, with metadata as one line of
+    # JSON; a multi-line YAML block would silently lose requires.bins there.
+    for line in block:
+        assert re.fullmatch(r"[a-z][\w-]*: \S.*", line), f"frontmatter line is not a single-line key: {line!r}"
+    metadata_line = next(line for line in block if line.startswith("metadata: "))
+    assert json.loads(metadata_line.removeprefix("metadata: ")) == meta["metadata"]
+
+
+def documented_commands() -> list[list[str]]:
+    commands = []
+    for lang, body, _ in fenced_blocks(TEXT):
+        if lang != "sh":
+            continue
+        for line in body.splitlines():
+            if not line.startswith("memory-router "):
+                continue
+            words = shlex.split(line, comments=True)[1:]
+            for stop in ("<", ">", "|"):  # shell redirections are not arguments
+                if stop in words:
+                    words = words[: words.index(stop)]
+            commands.append(words)
+    return commands
+
+
+def resolve(words: list[str]) -> tuple[click.Command, list[str], str]:
+    command: click.Command = cli_main
+    path = "memory-router"
+    ctx = click.Context(cli_main, info_name="memory-router")
+    while isinstance(command, click.Group):
+        name, words = words[0], words[1:]
+        sub = command.get_command(ctx, name)
+        assert sub is not None, f"SKILL.md documents `{path} {name}`, which the CLI does not have"
+        command, path = sub, f"{path} {name}"
+    return command, words, path
+
+
+def test_skill_documents_commands() -> None:
+    names = {tuple(resolve(words)[2].split()[1:]) for words in documented_commands()}
+    # The commands an agent needs are all there.
+    assert {("query",), ("route",), ("backends",), ("config", "check")} <= names
+
+
+@pytest.mark.parametrize("words", documented_commands(), ids=lambda w: " ".join(w)[:60])
+def test_every_documented_command_parses_against_the_cli(words: list[str]) -> None:
+    command, args, path = resolve(words)
+    # make_context parses exactly as a real invocation would: an unknown flag, a missing
+    # argument or a bad value raises a UsageError here.
+    try:
+        command.make_context(path, list(args))
+    except click.UsageError as exc:  # pragma: no cover - the failure message is the point
+        pytest.fail(f"`{path} {' '.join(args)}` from SKILL.md does not parse: {exc.format_message()}")
+
+
+def worked_examples() -> list[tuple[list[str], dict]]:
+    """Each ```sh block holding one `memory-router query` line that is directly followed by a
+    ```json block: the command and the envelope SKILL.md says it prints."""
+    blocks = fenced_blocks(TEXT)
+    pairs = []
+    for (lang, body, end), (next_lang, next_body, _) in pairwise(blocks):
+        lines = body.strip().splitlines()
+        if lang == "sh" and next_lang == "json" and len(lines) == 1 and lines[0].startswith("memory-router query"):
+            between = TEXT[end : TEXT.index("```json\n" + next_body, end)]
+            assert between.strip() == "", "a worked example's envelope must directly follow its command"
+            pairs.append((shlex.split(lines[0])[1:], json.loads(next_body)))
+    return pairs
+
+
+def _comparable(envelope: dict) -> dict:
+    """Drop what legitimately changes between runs: timings, dates, and the exact relevance
+    figures (Total Recall's recency factor decays with the age of dated claims, so the third
+    decimal moves from day to day; which side of the 0.4 threshold they fall on must not)."""
+    env = json.loads(json.dumps(envelope))
+    env.pop("router_duration_ms")
+    env.pop("backend_duration_ms")
+    env["normalized_relevance"] = env["normalized_relevance"] >= 0.4
+    for attempt in env["attempts"]:
+        attempt.pop("duration_ms")
+        attempt["normalized_relevance"] = attempt["normalized_relevance"] >= 0.4
+    for result in env["results"]:
+        result.pop("timestamp")
+        result["relevance"] = result["relevance"] >= 0.4
+        result["path"] = re.sub(r"\d{4}-\d{2}-\d{2}", "DATE", result["path"])
+    return env
+
+
+def test_worked_examples_are_what_the_router_prints(tmp_path: Path) -> None:
+    examples = worked_examples()
+    assert len(examples) >= 5
+    assert {env["status"] for _, env in examples} == {"success", "partial", "empty", "error"}
+    state, config = starter_workspace(tmp_path / "demo")
+    env = {"OPENCLAW_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(config), "MEMORY_ROUTER_DAEMON": "off"}
+    for args, documented in examples:
+        proc = run_cli(*args, env=env)
+        actual = json.loads(proc.stdout)
+        assert _comparable(actual) == _comparable(documented), f"SKILL.md example `{' '.join(args)}` is stale"
+        want_exit = (
+            2
+            if documented["error_code"] in ("EMPTY_QUERY", "QUERY_TOO_LONG")
+            else (1 if documented["status"] == "error" else 0)
+        )
+        assert proc.returncode == want_exit
+
+
+def test_readme_points_at_the_spec_and_the_skill() -> None:
+    readme = (SKILL.parent / "README.md").read_text(encoding="utf-8")
+    assert not re.search(r"specification\s+is\s+\[SKILL.md\]", readme)
+    assert "](SKILL.md)" in readme  # the install notes link the skill
