@@ -328,23 +328,15 @@ def serve(tmp_path: Path, corpus: dict, name: str) -> tuple[subprocess.Popen, Pa
     config["backends"]["qmd"] = {"type": "qmd", **corpus["settings"]}
     (state / "router-config.json").write_text(json.dumps(config))
     (state / "backends.json").write_text(json.dumps({"backends": {"qmd": {"status": "ready"}}}))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memory_router",
-            "serve",
-            "--state-dir",
-            str(state),
-            "--config",
-            str(state / "router-config.json"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=ENV,
+    return start_serve(state), state
+
+
+def start_serve(state: Path) -> subprocess.Popen:
+    """`memory-router serve` on stdin/stdout over ``state`` (its router-config.json inside)."""
+    argv = ["-m", "memory_router", "serve", "--state-dir", str(state), "--config", str(state / "router-config.json")]
+    return subprocess.Popen(
+        [sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV
     )
-    return proc, state
 
 
 def request(proc: subprocess.Popen, payload: dict) -> dict:

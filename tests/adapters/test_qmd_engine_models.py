@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 from memory_router.backends._qmd_parse import vsearch_relevance
 from memory_router.backends.base import BACKEND_UNAVAILABLE, BackendRequest
+
+from .test_qmd_engine import request, start_serve
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
@@ -191,28 +192,10 @@ def test_rule_4_is_answered_by_qmd_vsearch_through_the_daemon(embedded: dict, tm
     (tmp_path / "backends.json").write_text(
         json.dumps({"backends": {"qmd": {"status": "ready"}, "totalrecall": {"status": "ready"}}})
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memory_router",
-            "serve",
-            "--state-dir",
-            str(tmp_path),
-            "--config",
-            str(tmp_path / "router-config.json"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=ENV,
-    )
+    proc = start_serve(tmp_path)
     try:
-        assert proc.stdin is not None and proc.stdout is not None
         for i in range(2):  # the first call loads the model; the second is warm
-            proc.stdin.write(json.dumps({"id": i, "query": CONCEPT, "timeout_ms": 30000}).encode() + b"\n")
-            proc.stdin.flush()
-            answer = json.loads(proc.stdout.readline())
+            answer = request(proc, {"id": i, "query": CONCEPT, "timeout_ms": 30000})
             assert answer["rule"]["number"] == 4, answer["rule"]
             assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "vsearch", "success"), (
                 answer
