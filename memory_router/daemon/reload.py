@@ -36,14 +36,14 @@ class Reloader:
         """A router for ``config`` that reuses the ``keep`` instances (and the service's overrides)."""
         service = self._service
         if config.cooldown is not None:
-            service._cooldown.configure(config.cooldown.failures, config.cooldown.seconds)
+            service.cooldown.configure(config.cooldown.failures, config.cooldown.seconds)
         return Router(
             config,
             context=service.context,
             log=service.log,
-            backends={**keep, **service._overrides},
-            cooldown=service._cooldown if config.cooldown is not None else None,
-            match_executor=service._match_pool,
+            backends={**keep, **service.overrides},
+            cooldown=service.cooldown if config.cooldown is not None else None,
+            match_executor=service.match_pool,
         )
 
     def reload(self) -> dict[str, str]:
@@ -70,15 +70,15 @@ class Reloader:
         old = service.router
         keep: dict[str, Backend] = {}
         for name, instance in old.instances().items():
-            if name in service._overrides:
+            if name in service.overrides:
                 continue
             if config.backends.get(name) == old.config.backends.get(name):
                 keep[name] = instance  # same type and settings: keep its warm caches
             else:
-                service._cooldown.forget(name)
+                service.cooldown.forget(name)
                 close_quietly(instance)
         service.router = self.make_router(config, keep)
-        service._watcher.stale = True
+        service.watcher.stale = True
         return self._reloaded(
             f"{service.config_path} reloaded: {len(config.rules.rules)} rules, backends {', '.join(config.backends)}"
         )

@@ -99,17 +99,19 @@ class Service:
         self.log = RouterLog(paths.router_log(state_dir))
         self.stats = Stats()
         self.say = diagnostics or _stderr
-        self._overrides = dict(backends or {})
+        # Shared with the Reloader and Watcher (reload.py, watch.py), hence public: backend
+        # instances given by the caller (tests), the file watcher, the match pool, the cooldown.
+        self.overrides = dict(backends or {})
         self._in_flight = 0
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
-        self._watcher = Watcher((self.config_path, backends_path), lambda: self.reload(), lambda m: self.say(m))
+        self.watcher = Watcher((self.config_path, backends_path), lambda: self.reload(), lambda m: self.say(m))
         # Rule matching runs here, off the event loop: a slow signal regex then holds its own
         # query only (up to the match budget), never the other requests.
-        self._match_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-router-match")
+        self.match_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-router-match")
 
         config = load_config(self.config_path)
-        self._cooldown = Cooldown(on_event=self._cooldown_event, clock=clock)
+        self.cooldown = Cooldown(on_event=self._cooldown_event, clock=clock)
         self._reloader = Reloader(self)  # notes both files' signatures: changes from now on reload
         self.router = self._reloader.make_router(config, keep={})
         self.installed: Installed | None = None
@@ -216,7 +218,7 @@ class Service:
             self.stats.request("error", exc.error_code)
             return self.error_response(request.id, exc.error_code, str(exc), request.query)
         self.stats.request("plan")
-        cooling = self._cooldown.snapshot() if router.cooldown is not None else {}
+        cooling = self.cooldown.snapshot() if router.cooldown is not None else {}
         return {
             "id": request.id,
             "query_echo": request.query,
@@ -253,9 +255,9 @@ class Service:
                 )
         finally:
             self._in_flight -= 1
-        if self._watcher.behind(router.instances()):
-            self._watcher.stale = False
-            await self._watcher.watch_backends(self.router.instances())  # a backend was created: watch its data
+        if self.watcher.behind(router.instances()):
+            self.watcher.stale = False
+            await self.watcher.watch_backends(self.router.instances())  # a backend was created: watch its data
         response = {"id": request.id, **envelope.model_dump(mode="json")}
         self.stats.query(response, (time.perf_counter() - started) * 1000)
         return response
@@ -277,7 +279,7 @@ class Service:
             "backends_json_error": str(self.installed_error)
             if self.installed is None and self.installed_error
             else None,
-            "cooldown": self._cooldown.snapshot() if self.router.cooldown is not None else None,
+            "cooldown": self.cooldown.snapshot() if self.router.cooldown is not None else None,
             "deadline_ms": self.router.config.deadline_ms,
         }
 
@@ -308,21 +310,21 @@ class Service:
 
     async def start(self) -> None:
         """Start watching router-config.json and backends.json (idempotent)."""
-        if self._watcher.running:
+        if self.watcher.running:
             return
-        self._watcher.start()
+        self.watcher.start()
         # Let the watcher register its inotify watches, then catch changes made before that.
         for _ in range(3):
             await asyncio.sleep(0)
         self.reload()
-        await self._watcher.watch_backends(self.router.instances())
+        await self.watcher.watch_backends(self.router.instances())
 
     async def aclose(self) -> None:
         """Stop watching and stop the backends' helper processes (qmd's warm engine); in-flight
         requests are the transport's business."""
         for instance in self.router.instances().values():
             await aclose_quietly(instance)
-        await self._watcher.stop()
+        await self.watcher.stop()
 
     async def __aenter__(self) -> Service:
         await self.start()
