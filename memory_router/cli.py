@@ -20,7 +20,7 @@ import click
 
 from . import __version__
 from .errors import RouterError
-from .oneshot import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Options, Session, _read_query, _say, _write_json, run_query
+from .oneshot import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Options, Session, read_query, run_query, say, write_json
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "IN_PROCESS", "Options", "Session", "main", "common_options"]
 
@@ -149,12 +149,12 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
 
     try:
         session = Session(Options(**kw))
-        plan = session.router.plan(_read_query(query), session.installed())
+        plan = session.router.plan(read_query(query), session.installed())
     except RouterError as exc:
-        _say(str(exc))
+        say(str(exc))
         sys.exit(exc.exit_code)
     if as_json:
-        _write_json(orjson.dumps(plan.as_dict()))
+        write_json(orjson.dumps(plan.as_dict()))
         return
     m = plan.match
     how = (
@@ -187,15 +187,15 @@ def backends(as_json: bool, **kw: Any) -> None:
     try:
         session = Session(Options(**kw))
     except RouterError as exc:
-        _say(str(exc))
+        say(str(exc))
         sys.exit(exc.exit_code)
     installed = None
     try:
         installed = session.installed()
     except BackendsFileMissing as exc:
-        _say(str(exc))
+        say(str(exc))
     except RouterError as exc:
-        _say(str(exc))
+        say(str(exc))
         sys.exit(exc.exit_code)
     rows = []
     for name, spec in session.config.backends.items():
@@ -216,7 +216,7 @@ def backends(as_json: bool, **kw: Any) -> None:
         if row["backend"] in running:
             row["daemon"] = running[row["backend"]]
     if as_json:
-        _write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
+        write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
         return
     from .daemon.control import describe_runtime
 
@@ -262,7 +262,7 @@ def config_check(**kw: Any) -> None:
         )
         installed = session.installed()
     except RouterError as exc:
-        _say(str(exc))
+        say(str(exc))
         sys.exit(exc.exit_code)
     usable = ", ".join(installed.usable) or "none"
     click.echo(f"ok: {installed.path}: tier {installed.tier or 'unspecified'}, usable backends: {usable}")

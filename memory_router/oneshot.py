@@ -26,7 +26,7 @@ class Options:
     config: str | None
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     """One diagnostic line on stderr (ANSI escapes stripped unless it is a terminal, as click.echo)."""
     line = f"memory-router: {message}"
     if not sys.stderr.isatty():
@@ -36,7 +36,7 @@ def _say(message: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _write_json(data: bytes) -> None:
+def write_json(data: bytes) -> None:
     sys.stdout.buffer.write(data + b"\n")
     sys.stdout.buffer.flush()
 
@@ -69,7 +69,7 @@ class Session:
         return load_installed(self.backends_path)
 
 
-def _read_query(query: str) -> str:
+def read_query(query: str) -> str:
     if query != "-":
         if not query.isascii():
             try:
@@ -117,23 +117,23 @@ def run_query(
 
     text = query
     try:
-        text = _read_query(query)
+        text = read_query(query)
         if via_daemon is not None and (code := via_daemon(text)) is not None:
             sys.exit(code)
         session = Session(opts)
         installed = session.installed()
         envelope = _run_abandoning(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
     except RouterError as exc:
-        _say(str(exc))
+        say(str(exc))
         echo = _printable_echo(text) if text != "-" else ""
-        _write_json(error_envelope(echo, exc.error_code, str(exc)).to_json(pretty=pretty))
+        write_json(error_envelope(echo, exc.error_code, str(exc)).to_json(pretty=pretty))
         sys.exit(exc.exit_code)
-    _write_json(envelope.to_json(pretty=pretty))
+    write_json(envelope.to_json(pretty=pretty))
     if envelope.status == "error":
         if envelope.error_code in ("EMPTY_QUERY", "QUERY_TOO_LONG"):
-            _say(envelope.error_message or "")
+            say(envelope.error_message or "")
             _leave(EXIT_USAGE)
-        _say(envelope.error_message or "all backends failed")
+        say(envelope.error_message or "all backends failed")
         _leave(EXIT_ERROR)
     _leave(EXIT_OK)
 
