@@ -17,6 +17,8 @@ The forms, the ranking formula and the measured effect are in README.md ("Defini
 
 from __future__ import annotations
 
+import math
+
 import functools
 import re
 from collections.abc import Sequence
@@ -304,4 +306,8 @@ def definitions_first_relevances(relevances: Sequence[float], strengths: Sequenc
     if top <= 0:
         return list(relevances)
     best = max(relevances)
-    return [max(r, best) if s == top else r * MENTION_FACTOR for r, s in zip(relevances, strengths, strict=True)]
+    # Scaling a subnormal can round back to itself; the cap keeps mentions strictly below.
+    cap = math.nextafter(best, 0.0)
+    return [
+        max(r, best) if s == top else min(r * MENTION_FACTOR, cap) for r, s in zip(relevances, strengths, strict=True)
+    ]

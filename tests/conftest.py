@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import settings
 from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend
 
@@ -15,6 +17,12 @@ from memory_router.config import RouterConfig, load_config
 from memory_router.installed import Installed, parse_installed
 from memory_router.router import Router
 from memory_router.routerlog import RouterLog
+
+# Property tests: `ci` replays the same examples on every run, so a red CI is reproducible and
+# never a coin toss; `hunt` explores far more (run it locally: HYPOTHESIS_PROFILE=hunt).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("hunt", max_examples=2000, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ALL_BACKENDS = ("qmd", "totalrecall", "cognee", "lossless")
 STARTER = ("qmd", "totalrecall")

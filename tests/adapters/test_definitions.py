@@ -3,6 +3,8 @@ it on hits in qmd's ``--json`` shape (backends/_qmd_parse.py)."""
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pytest
@@ -150,7 +152,14 @@ def test_definitions_rank_strictly_above_everything_else(hits: list[tuple[float,
     if best > 0:
         assert all(o < min(leaders) for o in others)
     # The others are scaled by one factor: their order among themselves is kept.
-    assert [r * MENTION_FACTOR for r, s in hits if s != top] == others
+    cap = math.nextafter(best, 0.0)
+    assert [min(r * MENTION_FACTOR, cap) for r, s in hits if s != top] == others
+
+
+def test_a_mention_stays_below_a_definition_at_the_float_floor() -> None:
+    # 5e-324 * 0.9 rounds back to 5e-324: without the cap the mention would tie the definition.
+    out = definitions_first_relevances([0.0, 5e-324], [1, 0])
+    assert out[1] < out[0]
 
 
 def _hit(path: str, snippet: str, score: float, line: int = 1) -> dict:
