@@ -283,7 +283,7 @@ def definitions_first(
     out: list[Result] = []
     for result, (_, update), relevance in zip(results, found, relevances, strict=True):
         if update or relevance != result.relevance:
-            result = Result(**(result.model_dump() | update | {"relevance": round(relevance, 4)}))
+            result = result.replace(**(update | {"relevance": round(relevance, 4)}))
         out.append(result)
     return out
 
@@ -293,7 +293,7 @@ def _definition_update(
 ) -> tuple[int, dict[str, Any]]:
     """(strength, result fields to set) for one hit: 2 defines ``symbol`` in a source file, 1 in
     a markdown file's code, 0 does not define it (as far as its file, else its snippet, shows)."""
-    extra = result.model_extra or {}
+    extra = result.extra
     path = str(extra.get("path") or "")
     markdown = is_document(path)
     snippet = hit.get("snippet") if isinstance(hit.get("snippet"), str) else hit.get("body")

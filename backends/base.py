@@ -27,9 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
-
-from pydantic import BaseModel, ConfigDict, Field
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -39,27 +38,125 @@ BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
 QUERY_TIMEOUT = "QUERY_TIMEOUT"
 
 
-class Result(BaseModel):
-    """One hit. Adapters may add extra keys (``path``, ``line``, ``summary_id``...)."""
+_STATUSES = frozenset({"success", "empty", "error"})
 
-    model_config = ConfigDict(extra="allow", frozen=True)
 
+class InvalidResult(ValueError):
+    """A :class:`Result` or :class:`BackendResponse` built with a value the contract forbids."""
+
+
+def check_relevance(where: str, value: object) -> float:
+    """``value`` as a float in 0..1, or :class:`InvalidResult` quoting it (NaN is refused too)."""
+    if type(value) is float:
+        number = value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise InvalidResult(f"{where} must be a number in 0..1, got {value!r}")
+    if not 0.0 <= number <= 1.0:
+        raise InvalidResult(f"{where} must be in 0..1, got {value!r}")
+    return number
+
+
+class Result:
+    """One hit: ``content``, ``relevance`` (0..1), ``source``, ``timestamp``, plus the extra keys
+    an adapter adds (``path``, ``line``, ``summary_id``...), kept in :attr:`extra` in the order
+    given (readable as attributes too: ``hit.path``) and serialised after the four contract
+    fields. Extra values must be JSON values. Immutable; checked when built.
+
+    A plain slotted class, not a pydantic model: every CLI query builds these, and importing
+    pydantic would cost more than the rest of a cold query (README, *Cold start*)."""
+
+    __slots__ = ("content", "relevance", "source", "timestamp", "extra")
     content: str
-    relevance: float = Field(ge=0.0, le=1.0)
+    relevance: float
     source: str
-    timestamp: str | None = None
+    timestamp: str | None
+    extra: Mapping[str, Any]
+
+    def __init__(self, content: str, relevance: float, source: str, timestamp: str | None = None, **extra: Any) -> None:
+        if not isinstance(content, str):
+            raise InvalidResult(f"result content must be a string, got {type(content).__name__}")
+        if not isinstance(source, str):
+            raise InvalidResult(f"result source must be a string, got {source!r}")
+        if timestamp is not None and not isinstance(timestamp, str):
+            raise InvalidResult(f"result timestamp must be a string or null, got {timestamp!r}")
+        setter = object.__setattr__
+        setter(self, "content", content)
+        setter(self, "relevance", check_relevance("result relevance", relevance))
+        setter(self, "source", source)
+        setter(self, "timestamp", timestamp)
+        setter(self, "extra", MappingProxyType(extra))
+
+    def __getattr__(self, name: str) -> Any:
+        """Extra keys read as attributes too (``hit.path``); called only when no slot matches."""
+        if name != "extra":  # not yet set while unpickling: no recursion
+            try:
+                return self.extra[name]
+            except KeyError:
+                pass
+        raise AttributeError(f"Result has no field or extra key {name!r}")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Result is immutable (cannot set {name!r}); use replace()")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Result is immutable (cannot delete {name!r})")
+
+    def replace(self, **changes: Any) -> Result:
+        """A copy with ``changes`` applied (contract fields or extra keys), checked again."""
+        return Result(**(self.as_dict() | changes))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object of this hit: the four contract fields, then the extra keys."""
+        return {
+            "content": self.content,
+            "relevance": self.relevance,
+            "source": self.source,
+            "timestamp": self.timestamp,
+            **self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Result:
+        """A hit read back from JSON; :class:`InvalidResult` names what is missing or wrong."""
+        if not isinstance(data, Mapping):
+            raise InvalidResult(f"a result must be an object, got {type(data).__name__}")
+        missing = [k for k in ("content", "relevance", "source") if k not in data]
+        if missing:
+            raise InvalidResult(f"a result needs {', '.join(missing)}")
+        return cls(**data)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.content, self.relevance, self.source, self.timestamp))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"Result({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable despite the custom __setattr__
+        return (_result_from_dict, (self.as_dict(),))
 
 
-class BackendResponse(BaseModel):
+def _result_from_dict(data: dict[str, Any]) -> Result:
+    return Result(**data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendResponse:
     """The stack's backend contract: exactly what one backend call returns.
 
     The first nine fields are the wire format of the OpenClaw stack's ``wrapper.sh --adapter``
     skills. ``query_sent`` is a router-side extension: the query text the adapter actually sent
     when it rewrote the user's query (qmd keyword extraction, FTS sanitising); it is reported in
-    the envelope's ``attempts`` and is not part of the wire contract.
+    the envelope's ``attempts`` and is not part of the wire contract. Build one with
+    :meth:`from_results` or :meth:`failure`; change one with :func:`dataclasses.replace`.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     query_echo: str
     results: tuple[Result, ...] = ()
@@ -68,9 +165,19 @@ class BackendResponse(BaseModel):
     error_message: str | None = None
     error_code: str | None = None
     backend_duration_ms: int = 0
-    normalized_relevance: float = Field(default=0.0, ge=0.0, le=1.0)
+    normalized_relevance: float = 0.0
     backend: str
     query_sent: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in _STATUSES:
+            raise InvalidResult(f"status must be one of success, empty, error; got {self.status!r}")
+        if not isinstance(self.results, tuple):
+            object.__setattr__(self, "results", tuple(self.results))
+        if not all(isinstance(r, Result) for r in self.results):
+            raise InvalidResult("results must be Result objects")
+        relevance = check_relevance("normalized_relevance", self.normalized_relevance)
+        object.__setattr__(self, "normalized_relevance", relevance)
 
     @classmethod
     def from_results(
@@ -87,16 +194,14 @@ class BackendResponse(BaseModel):
         ``normalized_relevance`` is the best result's relevance, as in the stack.
         """
         ordered = tuple(sorted(results, key=lambda r: r.relevance, reverse=True))
-        return cls.model_construct(
+        return cls(
             query_echo=query,
+            status="success" if ordered else "empty",
+            backend=backend,
             results=ordered,
             result_count=len(ordered),
-            status="success" if ordered else "empty",
-            error_message=None,
-            error_code=None,
             backend_duration_ms=duration_ms,
             normalized_relevance=ordered[0].relevance if ordered else 0.0,
-            backend=backend,
             query_sent=query_sent,
         )
 
@@ -113,16 +218,13 @@ class BackendResponse(BaseModel):
     ) -> BackendResponse:
         """An ``error`` response with a code such as ``BACKEND_UNAVAILABLE`` and a message that
         says what went wrong and what to do about it."""
-        return cls.model_construct(
+        return cls(
             query_echo=query,
-            results=(),
-            result_count=0,
             status="error",
+            backend=backend,
             error_message=message,
             error_code=code,
             backend_duration_ms=duration_ms,
-            normalized_relevance=0.0,
-            backend=backend,
             query_sent=query_sent,
         )
 
@@ -238,7 +340,7 @@ class AdapterModule(Protocol):
     """
 
     @property
-    def Settings(self) -> type[BaseModel]: ...
+    def Settings(self) -> type[Any]: ...
 
     @property
     def MODES(self) -> frozenset[str] | None: ...

@@ -43,6 +43,7 @@ import re
 import shutil
 import signal
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 import orjson
@@ -353,11 +354,9 @@ class CommandBackend:
         if contract.status == "error":
             code, message = _reported_error(contract)
             return fail(code, message or f"{self.program} reported status error without a message")
-        results = tuple(
-            Result.model_validate({**r.model_dump(), "source": r.source or self.name}) for r in contract.results
-        )
+        results = tuple(Result(**(r.model_dump() | {"source": r.source or self.name})) for r in contract.results)
         response = BackendResponse.from_results(self.name, request.query, results, duration_ms=duration_ms)
         if results and contract.normalized_relevance is not None:
             # The program's own normalized_relevance wins over "best result", as in the stack.
-            response = response.model_copy(update={"normalized_relevance": contract.normalized_relevance})
+            response = replace(response, normalized_relevance=contract.normalized_relevance)
         return response

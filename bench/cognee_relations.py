@@ -45,7 +45,7 @@ def ask_all(backend, mode: str, queries: list[str], repeat: int) -> dict[str, tu
             r = await backend.search(BackendRequest(query, mode, timeout_s=5.0))
             times.append((time.perf_counter() - t) * 1000)
             assert r.status in ("success", "empty"), r.error_message
-            results = results or [res.model_dump() for res in r.results]
+            results = results or [res.as_dict() for res in r.results]
         return results or [], median(times)
 
     return {q: asyncio.run(one(q)) for q in queries}

@@ -91,7 +91,7 @@ def main() -> int:
                 _qmd_parse.definition_target = original
             envelope_sent[query] = str(envelope.attempts[0]["query_sent"])
             top = envelope.results[0] if envelope.results else None
-            extra = (top.model_extra or {}) if top else {}
+            extra = top.extra if top else {}
             return str(extra.get("path", "-")), extra.get("definition_line"), median(times), envelope.rule["number"]
 
         files_reader = _qmd_parse.CollectionFiles(backend.config_file(transport.env))
@@ -168,7 +168,7 @@ def total_recall(root: Path, queries: tuple[tuple[str, str], ...]) -> None:
                 response = backend.search_sync(BackendRequest(query=query, limit=10))
             finally:
                 totalrecall.definition_target = original
-            top = response.results[0].model_extra or {} if response.results else {}
+            top = response.results[0].extra if response.results else {}
             hits[label] += top.get("path") == notes[query]
             tops.append(f"{top.get('path', '-')}" + (f" :{top['definition_line']}" if "definition_line" in top else ""))
         rows.append([query, *tops])

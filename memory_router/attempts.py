@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -110,27 +110,21 @@ async def call_backend(backend: Backend, request: BackendRequest, timeout_s: flo
     elapsed = int((time.perf_counter() - started) * 1000)
     response = _sane(backend.name, request.query, response)
     if response.status == "success" and not response.results:
-        response = response.model_copy(update={"status": "empty", "normalized_relevance": 0.0})
+        response = replace(response, status="empty", normalized_relevance=0.0)
     return response, elapsed
 
 
 def _sane(name: str, query: str, response: object) -> BackendResponse:
     """Hold in-process adapters to the contract, as the command adapter holds programs: a value
-    that is not a response, or a relevance outside 0..1, is an adapter bug (BACKEND_ERROR), and an
-    ``error`` response carries no results (so a failed call can never be returned as ``partial``)."""
+    that is not a response is an adapter bug (BACKEND_ERROR), and an ``error`` response carries no
+    results (so a failed call can never be returned as ``partial``). A relevance outside 0..1
+    cannot get this far: :class:`BackendResponse` refuses it when built, inside the adapter's call."""
     if not isinstance(response, BackendResponse):
         return BackendResponse.failure(
             name, query, BACKEND_ERROR, f"adapter returned {type(response).__name__}, not a BackendResponse"
         )
-    if not 0.0 <= response.normalized_relevance <= 1.0:  # also catches NaN
-        return BackendResponse.failure(
-            name,
-            query,
-            BACKEND_ERROR,
-            f"adapter returned normalized_relevance {response.normalized_relevance!r}, outside 0..1",
-        )
     if response.status == "error" and response.results:
-        return response.model_copy(update={"results": (), "result_count": 0, "normalized_relevance": 0.0})
+        return replace(response, results=(), result_count=0, normalized_relevance=0.0)
     return response
 
 
@@ -199,11 +193,10 @@ def _deadline_cut(response: BackendResponse, policy: Policy) -> BackendResponse:
     """A timeout that the query's deadline (not the backend's own timeout) imposed says so."""
     if response.error_code != QUERY_TIMEOUT:
         return response
-    return response.model_copy(
-        update={
-            "error_code": DEADLINE_EXCEEDED,
-            "error_message": f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
-        }
+    return replace(
+        response,
+        error_code=DEADLINE_EXCEEDED,
+        error_message=f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
     )
 
 

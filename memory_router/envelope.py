@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
-from memory_router.backends.base import Result
+from memory_router.backends.base import Result, check_relevance
 
 from .attempts import DEADLINE_EXCEEDED, Attempt
 from .plan import Plan
@@ -25,28 +25,119 @@ ALL_BACKENDS_FAILED_MESSAGE = (
 NO_BACKEND_AVAILABLE = "NO_BACKEND_AVAILABLE"
 
 
-class Envelope(BaseModel):
-    model_config = ConfigDict(frozen=True)
+STATUSES: tuple[Status, ...] = ("success", "partial", "empty", "error")
+
+
+class InvalidEnvelope(ValueError):
+    """JSON that is not a router envelope; the message names the field and quotes the value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
+
+    A slotted dataclass serialised by orjson, not a pydantic model: a cold CLI query would spend
+    more time importing pydantic than routing (README, *Cold start*). :meth:`from_dict` is the
+    strict reader for envelopes that come back as JSON (tests, clients)."""
 
     query_echo: str
     routed_to: str | None
     routed_mode: str | None
     fallback_chain: list[str]
-    fallbacks_used: int = Field(ge=0)
+    fallbacks_used: int
     results: list[Result]
-    result_count: int = Field(ge=0)
-    normalized_relevance: float = Field(ge=0.0, le=1.0)
+    result_count: int
+    normalized_relevance: float
     status: Status
     error_code: str | None = None
     error_message: str | None = None
-    router_duration_ms: int = Field(ge=0)
-    backend_duration_ms: int = Field(ge=0)
+    router_duration_ms: int = 0
+    backend_duration_ms: int = 0
     rule: dict[str, Any] | None = None
-    attempts: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The envelope as JSON-ready data, keys in the spec's order."""
+        return {
+            "query_echo": self.query_echo,
+            "routed_to": self.routed_to,
+            "routed_mode": self.routed_mode,
+            "fallback_chain": list(self.fallback_chain),
+            "fallbacks_used": self.fallbacks_used,
+            "results": [r.as_dict() for r in self.results],
+            "result_count": self.result_count,
+            "normalized_relevance": self.normalized_relevance,
+            "status": self.status,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+            "router_duration_ms": self.router_duration_ms,
+            "backend_duration_ms": self.backend_duration_ms,
+            "rule": self.rule,
+            "attempts": self.attempts,
+        }
 
     def to_json(self, *, pretty: bool = False) -> bytes:
         option = orjson.OPT_INDENT_2 if pretty else 0
-        return orjson.dumps(self.model_dump(mode="json"), option=option)
+        return orjson.dumps(self.as_dict(), option=option)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Envelope:
+        """Read an envelope back from parsed JSON, checking every field: exactly the envelope's
+        keys, their types, counts >= 0, relevances in 0..1, a known status, well-formed results.
+        Raises :class:`InvalidEnvelope` naming the first bad field."""
+        _check_shape(data, [f.name for f in fields(cls)])
+        try:
+            check_relevance("normalized_relevance", data["normalized_relevance"])
+            results = [Result.from_dict(r) for r in data["results"]]
+        except ValueError as exc:
+            raise InvalidEnvelope(f"envelope: {exc}") from None
+        return cls(**{**data, "results": results})
+
+
+def _check_shape(data: Any, names: list[str]) -> None:
+    """Keys, JSON types, counts and the status of an envelope read back (not its results)."""
+    if not isinstance(data, dict):
+        raise InvalidEnvelope(f"an envelope is a JSON object, got {type(data).__name__}")
+    unknown = [k for k in data if k not in names]
+    missing = [k for k in names[:9] if k not in data]  # the nine without a default
+    if unknown or missing:
+        raise InvalidEnvelope(f"envelope keys: unknown {unknown}, missing {missing}")
+    for name, kinds in _FIELD_TYPES.items():
+        if name in data and not _is(data[name], kinds):
+            raise InvalidEnvelope(f"envelope field {name!r} has the wrong type: {data[name]!r}")
+    for name in ("fallbacks_used", "result_count", "router_duration_ms", "backend_duration_ms"):
+        if data.get(name, 0) < 0:
+            raise InvalidEnvelope(f"envelope field {name!r} must be >= 0, got {data[name]!r}")
+    if data["status"] not in STATUSES:
+        raise InvalidEnvelope(f"envelope status must be one of {', '.join(STATUSES)}, got {data['status']!r}")
+    if not all(isinstance(b, str) for b in data["fallback_chain"]):
+        raise InvalidEnvelope(f"fallback_chain must list backend names, got {data['fallback_chain']!r}")
+    if not all(isinstance(a, dict) for a in data.get("attempts", [])):
+        raise InvalidEnvelope(f"attempts must be objects, got {data['attempts']!r}")
+
+
+_NUMBER = (int, float)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "query_echo": (str,),
+    "routed_to": (str, type(None)),
+    "routed_mode": (str, type(None)),
+    "fallback_chain": (list,),
+    "fallbacks_used": (int,),
+    "results": (list,),
+    "result_count": (int,),
+    "normalized_relevance": _NUMBER,
+    "status": (str,),
+    "error_code": (str, type(None)),
+    "error_message": (str, type(None)),
+    "router_duration_ms": (int,),
+    "backend_duration_ms": (int,),
+    "rule": (dict, type(None)),
+    "attempts": (list,),
+}
+
+
+def _is(value: Any, kinds: tuple[type, ...]) -> bool:
+    return isinstance(value, kinds) and not isinstance(value, bool)
 
 
 def from_attempts(
@@ -83,7 +174,7 @@ def from_attempts(
             else (f"All backends in the fallback chain failed. Check {log_hint} for details.")
         )
     response = winner.response if winner else None
-    return Envelope.model_construct(
+    return Envelope(
         query_echo=query,
         routed_to=winner.step.backend if winner else None,
         routed_mode=winner.step.mode if winner else None,
@@ -111,7 +202,7 @@ def error_envelope(
     router_ms: int = 0,
 ) -> Envelope:
     """An envelope for a query the router could not dispatch at all (bad input, no backends)."""
-    return Envelope.model_construct(
+    return Envelope(
         query_echo=query,
         routed_to=None,
         routed_mode=None,

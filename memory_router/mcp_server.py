@@ -82,7 +82,7 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
             current = await service()
         except RouterError as exc:
             print(f"memory-router mcp: {exc}", file=sys.stderr)
-            return error_envelope(query, exc.error_code, str(exc)).model_dump(mode="json")
+            return error_envelope(query, exc.error_code, str(exc)).as_dict()
         request: dict[str, Any] = {"query": query}
         if limit is not None:
             request["limit"] = limit

@@ -183,7 +183,7 @@ class Service:
 
     def error_response(self, id: Any, code: str, message: str, query: str = "") -> dict[str, Any]:
         """An error envelope with the request's id; the shape every response shares."""
-        return {"id": id, **error_envelope(query, code, message).model_dump(mode="json")}
+        return {"id": id, **error_envelope(query, code, message).as_dict()}
 
     async def _serve(self, request: Request | BadRequest) -> dict[str, Any]:
         if isinstance(request, BadRequest):
@@ -258,7 +258,7 @@ class Service:
         if self.watcher.behind(router.instances()):
             self.watcher.stale = False
             await self.watcher.watch_backends(self.router.instances())  # a backend was created: watch its data
-        response = {"id": request.id, **envelope.model_dump(mode="json")}
+        response = {"id": request.id, **envelope.as_dict()}
         self.stats.query(response, (time.perf_counter() - started) * 1000)
         return response
 

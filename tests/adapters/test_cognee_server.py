@@ -478,7 +478,7 @@ def ask(backend, query: str, mode: str = "graph") -> list[dict]:
     # each follow-up search take a second (bench/cognee_relations.py measures at the default 5 s).
     response = asyncio.run(backend.search(BackendRequest(query, mode, timeout_s=20.0)))
     assert response.status in ("success", "empty"), response.error_message
-    return [r.model_dump() for r in response.results]
+    return [r.as_dict() for r in response.results]
 
 
 @pytest.mark.parametrize("mode", ["graph", "cypher"])

@@ -42,12 +42,12 @@ def test_decision_query_finds_the_schema_summary_in_every_schema_variant(any_db:
     resp = search(backend(tmp_path, any_db), "what did we decide about the database schema in the morning session")
     assert resp.status == "success"
     # The leaf and the condensed node above it both hold the whole query (database, schema).
-    assert {r.model_extra.get("summary_id") for r in resp.results[:2]} == {SCHEMA_LEAF, CONDENSED}
-    top = next(r for r in resp.results if r.model_extra.get("summary_id") == SCHEMA_LEAF)
+    assert {r.extra.get("summary_id") for r in resp.results[:2]} == {SCHEMA_LEAF, CONDENSED}
+    top = next(r for r in resp.results if r.extra.get("summary_id") == SCHEMA_LEAF)
     assert top.relevance >= 0.8  # all of the query, from today
     # An agent can follow up with lcm_describe: id, kind, depth, conversation and time are named.
-    assert top.model_extra["kind"] == "leaf" and top.model_extra["depth"] == 0
-    assert top.model_extra["conversation_id"] == 1
+    assert top.extra["kind"] == "leaf" and top.extra["depth"] == 0
+    assert top.extra["conversation_id"] == 1
     assert top.timestamp and top.timestamp.endswith("Z") and top.timestamp[:10] <= NOW.date().isoformat()
     assert "UUID v7" in top.content
     # Trigger words and stopwords are not searched for; what was sent is reported.
@@ -59,26 +59,26 @@ def test_fts_query_sent_is_the_quoted_and_expression(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
     resp = search(backend(tmp_path, db), "what did we decide about the database schema")
     assert resp.query_sent == '"database" "schema"'
-    assert {r.model_extra["match"] for r in resp.results} == {"fts"}
+    assert {r.extra["match"] for r in resp.results} == {"fts"}
 
 
 def test_summaries_outrank_messages_and_both_are_searched(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
     resp = search(backend(tmp_path, db), "OrderController PaymentService")
-    kinds = [r.model_extra["kind"] for r in resp.results]
+    kinds = [r.extra["kind"] for r in resp.results]
     assert "message" in kinds and kinds[0] in ("leaf", "condensed")
-    message = next(r for r in resp.results if r.model_extra["kind"] == "message")
+    message = next(r for r in resp.results if r.extra["kind"] == "message")
     # A message names its id, role and the leaf summary that covers it (for lcm_describe).
-    assert message.model_extra["message_id"] > 0 and message.model_extra["role"] == "user"
-    assert message.model_extra["summary_id"] == QUEUE_LEAF
-    best_summary = max(r.relevance for r in resp.results if r.model_extra["kind"] != "message")
-    assert all(r.relevance < best_summary for r in resp.results if r.model_extra["kind"] == "message")
+    assert message.extra["message_id"] > 0 and message.extra["role"] == "user"
+    assert message.extra["summary_id"] == QUEUE_LEAF
+    best_summary = max(r.relevance for r in resp.results if r.extra["kind"] != "message")
+    assert all(r.relevance < best_summary for r in resp.results if r.extra["kind"] == "message")
 
 
 def test_include_messages_false_searches_summaries_only(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
     resp = search(backend(tmp_path, db, include_messages=False), "OrderController PaymentService")
-    assert resp.results and all(r.model_extra["kind"] != "message" for r in resp.results)
+    assert resp.results and all(r.extra["kind"] != "message" for r in resp.results)
 
 
 def test_and_relaxes_to_or_with_coverage_based_relevance(tmp_path: Path) -> None:
@@ -88,18 +88,18 @@ def test_and_relaxes_to_or_with_coverage_based_relevance(tmp_path: Path) -> None
     resp = search(b, "memcached kubernetes helm")
     assert resp.query_sent == '"memcached" OR "kubernetes" OR "helm"'
     assert resp.status == "success"
-    assert {r.model_extra["match"] for r in resp.results} == {"fts-or"}
+    assert {r.extra["match"] for r in resp.results} == {"fts-or"}
     # One of three terms: a weak match, below the router's 0.4 threshold.
     assert resp.normalized_relevance < 0.4
     two_of_three = search(b, "memcached Redis helm")
-    assert two_of_three.results[0].model_extra["summary_id"] == OLD_CACHE_LEAF
+    assert two_of_three.results[0].extra["summary_id"] == OLD_CACHE_LEAF
     assert 0.4 <= two_of_three.normalized_relevance < 0.9
 
 
 def test_recency_prefers_newer_summary_for_equal_text_matches(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
     resp = search(backend(tmp_path, db), "caching")
-    by_id = {r.model_extra.get("summary_id"): r.relevance for r in resp.results if r.model_extra["kind"] != "message"}
+    by_id = {r.extra.get("summary_id"): r.relevance for r in resp.results if r.extra["kind"] != "message"}
     assert OLD_CACHE_LEAF in by_id
     # 60 days old: the recency factor is close to its 0.85 floor.
     assert 0.85 * 0.7 <= by_id[OLD_CACHE_LEAF] <= 0.88
@@ -110,11 +110,11 @@ def test_no_content_terms_returns_latest_decisions(tmp_path: Path) -> None:
     resp = search(backend(tmp_path, db), "why did we do it that way")
     assert resp.status == "success" and resp.query_sent is None
     # The newest summary that states a decision comes first.
-    assert resp.results[0].model_extra["summary_id"] == QUEUE_LEAF
-    assert {r.model_extra["match"] for r in resp.results} == {"recent"}
-    decision = next(r for r in resp.results if r.model_extra["summary_id"] == QUEUE_LEAF)
+    assert resp.results[0].extra["summary_id"] == QUEUE_LEAF
+    assert {r.extra["match"] for r in resp.results} == {"recent"}
+    decision = next(r for r in resp.results if r.extra["summary_id"] == QUEUE_LEAF)
     assert decision.relevance >= 0.4  # states a decision: usable
-    no_decision = next(r for r in resp.results if r.model_extra["summary_id"] == CONDENSED)
+    no_decision = next(r for r in resp.results if r.extra["summary_id"] == CONDENSED)
     assert no_decision.relevance < 0.4  # states no decision or rationale
 
 
@@ -131,8 +131,8 @@ def test_operators_in_queries_are_literal(tmp_path: Path) -> None:
     ]:
         resp = search(b, query)
         assert resp.status in ("success", "empty"), (query, resp.error_message)
-    assert search(b, "deleted_at").results[0].model_extra["summary_id"] == SCHEMA_LEAF
-    assert search(b, '"payments queue"').results[0].model_extra["summary_id"] in (QUEUE_LEAF, CONDENSED)
+    assert search(b, "deleted_at").results[0].extra["summary_id"] == SCHEMA_LEAF
+    assert search(b, '"payments queue"').results[0].extra["summary_id"] in (QUEUE_LEAF, CONDENSED)
 
 
 def test_limit_is_respected(tmp_path: Path) -> None:
@@ -149,11 +149,11 @@ def test_like_fallback_without_fts_tables(tmp_path: Path) -> None:
     b = backend(tmp_path, db)
     resp = search(b, "the database schema decisions")
     assert resp.query_sent == "LIKE %databas% AND %schema%"
-    assert {r.model_extra.get("summary_id") for r in resp.results[:2]} == {SCHEMA_LEAF, CONDENSED}
-    assert resp.results[0].model_extra["match"] == "like" and resp.normalized_relevance >= 0.8
+    assert {r.extra.get("summary_id") for r in resp.results[:2]} == {SCHEMA_LEAF, CONDENSED}
+    assert resp.results[0].extra["match"] == "like" and resp.normalized_relevance >= 0.8
     relaxed = search(b, "memcached kubernetes")
     assert relaxed.query_sent == "LIKE %memcach% OR %kubernet%"
-    assert {r.model_extra["match"] for r in relaxed.results} == {"like-or"}
+    assert {r.extra["match"] for r in relaxed.results} == {"like-or"}
     probe = b.probe()
     assert probe.ok and probe.facts["search"] == "like" and not probe.facts["summaries_fts"]
 
@@ -167,9 +167,7 @@ def test_dangling_fts_rows_are_not_returned(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     resp = search(backend(tmp_path, db), "payments queue")
-    assert QUEUE_LEAF not in {
-        r.model_extra.get("summary_id") for r in resp.results if r.model_extra["kind"] != "message"
-    }
+    assert QUEUE_LEAF not in {r.extra.get("summary_id") for r in resp.results if r.extra["kind"] != "message"}
 
 
 def test_legacy_schema_uses_created_at_and_reports_missing_columns(tmp_path: Path) -> None:
@@ -177,7 +175,7 @@ def test_legacy_schema_uses_created_at_and_reports_missing_columns(tmp_path: Pat
     b = backend(tmp_path, db)
     resp = search(b, "payments queue")
     top = resp.results[0]
-    assert top.model_extra["latest_at"] is None and top.timestamp is not None
+    assert top.extra["latest_at"] is None and top.timestamp is not None
     probe = b.probe()
     assert probe.ok
     assert {"summaries.latest_at", "summaries.model", "conversations.session_key"} <= set(
@@ -194,7 +192,7 @@ def test_fts_table_this_sqlite_cannot_read_falls_back_to_like(tmp_path: Path) ->
     conn.commit()
     conn.close()
     resp = search(backend(tmp_path, db), "deleted_at")
-    assert resp.results[0].model_extra["summary_id"] == SCHEMA_LEAF
+    assert resp.results[0].extra["summary_id"] == SCHEMA_LEAF
     assert resp.query_sent.startswith("LIKE")
 
 
@@ -230,7 +228,7 @@ def test_reader_sees_committed_rows_only_while_the_plugin_writes_in_wal(tmp_path
     assert search(b, "database schema").status == "success"
     writer.execute("COMMIT")
     after = search(b, "zeppelin freight")
-    assert after.results[0].model_extra["summary_id"] == "sum_00000000000000f1"
+    assert after.results[0].extra["summary_id"] == "sum_00000000000000f1"
     writer.close()
 
 
@@ -382,7 +380,7 @@ def test_cjk_query_inside_a_longer_run_is_found_by_substring(tmp_path: Path) -> 
     )
     conn.close()
     resp = search(backend(tmp_path, db), "端到端测试")
-    assert resp.results and resp.results[0].model_extra["summary_id"] == "sum_00000000000000d1"
+    assert resp.results and resp.results[0].extra["summary_id"] == "sum_00000000000000d1"
     assert resp.query_sent == '"端到端测试" | LIKE %端到端测试%'
 
 
@@ -400,14 +398,14 @@ def test_session_key_limits_search_to_one_session_family(tmp_path: Path, variant
     )
     conn.close()
     everything = search(backend(tmp_path, db), "database schema")
-    assert "sum_00000000000000e1" in {r.model_extra.get("summary_id") for r in everything.results}
+    assert "sum_00000000000000e1" in {r.extra.get("summary_id") for r in everything.results}
     # Legacy databases have no session_key column: the session_id is matched instead.
     key = "sess-1" if variant == "legacy" else "agent:main:main"
     scoped = backend(tmp_path, db, session_key=key)
     for query in ("database schema", "MongoDB database", "why did we"):
-        ids = {r.model_extra.get("summary_id") for r in search(scoped, query).results}
+        ids = {r.extra.get("summary_id") for r in search(scoped, query).results}
         assert "sum_00000000000000e1" not in ids, query
-    assert search(scoped, "database schema").results[0].model_extra["conversation_id"] == 1
+    assert search(scoped, "database schema").results[0].extra["conversation_id"] == 1
 
 
 def test_a_database_locked_by_the_plugin_is_a_clear_error_within_the_busy_timeout(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def test_rule3_queries_are_answered_by_lossless_on_pro_tier(demo: dict[str, Path
     assert env.rule["number"] == 3
     assert env.routed_to == "lossless" and env.fallbacks_used == 0 and env.status == "success"
     assert env.normalized_relevance >= 0.4
-    top = env.results[0].model_dump()
+    top = env.results[0].as_dict()
     assert top["source"] == "lossless" and top["summary_id"].startswith("sum_")
     assert top["kind"] in ("leaf", "condensed") and top["conversation_id"] == 1
 

@@ -82,7 +82,7 @@ def test_current_claim_outranks_superseded_one(memory):
     current = next(i for i, t in enumerate(texts) if "Redis streams" in t)
     old = next(i for i, t in enumerate(texts) if "RabbitMQ" in t)
     assert current < old
-    assert response.results[old].model_extra["superseded"] is True
+    assert response.results[old].extra["superseded"] is True
 
 
 def test_recent_daily_entry_outranks_old_identical_one(memory):
@@ -112,8 +112,8 @@ def test_query_of_only_stopwords_returns_recent_entries_as_weak(memory):
 
 def test_results_carry_path_line_and_timestamp(memory):
     (hit, *_) = search(TotalRecallBackend("totalrecall", memory), "Redis streams").results
-    assert hit.source == "totalrecall" and hit.model_extra["path"] == "memory/registers/decisions.md"
-    assert hit.model_extra["line"] == 8 and hit.timestamp == "2026-02-01T00:00:00Z"
+    assert hit.source == "totalrecall" and hit.extra["path"] == "memory/registers/decisions.md"
+    assert hit.extra["line"] == 8 and hit.timestamp == "2026-02-01T00:00:00Z"
 
 
 def test_identifier_parts_match(tmp_path):

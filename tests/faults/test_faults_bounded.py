@@ -72,7 +72,7 @@ def test_an_odd_file_at_a_config_path_is_a_clear_error_not_a_hang(tmp_path: Path
         args += ["--config", str(config)]
     run = run_cli([*args, flag, str(odd)], timeout=20)
     data = run.envelope
-    Envelope.model_validate(data)
+    Envelope.from_dict(data)
     code = "BACKENDS_JSON_INVALID" if which == "backends_json" else "CONFIG_INVALID"
     assert (run.returncode, data["status"], data["error_code"]) == (2, "error", code), run.stderr
     assert f"{odd}: cannot read: it is {fragment}" in data["error_message"]

@@ -117,7 +117,7 @@ def test_answers_with_the_programs_contract(tmp_path: Path) -> None:
     assert response.normalized_relevance == 0.75
     hit = response.results[0]
     assert hit.content == "answer to auth middleware" and hit.relevance == 0.75
-    assert hit.model_extra == {"path": "memory/fault.md", "line": 1}  # extra keys survive
+    assert hit.extra == {"path": "memory/fault.md", "line": 1}  # extra keys survive
 
 
 def test_runs_an_executable_script_directly_like_a_skills_wrapper(tmp_path: Path) -> None:

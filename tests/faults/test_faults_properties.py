@@ -9,6 +9,7 @@ raises, or returns something that is not a contract at all.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,9 +81,8 @@ def handler(outcome):  # noqa: C901 - a test double: one branch per outcome it p
 
         def failing(request):
             hits = tuple(Result(content="stray", relevance=r, source="mock") for r in arg)
-            return BackendResponse.failure(
-                "mock", request.query, "BACKEND_ERROR", "failed but sent results"
-            ).model_copy(update={"results": hits, "result_count": len(hits), "normalized_relevance": max(arg)})
+            failure = BackendResponse.failure("mock", request.query, "BACKEND_ERROR", "failed but sent results")
+            return replace(failure, results=hits, result_count=len(hits), normalized_relevance=max(arg))
 
         return failing
     if kind == "bad_relevance":
@@ -104,7 +104,7 @@ def handler(outcome):  # noqa: C901 - a test double: one branch per outcome it p
 
 async def _claim(handler_coro, request, claimed):
     response = await handler_coro(request)
-    return response.model_copy(update={"normalized_relevance": claimed})
+    return replace(response, normalized_relevance=claimed)
 
 
 def make_router(tmp: Path, outcomes) -> Router:
@@ -120,7 +120,7 @@ def make_router(tmp: Path, outcomes) -> Router:
     for name, outcome in zip(names, outcomes, strict=True):
         mock = MockBackend(name, handler(outcome))
         if outcome[0] == "not_a_contract":
-            # MockBackend stamps the name with model_copy, which a non-contract lacks: call the raw handler.
+            # MockBackend stamps the name with dataclasses.replace, which a non-contract refuses: call the raw handler.
             mock.search = _raw(handler(outcome))  # type: ignore[method-assign]
         mocks[name] = mock
     state = tmp / "state"
@@ -142,7 +142,7 @@ def test_envelope_properties(tmp_path_factory, outcomes, query) -> None:
     installed = parse_installed({"backends": [f"b{i}" for i in range(len(outcomes))]}, tmp / "backends.json")
     env = asyncio.run(router.route(query, installed))
 
-    Envelope.model_validate(env.model_dump())  # the envelope validates: types, ranges, status literal
+    Envelope.from_dict(env.as_dict())  # the envelope validates: types, ranges, status literal
     assert env.query_echo == query
     attempts = env.attempts
     if not normalise(query):

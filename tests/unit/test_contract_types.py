@@ -1,0 +1,154 @@
+"""The contract types without pydantic: Result, BackendResponse and Envelope check what they hold,
+stay immutable, serialise in the spec's order, and read back from JSON strictly."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import subprocess
+import sys
+from dataclasses import FrozenInstanceError, replace
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from memory_router.backends.base import BackendResponse, InvalidResult, Result
+
+from memory_router.envelope import Envelope, InvalidEnvelope, error_envelope
+
+texts = st.text(max_size=20)
+relevances = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+extras = st.dictionaries(
+    st.text(min_size=1, max_size=8).filter(lambda k: k not in ("content", "relevance", "source", "timestamp")),
+    st.one_of(st.none(), st.integers(-5, 5), texts, st.booleans()),
+    max_size=3,
+)
+results = st.builds(lambda c, r, s, t, e: Result(c, r, s, t, **e), texts, relevances, texts, st.none() | texts, extras)
+
+
+def test_a_result_keeps_extra_keys_after_the_contract_fields() -> None:
+    hit = Result("schema notes", 0.8, "totalrecall", path="memory/a.md", line=3)
+    assert list(hit.as_dict()) == ["content", "relevance", "source", "timestamp", "path", "line"]
+    assert hit.extra == {"path": "memory/a.md", "line": 3}
+    assert orjson.loads(orjson.dumps(hit.as_dict()))["line"] == 3
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, math.nan, math.inf, True, "0.9", None])
+def test_a_result_refuses_a_relevance_outside_0_to_1(bad: object) -> None:
+    with pytest.raises(InvalidResult, match="relevance"):
+        Result("x", bad, "qmd")  # type: ignore[arg-type]
+
+
+def test_a_result_refuses_wrong_types_for_content_source_and_timestamp() -> None:
+    with pytest.raises(InvalidResult, match="content"):
+        Result(b"x", 0.5, "qmd")  # type: ignore[arg-type]
+    with pytest.raises(InvalidResult, match="source"):
+        Result("x", 0.5, None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidResult, match="timestamp"):
+        Result("x", 0.5, "qmd", 20260101)  # type: ignore[arg-type]
+
+
+def test_results_and_responses_are_immutable() -> None:
+    hit = Result("x", 0.5, "qmd", path="a")
+    with pytest.raises(AttributeError):
+        hit.relevance = 0.9  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        hit.extra["path"] = "b"  # type: ignore[index]
+    response = BackendResponse.from_results("qmd", "q", [hit])
+    with pytest.raises(FrozenInstanceError):
+        response.status = "error"  # type: ignore[misc]
+    assert hit.replace(relevance=0.9).relevance == 0.9 and hit.relevance == 0.5
+
+
+@given(results)
+def test_a_result_survives_json_pickle_and_replace(hit: Result) -> None:
+    assert Result.from_dict(orjson.loads(orjson.dumps(hit.as_dict()))) == hit
+    assert pickle.loads(pickle.dumps(hit)) == hit
+    assert hit.replace() == hit and hash(hit.replace()) == hash(hit)
+
+
+@given(st.lists(results, max_size=6))
+def test_from_results_orders_by_relevance_and_reports_the_best(hits: list[Result]) -> None:
+    response = BackendResponse.from_results("b", "q", hits)
+    assert [r.relevance for r in response.results] == sorted((h.relevance for h in hits), reverse=True)
+    assert response.result_count == len(hits)
+    assert response.status == ("success" if hits else "empty")
+    assert response.normalized_relevance == max((h.relevance for h in hits), default=0.0)
+
+
+def test_a_response_refuses_a_bad_status_or_relevance() -> None:
+    ok = BackendResponse.failure("b", "q", "BACKEND_ERROR", "boom")
+    with pytest.raises(InvalidResult, match="status"):
+        replace(ok, status="partial")  # type: ignore[arg-type]
+    with pytest.raises(InvalidResult, match="normalized_relevance"):
+        replace(ok, normalized_relevance=1.01)
+    with pytest.raises(InvalidResult, match="Result"):
+        replace(ok, results=({"content": "x"},))  # type: ignore[arg-type]
+
+
+def _envelope() -> dict:
+    hit = Result("schema notes", 0.8, "totalrecall", path="memory/a.md")
+    data = error_envelope("what schema", "X", "y").as_dict()
+    return data | {
+        "routed_to": "totalrecall",
+        "results": [hit.as_dict()],
+        "result_count": 1,
+        "normalized_relevance": 0.8,
+        "status": "success",
+        "error_code": None,
+        "error_message": None,
+    }
+
+
+def test_an_envelope_reads_back_what_it_wrote_in_the_spec_order() -> None:
+    data = _envelope()
+    envelope = Envelope.from_dict(data)
+    assert envelope.as_dict() == data
+    assert list(orjson.loads(envelope.to_json())) == [
+        "query_echo", "routed_to", "routed_mode", "fallback_chain", "fallbacks_used", "results",
+        "result_count", "normalized_relevance", "status", "error_code", "error_message",
+        "router_duration_ms", "backend_duration_ms", "rule", "attempts",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("status", "maybe", "status"),
+        ("result_count", -1, "result_count"),
+        ("result_count", True, "result_count"),
+        ("normalized_relevance", 1.5, "normalized_relevance"),
+        ("routed_to", 3, "routed_to"),
+        ("fallback_chain", ["qmd", 1], "fallback_chain"),
+        ("results", [{"content": "x", "relevance": 2, "source": "s"}], "relevance"),
+        ("results", [{"content": "x"}], "relevance, source"),
+        ("attempts", ["x"], "attempts"),
+        ("surprise", 1, "surprise"),
+    ],
+)
+def test_an_envelope_with_a_bad_field_is_refused_by_name(field: str, value: object, says: str) -> None:
+    with pytest.raises(InvalidEnvelope, match=says):
+        Envelope.from_dict(_envelope() | {field: value})
+
+
+def test_a_missing_envelope_field_is_named() -> None:
+    data = _envelope()
+    del data["fallbacks_used"]
+    with pytest.raises(InvalidEnvelope, match="fallbacks_used"):
+        Envelope.from_dict(data)
+
+
+def test_the_contract_types_do_not_import_pydantic() -> None:
+    # Every cold query builds these; pydantic's import alone costs more than the rest of a query.
+    code = "import sys, memory_router.envelope, memory_router.router; print('pydantic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_extra_keys_read_as_attributes_and_unknown_names_are_attribute_errors() -> None:
+    hit = Result("x", 0.5, "qmd", path="a.md")
+    assert hit.path == "a.md"
+    with pytest.raises(AttributeError, match="nope"):
+        _ = hit.nope
+    assert not hasattr(hit, "nope")
