@@ -17,9 +17,8 @@ The forms, the ranking formula and the measured effect are in README.md ("Defini
 
 from __future__ import annotations
 
-import math
-
 import functools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass

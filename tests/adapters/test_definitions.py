@@ -4,7 +4,6 @@ it on hits in qmd's ``--json`` shape (backends/_qmd_parse.py)."""
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import pytest
