@@ -5,10 +5,10 @@ when a file is validated) check the JSON's shape (unknown keys are errors, so a 
 silently disables a setting), then :func:`load_config` compiles the
 spec into a frozen :class:`RouterConfig` whose rule table holds compiled regexes and whose backend
 settings have been validated against each adapter's own ``Settings`` (a frozen dataclass that
-pydantic validates through its ``Limits``/``Check`` markers, :mod:`memory_router.backends._settings`)
-and then built by ``settings_from_json``, the constructor the compiled config cache uses too. Every failure is an
-:class:`~memory_router.errors.InvalidConfig` naming the file, the field path (``rules[2]
-(relationship).strong[3]``) and the bad value.
+pydantic validates through its ``Limits``/``Check`` markers, see
+:mod:`memory_router.backends._settings`), then built by ``settings_from_json``, the constructor
+the compiled config cache uses too. Every failure is an :class:`~memory_router.errors.InvalidConfig`
+naming the file, the field path (``rules[2] (relationship).strong[3]``) and the bad value.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class BackendConfig:
         return hash((self.name, self.type, self.settings))
 
     def __repr__(self) -> str:
-        shown = "<not validated yet>" if self._settings is _UNSET else repr(self._settings)
+        shown = "<not built yet>" if self._settings is _UNSET else repr(self._settings)
         return f"BackendConfig(name={self.name!r}, type={self.type!r}, settings={shown})"
 
 

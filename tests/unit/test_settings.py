@@ -271,7 +271,7 @@ def test_a_cache_hit_builds_the_same_settings_without_validating(
 
     monkeypatch.setattr(settings_module, "validate", no_pydantic)
     hit = load_config_cached(path, state, environ={})
-    assert "not validated yet" in repr(hit.backends["qmd"])
+    assert "not built yet" in repr(hit.backends["qmd"])
     for name in backends:
         assert hit.backends[name].settings == first.backends[name].settings
         assert hit.backends[name] == first.backends[name]
