@@ -327,8 +327,10 @@ class AdapterModule(Protocol):
     """The shape of an adapter module (``backends/<type>.py``), registered by type name with
     :func:`memory_router.backends.register_adapter`.
 
-    * ``Settings``: a frozen pydantic model of its keys in ``router-config.json``
-      (``backends.<name>``, minus ``type``), with ``extra="forbid"`` so typos are caught at load;
+    * ``Settings``: its keys in ``router-config.json`` (``backends.<name>``, minus ``type``) as a
+      frozen dataclass validated by pydantic through ``Limits``/``Check`` markers
+      (:mod:`._settings`), with ``__pydantic_config__ = {"extra": "forbid", "strict": True}`` so
+      typos and wrong JSON types are caught at load; importing it needs no pydantic;
     * ``create(name, settings, context)``: a :class:`Backend`;
     * ``MODES``: the modes a chain step may name, or ``None`` for a single-mode backend;
     * ``ENV_VARS``: the environment variables it reads (the daemon answers a client only if the

@@ -11,7 +11,7 @@
   if the token is refused (it expires); else
 * nothing, for a server started with ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
 
-Secrets are pydantic ``SecretStr`` (masked in any repr) and every message that leaves the adapter
+Secrets are :class:`~._settings.Secret` (masked in any repr) and every message that leaves the adapter
 has them redacted, in any encoding a server may echo them in, before it is shortened; the
 userinfo of a ``base_url`` (``http://user:secret@host``) is a secret too, and is stripped from
 every URL shown. They never reach router.log, an envelope or ``backends --json``. A 401 is a
@@ -53,13 +53,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from ..envvars import COGNEE
 from . import BackendContext
 from ._redact import Redactor, strip_userinfo, userinfo_secrets
+from ._settings import Check, Limits, Secret
 from .base import (
     BACKEND_ERROR,
     BACKEND_UNAVAILABLE,
@@ -97,35 +97,37 @@ MAX_DETAIL_CHARS = 400
 # every adapter module for its Settings, so this module's import must stay cheap.
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _http_url(value: str | None) -> str | None:
+    if value is not None and not _is_http_url(value):
+        raise ValueError("must be an http:// or https:// URL such as http://127.0.0.1:8000")
+    return value
 
-    base_url: str | None = None
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """``backends.<name>`` keys for ``"type": "cognee"`` in router-config.json (all optional)."""
+
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
+
+    base_url: Annotated[str | None, Check(_http_url)] = None
     """Cognee server, e.g. ``http://127.0.0.1:8000`` (default: ``$COGNEE_BASE_URL``, else that)."""
-    api_key: SecretStr | None = None
+    api_key: Secret | None = None
     """Sent as ``X-Api-Key`` (default: ``$COGNEE_API_KEY``). Prefer the environment variable."""
     username: str | None = None
     """Login user for a bearer token (default: ``$COGNEE_USERNAME``)."""
-    password: SecretStr | None = None
+    password: Secret | None = None
     """Login password (default: ``$COGNEE_PASSWORD``). Prefer the environment variable."""
     datasets: tuple[str, ...] = ()
     """Dataset names to search (empty: every dataset the user can read)."""
-    top_k: int = Field(default=10, ge=1, le=1000)
+    top_k: Annotated[int, Limits(ge=1, le=1000)] = 10
     default_mode: Literal["graph", "completion", "chunks", "lexical", "cypher"] = "graph"
     graph_search_type: Literal[GRAPH_SEARCH_TYPES] = "GRAPH_COMPLETION"  # type: ignore[valid-type]
-    probe_timeout_s: float = Field(default=1.0, gt=0, le=30)
+    probe_timeout_s: Annotated[float, Limits(gt=0, le=30)] = 1.0
     paths: Literal["auto", "cypher", "expand"] = "auto"
     """How a path question ("trace from A to B") is answered: ``auto`` = one Cypher query, or
     expansion from both ends when the server refuses Cypher; ``cypher`` only; ``expand`` only."""
-    explore_share: float = Field(default=0.6, gt=0, le=0.9)
+    explore_share: Annotated[float, Limits(gt=0, le=0.9)] = 0.6
     """Share of the router's timeout that follow-up searches (unknown entities, paths) may use."""
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not _is_http_url(value):
-            raise ValueError("must be an http:// or https:// URL such as http://127.0.0.1:8000")
-        return value
 
 
 def _is_http_url(value: str) -> bool:
@@ -137,7 +139,7 @@ def create(name: str, settings: Settings, context: BackendContext) -> CogneeBack
     return CogneeBackend(name, settings, context.environ)
 
 
-def _secret(value: SecretStr | None, env: Mapping[str, str], key: str) -> str | None:
+def _secret(value: Secret | None, env: Mapping[str, str], key: str) -> str | None:
     if value is not None and value.get_secret_value():
         return value.get_secret_value()
     return env.get(key) or None

@@ -43,15 +43,15 @@ import re
 import shutil
 import signal
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..envvars import COMMAND
 from . import BackendContext
 from ._process import ExecutableNotFound, OutputTooLarge, ProcessResult, run
+from ._settings import Check, Limits
 from .base import (
     BACKEND_ERROR,
     BACKEND_UNAVAILABLE,
@@ -61,6 +61,9 @@ from .base import (
     Result,
     Stopwatch,
 )
+
+if TYPE_CHECKING:
+    from ._command_wire import WireContract
 
 ENV_VARS: frozenset[str] = COMMAND  # the environment variables it reads: memory_router.envvars
 
@@ -74,47 +77,47 @@ MODES = None  # each command backend lists its own modes (Settings.modes)
 demo_setup = None  # the demo has no command backend
 
 
-class Settings(BaseModel):
+def _check_argv(argv: tuple[ArgTemplate, ...]) -> tuple[ArgTemplate, ...]:
+    if not isinstance(argv[0], str) or not argv[0].strip():
+        raise ValueError("argv[0] must be the program to run (a path or a name on PATH), not a group")
+    if any(m.group(1) for m in _TOKEN.finditer(argv[0])):
+        raise ValueError("argv[0] (the program) cannot contain placeholders")
+    for index, item in enumerate(argv):
+        for arg in (item,) if isinstance(item, str) else item:
+            for match in _TOKEN.finditer(arg):
+                if match.group(1) is not None and match.group(1) not in PLACEHOLDERS:
+                    raise ValueError(
+                        f"argv[{index}] {arg!r}: unknown placeholder {{{match.group(1)}}} "
+                        f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; write {{{{ for a literal brace)"
+                    )
+            if "\x00" in arg:
+                raise ValueError(f"argv[{index}] contains a NUL byte")
+        if not isinstance(item, str) and not item:
+            raise ValueError(f"argv[{index}] is an empty group")
+    return argv
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
     """``backends.<name>`` keys for ``"type": "command"`` in router-config.json."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
-    argv: tuple[ArgTemplate, ...] = Field(min_length=1)
+    argv: Annotated[tuple[ArgTemplate, ...], Limits(min_length=1), Check(_check_argv)]
     """The program and its arguments; see the module docstring for placeholders and groups."""
     cwd: str | None = None
     """Working directory (``~`` expanded; relative to the router's working directory)."""
-    env: dict[str, str] = {}
+    env: dict[str, str] = field(default_factory=dict)
     """Added to (or overriding) the router's environment for the program."""
     stdin: Literal["none", "query", "json"] = "none"
     """What the program reads on stdin: nothing, the query text, or
     ``{"query", "mode", "limit", "timeout_ms"}`` as JSON (for programs that prefer not to parse argv)."""
-    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, ge=1024, le=1024 * 1024 * 1024)
+    max_output_bytes: Annotated[int, Limits(ge=1024, le=1024 * 1024 * 1024)] = DEFAULT_MAX_OUTPUT_BYTES
     """stdout beyond this is refused and the program killed."""
     modes: tuple[str, ...] | None = None
     """The modes rules may name for this backend (``None``: any mode is passed through)."""
     default_mode: str | None = None
     """``{mode}`` for a rule step that names no mode."""
-
-    @field_validator("argv")
-    @classmethod
-    def _check_argv(cls, argv: tuple[ArgTemplate, ...]) -> tuple[ArgTemplate, ...]:
-        if not isinstance(argv[0], str) or not argv[0].strip():
-            raise ValueError("argv[0] must be the program to run (a path or a name on PATH), not a group")
-        if any(m.group(1) for m in _TOKEN.finditer(argv[0])):
-            raise ValueError("argv[0] (the program) cannot contain placeholders")
-        for index, item in enumerate(argv):
-            for arg in (item,) if isinstance(item, str) else item:
-                for match in _TOKEN.finditer(arg):
-                    if match.group(1) is not None and match.group(1) not in PLACEHOLDERS:
-                        raise ValueError(
-                            f"argv[{index}] {arg!r}: unknown placeholder {{{match.group(1)}}} "
-                            f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; write {{{{ for a literal brace)"
-                        )
-                if "\x00" in arg:
-                    raise ValueError(f"argv[{index}] contains a NUL byte")
-            if not isinstance(item, str) and not item:
-                raise ValueError(f"argv[{index}] is an empty group")
-        return argv
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> CommandBackend:
@@ -161,39 +164,14 @@ def build_argv(template: tuple[ArgTemplate, ...], values: Mapping[str, str | Non
 
 # --------------------------------------------------------------------------- the wire contract
 
-
-class _WireResult(BaseModel):
-    """One result as a command prints it. Strict types: "0.9" is not a relevance."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    content: str
-    relevance: float = Field(ge=0.0, le=1.0)
-    source: str | None = None
-    timestamp: str | None = None
-
-
-class _WireContract(BaseModel):
-    """The nine-field contract as printed on stdout; extra top-level keys are ignored."""
-
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-    status: Literal["success", "empty", "error"]
-    results: list[_WireResult]
-    query_echo: str | None = None
-    result_count: int | None = Field(default=None, ge=0)
-    error_message: str | None = None
-    error_code: str | None = None
-    backend_duration_ms: int | float | None = None
-    normalized_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
-    backend: str | None = None
-
+# Its pydantic models live in ._command_wire, imported by parse_contract once a program has
+# answered: importing this adapter (config loading, a query that does not call it) needs no pydantic.
 
 MAX_REPORTED_MESSAGE = 1000
 _CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 
 
-def _reported_error(contract: _WireContract) -> tuple[str, str]:
+def _reported_error(contract: WireContract) -> tuple[str, str]:
     """The program's own error code and message, kept within bounds: a code must look like one
     (``BACKEND_ERROR``, ``QUOTA_EXCEEDED``), a message is cut at 1000 characters."""
     message = contract.error_message or ""
@@ -217,7 +195,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def parse_contract(stdout: bytes) -> _WireContract:
+def parse_contract(stdout: bytes) -> WireContract:
     """Parse and validate a program's stdout. Raises :class:`ContractError`."""
     if not stdout.strip():
         raise ContractError("printed nothing on stdout (expected one JSON object: the backend contract)")
@@ -231,8 +209,12 @@ def parse_contract(stdout: bytes) -> _WireContract:
         ) from None
     if not isinstance(data, dict):
         raise ContractError(f"printed a JSON {type(data).__name__}, not an object with the backend contract's fields")
+    from pydantic import ValidationError
+
+    from ._command_wire import WireContract
+
     try:
-        return _WireContract.model_validate(data)
+        return WireContract.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         first = errors[0]
@@ -323,7 +305,7 @@ class CommandBackend:
                 message += f"; stderr: {tail}"
             return BackendResponse.failure(self.name, request.query, code, message, duration_ms=duration_ms)
 
-        contract: _WireContract | None = None
+        contract: WireContract | None = None
         problem: str | None = None
         try:
             contract = parse_contract(result.stdout)

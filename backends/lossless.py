@@ -62,12 +62,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Any
 
 from ..envvars import LOSSLESS
 from . import BackendContext
+from ._settings import Limits
 from ._threads import WorkerPool
 from ._words import META_WORDS, STOPWORDS, recency, stem
 from .base import (
@@ -99,16 +98,19 @@ FIX_HINT = (
 MODES = None  # a single mode: chain steps name none
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """``backends.<name>`` keys for ``"type": "lossless"`` in router-config.json (all optional)."""
+
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     db_path: str | None = None
     """Path of lcm.db; default: $LCM_DATABASE_PATH, $OPENCLAW_STATE_DIR/lcm.db, ~/.openclaw/lcm.db."""
-    busy_timeout_ms: int = Field(default=5000, ge=0, le=600_000)
+    busy_timeout_ms: Annotated[int, Limits(ge=0, le=600_000)] = 5000
     """How long a read waits on a lock held by the plugin (migrations, checkpoints)."""
     include_messages: bool = True
     """Also search raw messages (summaries are always searched and preferred)."""
-    max_content_chars: int = Field(default=2000, ge=100, le=1_000_000)
+    max_content_chars: Annotated[int, Limits(ge=100, le=1_000_000)] = 2000
     session_key: str | None = None
     """Only this OpenClaw session family (``conversations.session_key``, e.g. ``agent:main:main``;
     ``session_id`` on databases older than v0.4.0). Default: every conversation in the file."""

@@ -48,9 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Any, Literal, Protocol
 
 from ..envvars import QMD
 from . import BackendContext, DemoUnavailable
@@ -68,6 +66,7 @@ from ._qmd_locate import (
     resolve_command,
 )
 from ._qmd_parse import CollectionFiles, QmdOutputError, definitions_first, parse_hits, to_results
+from ._settings import Limits, settings_from_json
 from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Stopwatch
 
 ENV_VARS: frozenset[str] = QMD  # the environment variables it reads: memory_router.envvars
@@ -78,10 +77,11 @@ CI_REFUSAL = "LLM operations are disabled in CI"
 _NEEDS_EMBEDDINGS = re.compile(r"(\d+) documents? \((\d+)%\) need embeddings")
 
 
-class Settings(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Settings:
     """``backends.<name>`` in router-config.json for ``"type": "qmd"`` (all optional)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     qmd: str | None = None
     """qmd to run: its ``dist/cli/qmd.js``, the ``@tobilu/qmd`` package folder, or an executable."""
@@ -99,7 +99,7 @@ class Settings(BaseModel):
     """``XDG_CACHE_HOME`` for qmd: its models are read from ``<cache_dir>/qmd/models``."""
     working_dir: str | None = None
     """Where qmd runs. Set it to a project to use that project's ``.qmd/`` index on purpose."""
-    max_search_calls: int = Field(default=3, ge=1, le=8)
+    max_search_calls: Annotated[int, Limits(ge=1, le=8)] = 3
     """Keyword forms tried by ``search`` (strict, then relaxed) before answering empty."""
     query_expansion: bool = True
     """``query`` mode: let qmd expand the query with its 1.7B generate model (qmd's default). False
@@ -109,7 +109,7 @@ class Settings(BaseModel):
     """``auto``: a long-lived router (``serve``, ``serve --socket``, ``mcp``) answers through one
     warm qmd engine process that keeps the index and models loaded; ``off``: a ``qmd`` process per
     call everywhere. The one-shot CLI always runs ``qmd`` per call."""
-    engine_idle_s: float = Field(default=300.0, ge=0)
+    engine_idle_s: Annotated[float, Limits(ge=0)] = 300.0
     """The engine unloads its models after this many idle seconds (0: never); the next semantic
     query loads them again."""
     vsearch_expansion: bool = False
@@ -704,7 +704,7 @@ def demo_setup(workspace: Path, state_dir: Path) -> dict:
         "config_dir": str(home / "config"),
         "collections": [DEMO_COLLECTION],
     }
-    backend = QmdBackend("qmd", Settings(**settings), BackendContext(state_dir=state_dir))
+    backend = QmdBackend("qmd", settings_from_json(Settings, settings), BackendContext(state_dir=state_dir))
     try:
         transport = backend.transport()
     except QmdNotFound as exc:

@@ -60,14 +60,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import pairwise
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
 
 from ..envvars import TOTALRECALL
 from ..timefmt import iso_z
 from . import BackendContext
 from ._definitions import Definition, definition_target, definitions_first_relevances, find_definition
 from ._files import FileRefused, read_regular_file
+from ._settings import Limits
 from ._threads import WorkerPool
 from ._words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
 from .base import (
@@ -94,12 +94,15 @@ CANCEL_CHECK_LINES = 1024  # parse_file looks at its cancellation flag this ofte
 DEFINITION_CACHE_SYMBOLS = 256  # symbols whose defining entries an index remembers
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """``backends.<name>`` keys for ``"type": "totalrecall"`` in router-config.json (all optional)."""
+
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     root: str | None = None
     """Memory root (the project directory holding CLAUDE.local.md and memory/)."""
-    max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1, le=1 << 40)
+    max_file_bytes: Annotated[int, Limits(ge=1, le=1 << 40)] = DEFAULT_MAX_FILE_BYTES
     """A memory file larger than this is skipped (and listed by ``memory-router backends``)."""
 
 

@@ -7,17 +7,19 @@ once, so what the daemon's throughput measures is the daemon and the router, not
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, BackendResponse, Probe, Result
-from pydantic import BaseModel, ConfigDict
 
 MODES = None
 ENV_VARS: frozenset[str] = frozenset()
 demo_setup = None
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True, slots=True)
+class Settings:
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     relevance: float = 0.9
 

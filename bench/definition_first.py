@@ -31,7 +31,7 @@ from datetime import date
 from pathlib import Path
 
 from _common import REPO, median, parser, repeats, table
-from memory_router.backends import BackendContext, _qmd_parse, totalrecall
+from memory_router.backends import BackendContext, _qmd_parse, _settings, totalrecall
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends.base import BackendRequest
 
@@ -56,7 +56,7 @@ def main() -> int:
             "config_dir": str(tmp / "idx" / "cfg"),
             "collections": ["port"],
         }
-        backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), context)
+        backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
         try:
             transport = backend.transport()
         except qmd_adapter.QmdNotFound as exc:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, repeats, table
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends.base import BackendRequest
 
@@ -73,7 +73,7 @@ def build(notes: int) -> tuple[Path, dict]:
 
 def cli_backend(base: Path, settings: dict) -> qmd_adapter.QmdBackend:
     context = BackendContext(state_dir=base / "state", environ=ENV)
-    return qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), context)
+    return qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
 
 
 def per_call(cli: qmd_adapter.CliTransport, argv_tail: list[str]) -> float:
@@ -161,7 +161,7 @@ def main() -> None:
 
         async def engine_rows() -> tuple[list[list[object]], dict[str, float], float | None]:
             context = BackendContext(state_dir=base / "state", environ=ENV, long_lived=True)
-            backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), context)
+            backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
             out, medians = [], {}
             try:
                 for name, (query, mode) in {

@@ -4,13 +4,16 @@ Two layers, as in pypa/packaging: pydantic ``*Spec`` models (:mod:`.config_schem
 when a file is validated) check the JSON's shape (unknown keys are errors, so a typo never
 silently disables a setting), then :func:`load_config` compiles the
 spec into a frozen :class:`RouterConfig` whose rule table holds compiled regexes and whose backend
-settings have been validated by each adapter's own ``Settings`` model. Every failure is an
-:class:`~memory_router.errors.InvalidConfig` naming the file, the field path (``rules[2]
-(relationship).strong[3]``) and the bad value.
+settings have been validated against each adapter's own ``Settings`` (a frozen dataclass that
+pydantic validates through its ``Limits``/``Check`` markers, see
+:mod:`memory_router.backends._settings`), then built by ``settings_from_json``, the constructor
+the compiled config cache uses too. Every failure is an :class:`~memory_router.errors.InvalidConfig`
+naming the file, the field path (``rules[2] (relationship).strong[3]``) and the bad value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,19 +30,23 @@ _UNSET: Any = object()
 
 
 class BackendConfig:
-    """One configured backend: its name, adapter type and the adapter's validated ``Settings``.
+    """One configured backend: its name, adapter type and the adapter's ``Settings`` instance.
 
-    From :func:`parse_config` the settings are validated up front. From the compiled config cache
-    (:mod:`.config_cache`) they are validated on first use, by the same pydantic model, from the
-    config file's own entry: a query validates (and imports) only the adapters it calls.
+    From :func:`parse_config` the settings are validated up front. Built lazily from ``raw`` (the
+    config file's own entry) they are made on first use, so a query imports only the adapters it
+    calls: validated by pydantic first (:func:`validate_settings`), or, with ``validated=True``,
+    built by ``settings_from_json`` alone: the caller vouches that these raw values already passed
+    :func:`validate_settings` (the compiled config cache, whose key covers the config's bytes and
+    the adapter modules). Both give the same object.
     """
 
-    __slots__ = ("name", "type", "_settings", "_raw", "_path")
+    __slots__ = ("name", "type", "_settings", "_raw", "_path", "_validated")
     name: str
     type: str
     _settings: Any
     _raw: Mapping[str, Any] | None
     _path: Path | None
+    _validated: bool
 
     def __init__(
         self,
@@ -49,10 +56,12 @@ class BackendConfig:
         *,
         raw: Mapping[str, Any] | None = None,
         path: Path | None = None,
+        validated: bool = False,
     ) -> None:
         if settings is _UNSET and (raw is None or path is None):
             raise TypeError("BackendConfig needs settings, or raw settings and the config path")
-        for slot, value in zip(self.__slots__, (name, type, settings, raw, path), strict=True):
+        values = (name, type, settings, raw, path, validated)
+        for slot, value in zip(self.__slots__, values, strict=True):
             object.__setattr__(self, slot, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -63,7 +72,14 @@ class BackendConfig:
         """The adapter module's frozen ``Settings`` instance."""
         if self._settings is _UNSET:
             assert self._raw is not None and self._path is not None
-            object.__setattr__(self, "_settings", validate_settings(self._path, self.name, self.type, self._raw))
+            if self._validated:
+                from memory_router.backends import adapter_module
+                from memory_router.backends._settings import settings_from_json
+
+                settings = settings_from_json(adapter_module(self.type).Settings, self._raw)
+            else:
+                settings = validate_settings(self._path, self.name, self.type, self._raw)
+            object.__setattr__(self, "_settings", settings)
         return self._settings
 
     def __eq__(self, other: object) -> bool:
@@ -75,7 +91,7 @@ class BackendConfig:
         return hash((self.name, self.type, self.settings))
 
     def __repr__(self) -> str:
-        shown = "<not validated yet>" if self._settings is _UNSET else repr(self._settings)
+        shown = "<not built yet>" if self._settings is _UNSET else repr(self._settings)
         return f"BackendConfig(name={self.name!r}, type={self.type!r}, settings={shown})"
 
 
@@ -147,17 +163,24 @@ def load_config(path: Path | None = None) -> RouterConfig:
 
 
 def validate_settings(path: Path, name: str, type_name: str, raw: Mapping[str, Any]) -> Any:
-    """``backends.<name>`` (minus ``type``) validated by its adapter's pydantic ``Settings``."""
+    """``backends.<name>`` (minus ``type``) validated against its adapter's ``Settings`` by pydantic
+    (strict JSON mode: a wrong JSON type or an unknown key is an error), then built by
+    ``settings_from_json`` (:func:`memory_router.backends._settings.validate`)."""
     from pydantic import ValidationError
 
     from memory_router.backends import adapter_module
+    from memory_router.backends._settings import validate
 
+    settings_class = adapter_module(type_name).Settings
     try:
-        return adapter_module(type_name).Settings.model_validate(raw)
+        return validate(settings_class, raw)
     except ValidationError as exc:
         from .config_schema import first_error
 
-        raise first_error(path, exc, raw, prefix=f"backends.{name}") from None
+        known = (
+            [f.name for f in dataclasses.fields(settings_class)] if dataclasses.is_dataclass(settings_class) else None
+        )
+        raise first_error(path, exc, raw, prefix=f"backends.{name}", known=known) from None
 
 
 def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one check per cross-reference, each with its own error

@@ -6,7 +6,9 @@ the code that compiled it (package version, fingerprints of the validating modul
 the ``regex`` and Python versions). A cache that is missing, changed, corrupt, from another
 version, not a regular file, not owned by this user or writable by others is ignored and rebuilt,
 never trusted blindly. It holds no backend settings: those are re-read from the config file itself
-and validated by the adapter's own ``Settings`` when a query first calls that backend. Written
+and built (``settings_from_json``, no pydantic) into the adapter's ``Settings`` dataclass when a
+query first calls that backend; the key proves those bytes passed pydantic validation when the
+cache was written (``BackendConfig(validated=True)``). Written
 atomically (``O_EXCL|O_NOFOLLOW`` temporary file, mode 0600, then ``rename``).
 ``MEMORY_ROUTER_CONFIG_CACHE=off`` disables it. Figures and the reasoning are in README.md.
 """
@@ -85,6 +87,7 @@ def _code_stamps() -> list[str]:
     here = Path(__file__).parent
     files = [here / name for name in ("config.py", "config_schema.py", "config_cache.py", "rules.py")]
     backends_dir = Path(backends.__file__).parent
+    files.append(backends_dir / "_settings.py")  # settings_from_json builds every backend's settings
     for module in sorted(backends.ADAPTER_MODULES.values()):
         leaf = module.rpartition(".")[2]
         files.append(backends_dir / f"{leaf}.py" if module.startswith("memory_router.backends.") else Path(module))
@@ -152,7 +155,8 @@ def _from_cache(stored: Any, key: str, data: Any, path: Path) -> RouterConfig:
         if entry.get("type") != type_name:  # the same bytes cannot disagree: not our cache
             raise _Bad("backend type")
         settings = MappingProxyType({k: v for k, v in entry.items() if k != "type"})
-        backends[_typed(name, str)] = BackendConfig(name, type_name, raw=settings, path=path)
+        # validated=True: these bytes (the key) passed validate_settings when this cache was written
+        backends[_typed(name, str)] = BackendConfig(name, type_name, raw=settings, path=path, validated=True)
     regex_timeout_ms = _typed(c["regex_timeout_ms"], int)
     cooldown = c["cooldown"]
     return RouterConfig(

@@ -7,6 +7,7 @@ for its config. Unknown keys are errors, so a typo never silently disables a set
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,15 +76,24 @@ def _loc(loc: tuple[Any, ...], data: Any) -> str:
     return out
 
 
-def first_error(path: Path, exc: ValidationError, data: Any, prefix: str = "") -> InvalidConfig:
+def first_error(
+    path: Path, exc: ValidationError, data: Any, prefix: str = "", known: Iterable[str] | None = None
+) -> InvalidConfig:
+    """The first of pydantic's errors as an :class:`InvalidConfig` naming the file, the field path
+    and the bad value; ``known``: the keys allowed where an unknown key was found."""
     err = exc.errors(include_url=False)[0]
     where = _loc(tuple(err["loc"]), data)
     where = f"{prefix}.{where}" if prefix and where else (prefix or where)
     problem = err["msg"]
-    if err["type"] == "extra_forbidden":
+    hints = []
+    # extra_forbidden: a model's unknown key; unexpected_keyword_argument: a dataclass's (Settings)
+    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         problem = "unknown key (misspelt, or not supported by this version)"
+        if known is not None:
+            hints.append(f"Known keys: {', '.join(known)}.")
     elif "input" in err and err["type"] != "missing":
         problem += f" (got {orjson.dumps(err['input'], default=str).decode()[:120]})"
     more = len(exc.errors()) - 1
-    hint = f"({more} more problem{'s' if more > 1 else ''} after this one.)" if more > 0 else ""
-    return InvalidConfig(path, where, problem, hint)
+    if more > 0:
+        hints.append(f"({more} more problem{'s' if more > 1 else ''} after this one.)")
+    return InvalidConfig(path, where, problem, " ".join(hints))

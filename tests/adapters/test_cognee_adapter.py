@@ -13,7 +13,7 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import BackendContext, DemoUnavailable
+from memory_router.backends import BackendContext, DemoUnavailable, _settings
 from memory_router.backends import cognee as adapter
 from memory_router.backends._cognee_results import (
     Relationship,
@@ -54,7 +54,7 @@ WRAPPED = [
 
 def backend(**settings) -> adapter.CogneeBackend:
     env = {"COGNEE_BASE_URL": "http://127.0.0.1:9", "COGNEE_API_KEY": "sekrit-key-123"}
-    return adapter.CogneeBackend("cognee", adapter.Settings(**settings), env)
+    return adapter.CogneeBackend("cognee", _settings.validate(adapter.Settings, settings), env)
 
 
 # --------------------------------------------------------------------------- parsing

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from memory_router.backends import _settings
 
 from memory_router.paths import packaged_config
 
@@ -466,7 +467,9 @@ def services_backend(srv, **settings):
     from memory_router.backends import cognee as adapter
 
     env = {"COGNEE_BASE_URL": srv.base_url, **({"COGNEE_API_KEY": srv.api_key} if srv.api_key else {})}
-    return adapter.CogneeBackend("cognee", adapter.Settings(datasets=("services",), **settings), env)
+    return adapter.CogneeBackend(
+        "cognee", _settings.validate(adapter.Settings, {"datasets": ["services"], **settings}), env
+    )
 
 
 def ask(backend, query: str, mode: str = "graph") -> list[dict]:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_parse import split_uri
 from memory_router.backends.base import BackendRequest
@@ -37,7 +37,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "collections": ["port"],
     }
     context = BackendContext(state_dir=base / "state", cwd=base)
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), context)
+    backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
     qmd_adapter.build_collection(
         backend.transport(), base / "port", "port", "**/*.{md,ts}", base / "idx" / "index.lock"
     )

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import lossless as L
 from memory_router.backends.base import BackendRequest
 
@@ -22,7 +22,9 @@ def backend(
     if db is not None:
         settings["db_path"] = str(db)
     return L.create(
-        "lossless", L.Settings(**settings), BackendContext(state_dir=tmp_path, environ=environ or {}, cwd=tmp_path)
+        "lossless",
+        _settings.validate(L.Settings, settings),
+        BackendContext(state_dir=tmp_path, environ=environ or {}, cwd=tmp_path),
     )
 
 
@@ -329,7 +331,7 @@ def test_a_sqlite_file_without_lcm_tables_is_named(tmp_path: Path) -> None:
 
 def test_settings_reject_unknown_keys() -> None:
     with pytest.raises(Exception, match="db_pth"):
-        L.Settings.model_validate({"db_pth": "/x"})
+        _settings.validate(L.Settings, {"db_pth": "/x"})
 
 
 # --------------------------------------------------------------------------- deadline

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 from memory_router.backends.base import BackendRequest
@@ -67,7 +67,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "config_dir": str(base / "idx" / "cfg"),
         "collections": ["kb"],
     }
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=state))
+    backend = qmd_adapter.QmdBackend(
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=state)
+    )
     qmd_adapter.build_collection(backend.transport(), source, "kb", "**/*.{md,ts}", base / "idx" / "index.lock")
     return {"base": base, "state": state, "settings": settings}
 
@@ -88,7 +90,7 @@ def make_router(corpus: dict, tmp_path: Path) -> tuple[Router, object]:
 
 
 def backend_for(corpus: dict, **overrides) -> qmd_adapter.QmdBackend:
-    settings = qmd_adapter.Settings(**{**corpus["settings"], **overrides})
+    settings = _settings.validate(qmd_adapter.Settings, {**corpus["settings"], **overrides})
     return qmd_adapter.QmdBackend("qmd", settings, BackendContext(state_dir=corpus["state"]))
 
 
@@ -161,7 +163,7 @@ def test_stray_project_qmd_folder_cannot_take_over(corpus: dict, tmp_path: Path)
     (project / ".qmd").mkdir(parents=True)
     (project / ".qmd" / "index.yml").write_text("collections: {}\n")
     backend = qmd_adapter.QmdBackend(
-        "qmd", qmd_adapter.Settings(**corpus["settings"]), BackendContext(state_dir=project / "state")
+        "qmd", _settings.validate(qmd_adapter.Settings, corpus["settings"]), BackendContext(state_dir=project / "state")
     )
     response = asyncio.run(backend.search(BackendRequest("parseAuthToken", mode="search")))
     assert response.status == "success"
@@ -199,7 +201,7 @@ def test_demo_setup_indexes_the_demo_workspace(tmp_path: Path) -> None:
     again = qmd_adapter.demo_setup(ws, tmp_path / "state")  # re-run: `qmd update`, not a second add
     assert again == settings
     backend = qmd_adapter.QmdBackend(
-        "qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=tmp_path / "state")
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=tmp_path / "state")
     )
     response = asyncio.run(
         backend.search(
@@ -219,7 +221,9 @@ def test_index_writers_wait_for_the_lock(tmp_path: Path) -> None:
     source.mkdir()
     (source / "a.md").write_text("# A\n\nalpha bravo\n")
     settings = {"index_path": str(tmp_path / "i.sqlite"), "config_dir": str(tmp_path / "cfg")}
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=tmp_path))
+    backend = qmd_adapter.QmdBackend(
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=tmp_path)
+    )
     lock = tmp_path / "index.lock"
     done = threading.Event()
     errors: list[BaseException] = []

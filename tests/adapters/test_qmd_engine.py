@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest
@@ -73,13 +73,15 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "cache_dir": str(base / "cache"),
         "collections": ["kb"],
     }
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=base / "s"))
+    backend = qmd_adapter.QmdBackend(
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base / "s")
+    )
     qmd_adapter.build_collection(backend.transport(), source, "kb", "**/*.md", base / "idx" / "index.lock")
     return {"base": base, "source": source, "settings": settings}
 
 
 def warm(corpus: dict, tmp_path: Path, **overrides: object) -> qmd_adapter.QmdBackend:
-    settings = qmd_adapter.Settings(**{**corpus["settings"], **overrides})
+    settings = _settings.validate(qmd_adapter.Settings, {**corpus["settings"], **overrides})
     context = BackendContext(state_dir=tmp_path / "state", environ=ENV, long_lived=True)
     return qmd_adapter.QmdBackend("qmd", settings, context)
 
@@ -100,7 +102,7 @@ async def ask(backend: qmd_adapter.QmdBackend, query: str, mode: str = "search",
 
 def test_one_shot_cli_path_keeps_a_process_per_call(corpus: dict, tmp_path: Path) -> None:
     context = BackendContext(state_dir=tmp_path / "s", environ=ENV)  # not long-lived: the CLI
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**corpus["settings"]), context)
+    backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, corpus["settings"]), context)
     assert isinstance(backend.answering(), qmd_adapter.CliTransport)
     off = warm(corpus, tmp_path, engine="off")
     assert isinstance(off.answering(), qmd_adapter.CliTransport)
@@ -389,7 +391,9 @@ def free_port() -> int:
 def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corpus: dict, tmp_path: Path) -> None:
     port = free_port()
     cli = qmd_adapter.QmdBackend(
-        "qmd", qmd_adapter.Settings(**corpus["settings"]), BackendContext(state_dir=tmp_path / "s", environ=ENV)
+        "qmd",
+        _settings.validate(qmd_adapter.Settings, corpus["settings"]),
+        BackendContext(state_dir=tmp_path / "s", environ=ENV),
     ).transport()
     cli.cwd.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen(

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 from memory_router.backends._qmd_parse import vsearch_relevance
@@ -77,7 +77,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "query_expansion": False,
     }
     cli = qmd_adapter.QmdBackend(
-        "qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=base / "s", environ=ENV)
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base / "s", environ=ENV)
     ).transport()
     cli.env["QMD_EMBED_MODEL"] = str(model)  # written into index.yml's models block by this first run
     cli.env["QMD_EMBED_CONTEXT_SIZE"] = "512"
@@ -89,7 +89,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def engine(embedded: dict, tmp_path: Path, **overrides: object) -> qmd_adapter.QmdBackend:
-    settings = qmd_adapter.Settings(**{**embedded["settings"], **overrides})
+    settings = _settings.validate(qmd_adapter.Settings, {**embedded["settings"], **overrides})
     return qmd_adapter.QmdBackend(
         "qmd", settings, BackendContext(state_dir=tmp_path / "state", environ=ENV, long_lived=True)
     )

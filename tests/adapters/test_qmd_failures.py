@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import DEFAULT_MODELS, QmdNotFound, resolve_command
 from memory_router.backends.base import BackendRequest
+from pydantic import ValidationError
 
 try:
     resolve_command(None, None, os.environ)
@@ -34,7 +35,9 @@ def backend(tmp_path: Path, environ: dict[str, str] | None = None, **settings) -
     }
     env = dict(os.environ if environ is None else environ)
     return qmd_adapter.QmdBackend(
-        "qmd", qmd_adapter.Settings(**{**base, **settings}), BackendContext(state_dir=tmp_path / "state", environ=env)
+        "qmd",
+        _settings.validate(qmd_adapter.Settings, {**base, **settings}),
+        BackendContext(state_dir=tmp_path / "state", environ=env),
     )
 
 
@@ -144,8 +147,8 @@ def test_unknown_mode_is_a_backend_error(tmp_path: Path) -> None:
 
 
 def test_settings_reject_unknown_keys() -> None:
-    with pytest.raises(Exception, match="extra"):
-        qmd_adapter.Settings(colections=["a"])
+    with pytest.raises(ValidationError, match="colections"):
+        _settings.validate(qmd_adapter.Settings, {"colections": ["a"]})
 
 
 @given(st.text(max_size=40), st.lists(st.text(min_size=1, max_size=8), max_size=3))

@@ -8,13 +8,14 @@ the transport is called directly. Processes are found by a marker variable in th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 
@@ -71,7 +72,9 @@ def _backend(tmp_path: Path, marker: str, **settings) -> qmd_adapter.QmdBackend:
         "cache_dir": str(tmp_path / "cache"),
     }
     return qmd_adapter.QmdBackend(
-        "qmd", qmd_adapter.Settings(**{**base, **settings}), BackendContext(state_dir=tmp_path / "state", environ=env)
+        "qmd",
+        _settings.validate(qmd_adapter.Settings, {**base, **settings}),
+        BackendContext(state_dir=tmp_path / "state", environ=env),
     )
 
 
@@ -100,7 +103,7 @@ def test_cancelled_launcher_leaves_no_node_child(tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
     b = _backend(tmp_path, marker)
     b.context.environ["PATH"] = f"{COMMAND.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
-    b.settings = qmd_adapter.Settings(**{**b.settings.model_dump(), "qmd": str(launcher)})
+    b.settings = dataclasses.replace(b.settings, qmd=str(launcher))
     b._transport = qmd_adapter.CliTransport(
         qmd_adapter.QmdCommand((str(launcher),), launcher, None, None), env=b.env(), cwd=b.working_dir(), index="index"
     )

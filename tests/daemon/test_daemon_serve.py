@@ -26,8 +26,8 @@ import pytest
 
 FAKES = '''
 """FAKE backends for the daemon tests: one that fails, one that hangs in a real child process."""
+from dataclasses import dataclass
 from typing import Literal
-from pydantic import BaseModel, ConfigDict
 from memory_router.backends import _process, register_adapter
 from memory_router.backends.base import BackendResponse, Probe
 
@@ -35,8 +35,9 @@ MODES = frozenset({"search", "vsearch", "query"})
 ENV_VARS = frozenset()
 demo_setup = None
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True, slots=True)
+class Settings:
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
     behaviour: Literal["fail", "hang"]
     sleep: str = "97.5"
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse
 from memory_router.backends.command import ContractError, Settings, build_argv, create, parse_contract
 
@@ -33,7 +33,7 @@ from ..faults_support import (
 
 def backend(tmp_path: Path, argv: list, **settings):
     context = BackendContext(state_dir=tmp_path / "state", environ={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
-    return create("fx", Settings.model_validate({"argv": argv, **settings}), context)
+    return create("fx", _settings.validate(Settings, {"argv": argv, **settings}), context)
 
 
 def search(b, query: str = "auth middleware", mode: str | None = None, timeout_s: float = 10.0) -> BackendResponse:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from memory_router.backends import BackendContext
+from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 
@@ -51,7 +51,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (base / "notes").mkdir()
     (base / "notes" / "raft.md").write_text("# Raft\n\nLeader election uses randomized timeouts.\n")
     settings = {"index_path": str(base / "index.sqlite"), "config_dir": str(base / "cfg"), "collections": ["kb"]}
-    backend = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(**settings), BackendContext(state_dir=base))
+    backend = qmd_adapter.QmdBackend(
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base)
+    )
     qmd_adapter.build_collection(backend.transport(), base / "notes", "kb", "**/*.md", base / "lock")
     return settings
 

@@ -5,8 +5,10 @@ optional hooks (``aclose``, watching) are found through the declared protocols."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -21,9 +23,9 @@ from memory_router.backends.base import (
     Result,
     WatchableBackend,
 )
-from pydantic import BaseModel, ConfigDict
 
-from memory_router.config import parse_config
+from memory_router.config import parse_config, validate_settings
+from memory_router.errors import InvalidConfig
 from memory_router.installed import parse_installed
 from memory_router.router import Router
 from memory_router.routerlog import RouterLog
@@ -36,8 +38,8 @@ def test_each_built_in_adapter_module_has_the_declared_shape(type_name: str) -> 
     module = adapter_module(type_name)
     missing = [name for name in ("Settings", "create", "MODES", "demo_setup") if not hasattr(module, name)]
     assert missing == [], f"{type_name}: missing {missing}"
-    assert issubclass(module.Settings, BaseModel)
-    assert module.Settings.model_config.get("extra") == "forbid"
+    assert dataclasses.is_dataclass(module.Settings) and module.Settings.__dataclass_params__.frozen
+    assert module.Settings.__pydantic_config__ == {"extra": "forbid", "strict": True}
     assert module.MODES is None or (isinstance(module.MODES, frozenset) and all(module.MODES))
     assert module.demo_setup is None or callable(module.demo_setup)
 
@@ -48,8 +50,32 @@ def test_only_the_adapters_with_modes_declare_them() -> None:
     assert [t for t in BUILT_IN if adapter_module(t).MODES is None] == ["totalrecall", "lossless", "command"]
 
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# The smallest valid settings of each built-in type (command needs its argv).
+MINIMAL: dict[str, dict[str, object]] = {"command": {"argv": ["prog"]}}
+
+
+@pytest.mark.parametrize("type_name", BUILT_IN)
+def test_every_settings_field_is_validated(type_name: str, tmp_path: Path) -> None:
+    """An unknown key is refused, and so is a wrong JSON type for each field: a list of objects
+    fits no field, and in strict mode a number or flag written as a string is not converted."""
+    settings_class = adapter_module(type_name).Settings
+    path = tmp_path / "router-config.json"
+    base = MINIMAL.get(type_name, {})
+    validate_settings(path, "b", type_name, base)
+    with pytest.raises(InvalidConfig, match=r"backends\.b\.bogus: unknown key.*Known keys: "):
+        validate_settings(path, "b", type_name, {**base, "bogus": 1})
+    hints = typing.get_type_hints(settings_class)
+    for field in dataclasses.fields(settings_class):
+        with pytest.raises(InvalidConfig, match=rf"backends\.b\.{field.name}\b"):
+            validate_settings(path, "b", type_name, {**base, field.name: [{"x": 1}]})
+        if hints[field.name] in (int, float, bool):
+            with pytest.raises(InvalidConfig, match=rf"backends\.b\.{field.name}: Input should be a valid"):
+                validate_settings(path, "b", type_name, {**base, field.name: "1"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Settings:
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
     answer: str = "registered"
 
 
