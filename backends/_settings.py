@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 __all__ = ["Check", "Limits", "Secret", "settings_from_json", "validate"]
 
 T = TypeVar("T")
-V = TypeVar("V")
 
 
 class Limits:

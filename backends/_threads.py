@@ -41,12 +41,14 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
-    def release(self) -> None:
+    def release(self, *, cancel_pending: bool = True) -> None:
         """Let idle threads exit now; a thread still running abandoned work finishes it alone.
+        ``cancel_pending``: drop calls still queued (the one-shot CLI has its answer); False lets
+        them run first (a daemon closing a replaced backend may still have calls in flight).
         The pool starts new threads if it is used again."""
         executor, self._executor = self._executor, None
         if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=False, cancel_futures=cancel_pending)
 
 
 def release_all() -> None:

@@ -396,6 +396,12 @@ class LosslessBackend:
 
     # -- the Backend protocol
 
+    async def aclose(self) -> None:
+        """Let this instance's idle worker threads exit now (a reload replaced it, or the daemon
+        stops) instead of whenever the garbage collector finds the pool. Calls still in flight
+        finish first."""
+        self._pool.release(cancel_pending=False)
+
     def probe(self) -> Probe:
         loc = self.location()
         if loc.path is None:

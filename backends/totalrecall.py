@@ -724,6 +724,12 @@ class TotalRecallBackend:
         """Something under the root changed: the next query walks the tree again."""
         self._stale = True
 
+    async def aclose(self) -> None:
+        """Let this instance's idle worker threads exit now (a reload replaced it, or the daemon
+        stops) instead of whenever the garbage collector finds the pool. Calls still in flight
+        finish first."""
+        self._pool.release(cancel_pending=False)
+
     def probe(self) -> Probe:
         if self.root is None:
             return Probe(False, "no memory root: set backends.totalrecall.root or OPENCLAW_REPO_ROOT")

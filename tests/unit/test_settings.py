@@ -254,15 +254,21 @@ def test_a_wrong_type_is_a_pydantic_error_not_a_coercion() -> None:
 # --------------------------------------------------------------------------- the cache path
 
 
-def test_a_cache_hit_builds_the_same_settings_without_validating(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _full_config(tmp_path: Path) -> tuple[Path, Path]:
+    """A router-config.json setting every field of every built-in adapter, and a state dir."""
     path = tmp_path / "router-config.json"
     backends = {name: {"type": name, **raw} for name, raw in FULL.items()}
     rules = [{"number": 1, "id": "default", "chain": [{"backend": name} for name in backends]}]
     path.write_bytes(orjson.dumps({"rules": rules, "backends": backends}))
     state = tmp_path / "state"
     state.mkdir()
+    return path, state
+
+
+def test_a_cache_hit_builds_the_same_settings_without_validating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, state = _full_config(tmp_path)
     first = load_config_cached(path, state, environ={})  # validated, cache written
     import memory_router.backends._settings as settings_module
 
@@ -272,7 +278,7 @@ def test_a_cache_hit_builds_the_same_settings_without_validating(
     monkeypatch.setattr(settings_module, "validate", no_pydantic)
     hit = load_config_cached(path, state, environ={})
     assert "not built yet" in repr(hit.backends["qmd"])
-    for name in backends:
+    for name in FULL:
         assert hit.backends[name].settings == first.backends[name].settings
         assert hit.backends[name] == first.backends[name]
 
@@ -312,12 +318,7 @@ def test_importing_an_adapter_imports_no_pydantic(type_name: str) -> None:
 
 
 def test_a_cache_hit_builds_settings_without_pydantic(tmp_path: Path) -> None:
-    path = tmp_path / "router-config.json"
-    backends = {name: {"type": name, **raw} for name, raw in FULL.items()}
-    rules = [{"number": 1, "id": "default", "chain": [{"backend": name} for name in backends]}]
-    path.write_bytes(orjson.dumps({"rules": rules, "backends": backends}))
-    state = tmp_path / "state"
-    state.mkdir()
+    path, state = _full_config(tmp_path)
     load_config_cached(path, state, environ={})  # writes the cache
     hit = (
         "from pathlib import Path\n"
