@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,12 @@ print(json.dumps({n: (b - a) * 1000 for n, a, b in zip(names, t, t[1:])}))
 """
 
 CLICK_APP = "from memory_router.cli import main; main(prog_name='memory-router')"
+
+
+def config_cache_name() -> str:
+    from memory_router.config_cache import CACHE_NAME
+
+    return CACHE_NAME
 
 
 def cli_command(python: str = sys.executable) -> list[str]:
@@ -117,14 +124,15 @@ def main() -> None:
     state, config = demo / "state", demo / "state" / "router-config.json"
     where = ["--state-dir", str(state), "--config", str(config)]
     print(f"cold start: {reps} runs per command; demo data in {demo}; {environment_line()}")
-    cli_table(args.against, reps, env, where)
+    cli_table(args.against, reps, env, state, config)
     phases_table(reps, env, state, config)
     importtime_table(args, reps, env, [*cli, "query", QUERY, *where][len(cli) :])
 
 
-def cli_table(against: str | None, reps: int, env: dict[str, str], where: list[str]) -> None:
-    def commands(python: str) -> dict[str, tuple[list[str], dict[str, str]]]:
+def cli_table(against: str | None, reps: int, env: dict[str, str], state: Path, config: Path) -> None:
+    def commands(python: str, state: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
         cmd = cli_command(python)
+        where = ["--state-dir", str(state), "--config", str(config)]
         return {
             "python -c pass (interpreter floor)": ([python, "-c", "pass"], env),
             "memory-router --help": ([*cmd, "--help"], env),
@@ -137,9 +145,13 @@ def cli_table(against: str | None, reps: int, env: dict[str, str], where: list[s
             "  the same, through the click app": ([python, "-c", CLICK_APP, "query", QUERY, *where], env),
         }
 
-    setups = {"": commands(sys.executable)}
+    setups = {"": commands(sys.executable, state)}
     if against:
-        setups[f" [{Path(against).name}]"] = commands(str(Path(against) / "bin" / "python"))
+        # Its own state dir: the two versions' config caches have different keys, and sharing one
+        # file would make every run after the other version's a cache miss.
+        other = state.with_name(state.name + "-against")
+        shutil.copytree(state, other, ignore=shutil.ignore_patterns(config_cache_name()))
+        setups[f" [{Path(against).name}]"] = commands(str(Path(against) / "bin" / "python"), other)
     runs = [(label + tag, argv, run_env) for tag, cmds in setups.items() for label, (argv, run_env) in cmds.items()]
     for _, argv, run_env in runs:  # warm the page cache, the .pyc files and the config cache
         run_ms(argv, run_env)

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
@@ -85,7 +85,7 @@ class Envelope:
         """Read an envelope back from parsed JSON, checking every field: exactly the envelope's
         keys, their types, counts >= 0, relevances in 0..1, a known status, well-formed results.
         Raises :class:`InvalidEnvelope` naming the first bad field."""
-        _check_shape(data, [f.name for f in fields(cls)])
+        _check_shape(data)
         try:
             check_relevance("normalized_relevance", data["normalized_relevance"])
             results = [Result.from_dict(r) for r in data["results"]]
@@ -94,12 +94,12 @@ class Envelope:
         return cls(**{**data, "results": results})
 
 
-def _check_shape(data: Any, names: list[str]) -> None:
+def _check_shape(data: Any) -> None:
     """Keys, JSON types, counts and the status of an envelope read back (not its results)."""
     if not isinstance(data, dict):
         raise InvalidEnvelope(f"an envelope is a JSON object, got {type(data).__name__}")
-    unknown = [k for k in data if k not in names]
-    missing = [k for k in names[:9] if k not in data]  # the nine without a default
+    unknown = [k for k in data if k not in _FIELD_TYPES]
+    missing = [f.name for f in fields(Envelope) if f.name not in data and f.default is f.default_factory is MISSING]
     if unknown or missing:
         raise InvalidEnvelope(f"envelope keys: unknown {unknown}, missing {missing}")
     for name, kinds in _FIELD_TYPES.items():
@@ -117,6 +117,7 @@ def _check_shape(data: Any, names: list[str]) -> None:
 
 
 _NUMBER = (int, float)
+# The JSON types of every Envelope field, in its order (a test holds the two lists equal).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "query_echo": (str,),
     "routed_to": (str, type(None)),

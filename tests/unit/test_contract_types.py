@@ -152,3 +152,11 @@ def test_extra_keys_read_as_attributes_and_unknown_names_are_attribute_errors() 
     with pytest.raises(AttributeError, match="nope"):
         _ = hit.nope
     assert not hasattr(hit, "nope")
+
+
+def test_the_reader_knows_the_type_of_every_envelope_field() -> None:
+    from dataclasses import fields
+
+    from memory_router import envelope
+
+    assert list(envelope._FIELD_TYPES) == [f.name for f in fields(Envelope)]
