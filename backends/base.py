@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -229,8 +229,7 @@ class BackendResponse:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class BackendRequest:
+class BackendRequest(NamedTuple):
     """What the router asks of a backend.
 
     ``mode`` is the rule's mode for this step (``search``/``vsearch``/``query`` for qmd, ``None``

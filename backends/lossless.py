@@ -60,9 +60,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from ..envvars import LOSSLESS
 from . import BackendContext
@@ -123,8 +123,7 @@ def create(name: str, settings: Settings, context: BackendContext) -> LosslessBa
 # --------------------------------------------------------------------------- locating the DB
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     path: Path | None  # the database to open; None when no candidate exists
     source: str  # where it came from ("backends.lossless.db_path", "LCM_DATABASE_PATH"...)
     tried: tuple[tuple[str, Path], ...]  # every candidate considered, in order
@@ -201,8 +200,7 @@ def connect_readonly(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Conn
 # --------------------------------------------------------------------------- schema detection
 
 
-@dataclass(frozen=True)
-class Schema:
+class Schema(NamedTuple):
     summaries: frozenset[str]  # column names; empty when the table is missing
     messages: frozenset[str]
     conversations: frozenset[str]
@@ -281,8 +279,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _UNSEGMENTED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u0e00-\u0e7f\uf900-\ufaff]")
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
     text: str  # as the user wrote it (minus edge punctuation and double quotes)
     phrase: bool  # came from a "quoted phrase"
 
@@ -341,8 +338,7 @@ class _Deadline(Exception):
     pass
 
 
-@dataclass
-class _Hit:
+class _Hit(NamedTuple):
     table: str  # "summaries" | "messages"
     row: dict[str, Any]
     coverage: float
@@ -351,13 +347,15 @@ class _Hit:
     fts_rowid: int | None = None
 
 
-@dataclass
 class _Call:
     """The connection of one in-flight search, so a cancellation can interrupt it."""
 
-    conn: sqlite3.Connection | None = None
-    cancelled: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    __slots__ = ("conn", "cancelled", "lock")
+
+    def __init__(self) -> None:
+        self.conn: sqlite3.Connection | None = None
+        self.cancelled = False
+        self.lock = threading.Lock()
 
     def interrupt(self) -> None:
         with self.lock:

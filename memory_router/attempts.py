@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -41,8 +42,7 @@ COOLDOWN = "COOLDOWN"
 DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(NamedTuple):
     threshold: float = 0.4
     timeout_s: float = 5.0
     limit: int = 10
@@ -56,8 +56,7 @@ class Policy:
         return (self.started if self.started is not None else time.perf_counter()) + self.deadline_s
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(NamedTuple):
     step: Step
     response: BackendResponse
     duration_ms: int  # measured by the router, wall clock

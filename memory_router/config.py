@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -95,8 +95,7 @@ class BackendConfig:
         return f"BackendConfig(name={self.name!r}, type={self.type!r}, settings={shown})"
 
 
-@dataclass(frozen=True, slots=True)
-class CooldownConfig:
+class CooldownConfig(NamedTuple):
     failures: int
     seconds: float
 

@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 EventSink = Callable[[str, str], None]  # (kind, message), e.g. RouterLog.event
 
 
-@dataclass(slots=True)
 class _Health:
-    failures: int = 0  # consecutive
-    last_error: str = ""
-    last_message: str = ""
-    until: float | None = None  # monotonic end of the current cooldown; None: not cooling
-    trial: bool = False  # a trial call is in flight
+    """One backend's recent record (mutable; a plain slotted class, cheaper to define than a
+    dataclass on the cold query path)."""
+
+    __slots__ = ("failures", "last_error", "last_message", "until", "trial")
+
+    def __init__(self) -> None:
+        self.failures = 0  # consecutive
+        self.last_error = ""
+        self.last_message = ""
+        self.until: float | None = None  # monotonic end of the current cooldown; None: not cooling
+        self.trial = False  # a trial call is in flight
 
 
 class Cooldown:

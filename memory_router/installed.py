@@ -13,10 +13,9 @@ The router only reads this file (the installer owns it). Accepted shapes::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import read_json
 from .errors import BackendsFileMissing, InvalidBackendsFile
@@ -25,8 +24,7 @@ USABLE_STATUSES = frozenset({"ready", "degraded"})
 KNOWN_STATUSES = frozenset({"ready", "degraded", "installed", "unavailable", "failed"})
 
 
-@dataclass(frozen=True, slots=True)
-class Installed:
+class Installed(NamedTuple):
     path: Path
     tier: str | None
     statuses: Mapping[str, str]

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import paths
 from .errors import InvalidQuery, RouterError, check_state_dir
@@ -19,8 +18,7 @@ from .errors import InvalidQuery, RouterError, check_state_dir
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(NamedTuple):
     state_dir: str | None
     backends_json: str | None
     config: str | None

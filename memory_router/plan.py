@@ -6,20 +6,18 @@ tier works. The plan keeps the dropped steps and why, for ``memory-router route`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .installed import Installed
 from .rules import RuleMatch, Step
 
 
-@dataclass(frozen=True, slots=True)
-class SkippedStep:
+class SkippedStep(NamedTuple):
     step: Step
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     match: RuleMatch
     steps: tuple[Step, ...]
     skipped: tuple[SkippedStep, ...]

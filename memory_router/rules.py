@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import regex
 
@@ -32,8 +32,7 @@ _FLAGS = regex.IGNORECASE | regex.UNICODE
 _EXT_PLACEHOLDER = "{{file_extensions}}"
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """One step of a fallback chain: a backend and, for qmd, its search mode."""
 
     backend: str
@@ -80,8 +79,7 @@ class Rule:
         return compiled
 
 
-@dataclass(frozen=True, slots=True)
-class RuleMatch:
+class RuleMatch(NamedTuple):
     """Which rule a query matched, through which signal, and where in the query."""
 
     rule: Rule
