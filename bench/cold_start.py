@@ -48,7 +48,7 @@ env = asyncio.run(session.router.route(sys.argv[3], installed))
 t.append(time.perf_counter())
 env.to_json()
 t.append(time.perf_counter())
-names = ["import memory_router.client, .oneshot", "import asyncio + the query path (envelope, pydantic, router)",
+names = ["import memory_router.client, .oneshot", "import asyncio + the query path (envelope, router)",
          "router-config.json (compiled cache), Router", "read backends.json",
          "route (incl. adapter import + its Settings, Lossless query)", "envelope to_json"]
 print(json.dumps({n: (b - a) * 1000 for n, a, b in zip(names, t, t[1:])}))
