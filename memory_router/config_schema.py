@@ -84,7 +84,8 @@ def first_error(
     err = exc.errors(include_url=False)[0]
     where = _loc(tuple(err["loc"]), data)
     where = f"{prefix}.{where}" if prefix and where else (prefix or where)
-    problem = err["msg"]
+    # A Check(...) or validator's own message, without pydantic's "Value error, " in front.
+    problem = err["msg"].removeprefix("Value error, ") if err["type"] == "value_error" else err["msg"]
     hints = []
     # extra_forbidden: a model's unknown key; unexpected_keyword_argument: a dataclass's (Settings)
     if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):

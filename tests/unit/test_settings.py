@@ -226,10 +226,10 @@ BAD = [
         {"rooot": "/x"},
         "rooot: unknown key (misspelt, or not supported by this version). Known keys: root,",
     ),
-    ("cognee", {"base_url": "127.0.0.1:8000"}, "base_url: Value error, must be an http:// or https:// URL"),
+    ("cognee", {"base_url": "127.0.0.1:8000"}, "base_url: must be an http:// or https:// URL"),
     ("cognee", {"api_key": 12345}, "api_key: Input should be a valid string (got 12345)"),
     ("command", {"argv": []}, "argv: Tuple should have at least 1 item"),
-    ("command", {"argv": ["p", "{qury}"]}, "argv: Value error, argv[1] '{qury}': unknown placeholder {qury}"),
+    ("command", {"argv": ["p", "{qury}"]}, "argv: argv[1] '{qury}': unknown placeholder {qury}"),
     ("command", {"argv": ["p"], "env": {"A": 1}}, "env.A: Input should be a valid string (got 1)"),
     ("command", {}, "argv: Field required."),
 ]
