@@ -50,6 +50,11 @@ class WorkerPool:
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=cancel_pending)
 
+    def close(self) -> None:
+        """The backend instance that owns this pool is closed: its idle threads exit now instead
+        of whenever the garbage collector finds the pool, after the calls still in flight."""
+        self.release(cancel_pending=False)
+
 
 def release_all() -> None:
     """:meth:`WorkerPool.release` every pool: the one-shot CLI calls this once it has its answer,

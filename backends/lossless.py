@@ -395,10 +395,7 @@ class LosslessBackend:
     # -- the Backend protocol
 
     async def aclose(self) -> None:
-        """Let this instance's idle worker threads exit now (a reload replaced it, or the daemon
-        stops) instead of whenever the garbage collector finds the pool. Calls still in flight
-        finish first."""
-        self._pool.release(cancel_pending=False)
+        self._pool.close()  # ClosableBackend: a reload replaced this instance, or the daemon stops
 
     def probe(self) -> Probe:
         loc = self.location()
