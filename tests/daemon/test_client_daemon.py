@@ -57,6 +57,17 @@ class Workspace:
             self.env.pop(key, None)
         self.cwd = root
 
+    def serve_refused(self) -> subprocess.CompletedProcess[bytes]:
+        """``serve --socket`` run to its end: for the cases where it must refuse to start."""
+        return subprocess.run(
+            [PY, "-m", "memory_router", "serve", "--socket"],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
     def serve(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             [PY, "-m", "memory_router", "serve", "--socket", *args],
@@ -221,14 +232,7 @@ def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daem
 def test_socket_is_private_and_a_second_daemon_is_refused(ws: Workspace, daemon) -> None:
     mode = ws.socket.lstat().st_mode
     assert oct(mode & 0o777) == "0o600"
-    second = subprocess.run(
-        [PY, "-m", "memory_router", "serve", "--socket"],
-        env=ws.env,
-        cwd=ws.cwd,
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    second = ws.serve_refused()
     assert second.returncode == 2
     assert b"another memory-router daemon" in second.stderr and str(daemon.pid).encode() in second.stderr
     assert ws.query("auth").by_daemon  # the first one still serves
@@ -247,14 +251,7 @@ def test_stale_socket_is_cleaned_and_a_foreign_file_is_not_replaced(ws: Workspac
     assert code == 0 and not ws.socket.exists()
     assert "removed a stale socket" in err
     ws.socket.write_text("not a socket")
-    refused = subprocess.run(
-        [PY, "-m", "memory_router", "serve", "--socket"],
-        env=ws.env,
-        cwd=ws.cwd,
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    refused = ws.serve_refused()
     assert refused.returncode == 2 and b"is not a socket" in refused.stderr
     assert ws.socket.read_text() == "not a socket"
 
