@@ -21,7 +21,7 @@ import functools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DOCUMENT_SUFFIXES = (".md", ".mdx", ".markdown", ".txt", ".rst", ".adoc", ".org")
 """Files read as prose with code in it (fenced blocks, inline code), not as source."""
@@ -57,8 +57,7 @@ _FILLER = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):
     """The symbol a definition query asks for (``symbol``; ``Ledger.reconcile`` -> ``reconcile``)."""
 
     symbol: str
@@ -102,8 +101,7 @@ def _last_part(token: str) -> str:
 # --------------------------------------------------------------------------- the forms
 
 
-@dataclass(frozen=True, slots=True)
-class Definition:
+class Definition(NamedTuple):
     """Where a text defines the symbol: 1-based ``line`` of the text, the ``kind`` of definition
     and the defining line itself (stripped)."""
 

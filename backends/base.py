@@ -247,13 +247,13 @@ class BackendRequest(NamedTuple):
     Keyword adapters (qmd search) drop its literal words: they say how to search, not what for."""
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """Whether an adapter can run on this machine, for ``memory-router backends``."""
+class Probe(NamedTuple):
+    """Whether an adapter can run on this machine, for ``memory-router backends``: ``facts`` are
+    JSON values shown beside ``detail`` (paths, counts, versions)."""
 
     ok: bool
     detail: str
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: Mapping[str, Any] = MappingProxyType({})
 
 
 @runtime_checkable

@@ -208,7 +208,7 @@ def backends(as_json: bool, **kw: Any) -> None:
                 "usable": installed is not None and installed.unusable_reason(name) is None,
                 "runs_here": probe.ok,
                 "detail": probe.detail,
-                **({"facts": probe.facts} if probe.facts else {}),
+                **({"facts": dict(probe.facts)} if probe.facts else {}),
             }
         )
     running = _daemon_runtime(kw.get("state_dir"))
