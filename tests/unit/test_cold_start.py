@@ -87,3 +87,97 @@ def test_the_console_scripts_in_process_query_is_the_click_commands_without_clic
         slow.stderr.decode().rstrip("\n"),
     )
     assert_same_answer(json.loads(fast.stdout), json.loads(slow.stdout), "console script vs click app")
+
+
+# ------------------------------------------------------------------- the pre-rendered --help
+
+
+def test_the_pre_rendered_help_is_what_click_renders_now():
+    """Fails after a command's help changed until `python3 -m memory_router.help_text` is run."""
+    from memory_router import help_text
+
+    assert help_text.TOP_LEVEL == help_text.render(), "run: python3 -m memory_router.help_text"
+
+
+def _console(args: list[str], columns: str | None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    code = "import sys; sys.argv[0] = 'memory-router'; from memory_router.entry import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args], capture_output=True, text=True, env=env)
+
+
+def _click(args: list[str], columns: str | None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    return subprocess.run([sys.executable, "-c", CLICK_APP, *args], capture_output=True, text=True, env=env)
+
+
+def _imported(stderr: str) -> set[str]:
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
+@pytest.mark.parametrize("columns", [None, "80", "200"])
+def test_help_and_version_print_clicks_text_without_importing_click(args, columns):
+    fast, slow = _console(args, columns), _click(args, columns)
+    assert (fast.returncode, fast.stdout) == (slow.returncode, slow.stdout) == (0, fast.stdout)
+    assert "memory-router" in fast.stdout
+    assert "click" not in _imported(fast.stderr)
+
+
+@pytest.mark.parametrize("columns", ["60", "79"])
+def test_a_narrow_terminal_gets_clicks_own_wrapping(columns):
+    fast, slow = _console(["--help"], columns), _click(["--help"], columns)
+    assert (fast.returncode, fast.stdout) == (slow.returncode, slow.stdout)
+    assert fast.stdout != _click(["--help"], None).stdout  # the width did change the text
+    assert "click" in _imported(fast.stderr)
+
+
+# ------------------------------------------------------------------- the cyclic collector
+
+
+@pytest.mark.parametrize(
+    ("argv", "collecting"),
+    [
+        (["query", "x"], False),
+        (["route", "x"], False),
+        (["--help"], False),
+        (["serve"], True),
+        (["mcp"], True),
+        (["daemon", "start"], True),
+        (["backends"], True),
+        ([], True),
+    ],
+)
+def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeypatch, argv, collecting):
+    """The one-shot commands skip ~50 collections during their imports; a long-lived process
+    (serve, mcp, the daemon) must keep collecting or reference cycles would pile up."""
+    import gc
+
+    from memory_router import client, cli, entry, help_text, oneshot
+
+    seen: list[bool] = []
+
+    def record(*args, **kwargs):
+        seen.append(gc.isenabled())
+        raise SystemExit(0)
+
+    monkeypatch.setattr(sys, "argv", ["memory-router", *argv])
+    monkeypatch.setattr(client, "fast_query", lambda args: None)
+    monkeypatch.setattr(client, "parse_query_args", lambda args: {"query": "x"})
+    monkeypatch.setattr(oneshot, "main", record)
+    monkeypatch.setattr(cli, "main", record)
+    monkeypatch.setattr(help_text, "static_answer", lambda option: record())
+    assert gc.isenabled()
+    try:
+        with pytest.raises(SystemExit):
+            entry.main()
+        assert seen == [collecting]
+    finally:
+        gc.enable()
