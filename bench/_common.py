@@ -10,14 +10,25 @@ nothing.
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary directory, removed when the script exits (after its own cleanup, on an
+    error too): the CI smoke test runs every script, and /tmp must not fill up with their data."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def parser(description: str) -> argparse.ArgumentParser:

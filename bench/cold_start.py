@@ -117,16 +117,21 @@ def main() -> None:
     env["MEMORY_ROUTER_DAEMON"] = "off"
     cli = cli_command()
 
-    demo = Path(tempfile.mkdtemp(prefix="mr-bench-demo-"))
-    subprocess.run(
-        [*cli, "demo", "--dir", str(demo)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-    )
-    state, config = demo / "state", demo / "state" / "router-config.json"
-    where = ["--state-dir", str(state), "--config", str(config)]
-    print(f"cold start: {reps} runs per command; demo data in {demo}; {environment_line()}")
-    cli_table(args.against, reps, env, state, config)
-    phases_table(reps, env, state, config)
-    importtime_table(args, reps, env, [*cli, "query", QUERY, *where][len(cli) :])
+    with tempfile.TemporaryDirectory(prefix="mr-bench-demo-") as tmp:
+        demo = Path(tmp)
+        subprocess.run(
+            [*cli, "demo", "--dir", str(demo)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        state, config = demo / "state", demo / "state" / "router-config.json"
+        where = ["--state-dir", str(state), "--config", str(config)]
+        print(f"cold start: {reps} runs per command; demo data in {demo}; {environment_line()}")
+        cli_table(args.against, reps, env, state, config)
+        phases_table(reps, env, state, config)
+        importtime_table(args, reps, env, [*cli, "query", QUERY, *where][len(cli) :])
 
 
 def cli_table(against: str | None, reps: int, env: dict[str, str], state: Path, config: Path) -> None:

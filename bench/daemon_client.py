@@ -14,11 +14,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _common import environment_line, fmt, median, parser, percentile, repeats, table
+from _common import environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table
 
 from memory_router.demo import SPEC_EXAMPLES
 
@@ -49,7 +48,7 @@ def main() -> None:
     args = p.parse_args()
     reps = repeats(args, 30)
     cli = cli_command()
-    demo = Path(tempfile.mkdtemp(prefix="mr-bench-daemon-"))
+    demo = scratch_dir("mr-bench-daemon-")
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_ROUTER_")}
     subprocess.run(
         [*cli, "demo", "--dir", str(demo)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base

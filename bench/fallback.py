@@ -20,11 +20,10 @@ against a hanging primary pay T until the third failure, then none while it cool
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 from pathlib import Path
 
-from _common import environment_line, fmt, median, parser, repeats, table, verdict
+from _common import environment_line, fmt, median, parser, repeats, scratch_dir, table, verdict
 from memory_router.backends import BackendContext, command
 from memory_router.backends.mock import MockBackend, answer, fail, hang
 
@@ -56,7 +55,7 @@ def main() -> None:
     args = p.parse_args()
     timeout_ms = args.timeout_ms or (50 if args.quick else 200)
     reps = repeats(args, 7)
-    state = Path(tempfile.mkdtemp(prefix="mr-bench-fb-"))
+    state = scratch_dir("mr-bench-fb-")
     installed = parse_installed(["qmd", "totalrecall", "cognee", "lossless"], state / "backends.json")
     config = load_config()
     ok = MockBackend("totalrecall", answer(0.9))

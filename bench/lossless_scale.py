@@ -17,11 +17,10 @@ Target: FTS5 search at 100k rows under 50 ms (median).
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
-from _common import fmt, median, parser, percentile, repeats, table, verdict
+from _common import fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 from memory_router.backends import BackendContext
 from memory_router.backends import lossless as L
 from memory_router.backends._lcm_schema import create_lcm_db, populate_synthetic
@@ -54,7 +53,7 @@ def main() -> int:
     args = p.parse_args()
     sizes = [200] if args.quick else [int(s) for s in args.sizes.split(",")]
     n_repeat = repeats(args, 15)
-    root = args.dir or Path(tempfile.mkdtemp(prefix="bench-lossless-"))
+    root = args.dir or scratch_dir("bench-lossless-")
     root.mkdir(parents=True, exist_ok=True)
     rows, builds = [], []
     for n in sizes:

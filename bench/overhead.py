@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import orjson
-from _common import environment_line, fmt, median, parser, percentile, repeats, table, verdict
+from _common import environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 from corpus import generate
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, fail
@@ -66,7 +66,7 @@ def instant(relevance: float = 0.9, hits: int = 3):
 def build_router(handlers: dict[str, object]) -> tuple[Router, dict[str, Timed]]:
     config = load_config()
     timed = {name: Timed(MockBackend(name, handlers.get(name) or instant())) for name in config.backends}
-    state = Path(tempfile.mkdtemp(prefix="mr-bench-"))
+    state = scratch_dir("mr-bench-")
     router = Router(config, context=default_context(state), log=RouterLog(None), backends=timed)
     return router, timed
 
@@ -167,7 +167,7 @@ def main() -> None:
         # The daemon's request path, in-process (no pipes): memory_router.daemon.service.Service.
         from memory_router.daemon.service import Service
 
-        state = Path(tempfile.mkdtemp(prefix="mr-bench-svc-"))
+        state = scratch_dir("mr-bench-svc-")
         (state / "backends.json").write_bytes(orjson.dumps({"backends": ["qmd", "totalrecall", "cognee", "lossless"]}))
         _, timed = build_router({})
         service = Service(

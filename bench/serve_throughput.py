@@ -23,12 +23,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import orjson
-from _common import environment_line, fmt, median, parser, percentile, repeats, table, verdict
+from _common import environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 from corpus import generate
 
 from memory_router.paths import packaged_config
@@ -124,7 +123,7 @@ def main() -> None:
     reps = repeats(args, 3)
     queries = [q for _, q in generate(n, seed=23)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_ROUTER_")}
-    root = Path(tempfile.mkdtemp(prefix="mr-bench-serve-"))
+    root = scratch_dir("mr-bench-serve-")
     setups = {
         "instant backends": (instant_state(root / "instant"), [sys.executable, "-c", LAUNCHER], True),
         "demo data (Total Recall, Lossless)": (

@@ -26,13 +26,12 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from _common import REPO, environment_line, fmt, median, parser, percentile, table
+from _common import REPO, environment_line, fmt, median, parser, percentile, scratch_dir, table
 
 FAULT = REPO / "tests" / "faultbackend.py"
 TIMEOUT_MS = 300
@@ -294,7 +293,7 @@ def main() -> None:
     every = args.every or (0.25 if args.quick else 1.0)
     print(environment_line())
 
-    state, config = setup(Path(tempfile.mkdtemp(prefix="mr-bench-soak-")))
+    state, config = setup(scratch_dir("mr-bench-soak-"))
     daemon = Daemon(state, config)
     try:
         oversized_phase(daemon, args.oversized or (5 if args.quick else 100))
