@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import regex
 
@@ -44,21 +43,80 @@ class Step(NamedTuple):
         return self.backend if self.mode is None else f"{self.backend}/{self.mode}"
 
 
-@dataclass(frozen=True, slots=True)
+# A plain slotted class, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
 class Rule:
     """One rule. ``strong_regex``/``weak_regex`` are the combined alternations (placeholders
     expanded); :attr:`strong`/:attr:`weak` compile them on first use, so a process that routes one
-    query compiles only the rules it reaches."""
+    query compiles only the rules it reaches. Immutable; equal and hashed by its eight fields (the
+    compiled patterns are a cache, not part of its value)."""
 
+    _FIELDS = ("number", "id", "description", "strong_sources", "weak_sources", "chain", "strong_regex", "weak_regex")
+    __slots__ = (*_FIELDS, "_compiled")
     number: int
     id: str
     description: str
     strong_sources: tuple[str, ...]
     weak_sources: tuple[str, ...]
     chain: tuple[Step, ...]
-    strong_regex: str | None = None
-    weak_regex: str | None = None
-    _compiled: dict[str, regex.Pattern[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    strong_regex: str | None
+    weak_regex: str | None
+    _compiled: dict[str, regex.Pattern[str]]
+
+    def __init__(
+        self,
+        number: int,
+        id: str,
+        description: str,
+        strong_sources: tuple[str, ...],
+        weak_sources: tuple[str, ...],
+        chain: tuple[Step, ...],
+        strong_regex: str | None = None,
+        weak_regex: str | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "number", number)
+        setter(self, "id", id)
+        setter(self, "description", description)
+        setter(self, "strong_sources", strong_sources)
+        setter(self, "weak_sources", weak_sources)
+        setter(self, "chain", chain)
+        setter(self, "strong_regex", strong_regex)
+        setter(self, "weak_regex", weak_regex)
+        setter(self, "_compiled", {})
+
+    def _fields(self) -> tuple[object, ...]:
+        """The rule's value: its :attr:`_FIELDS` (every slot but the ``_compiled`` cache), in order."""
+        return (
+            self.number,
+            self.id,
+            self.description,
+            self.strong_sources,
+            self.weak_sources,
+            self.chain,
+            self.strong_regex,
+            self.weak_regex,
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Rule is immutable (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Rule is immutable (cannot delete {name!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Rule):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._FIELDS, self._fields(), strict=True))
+        return f"Rule({shown})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable and copyable despite the custom __setattr__
+        return (Rule, self._fields())
 
     @property
     def strong(self) -> regex.Pattern[str] | None:
