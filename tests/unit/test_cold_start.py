@@ -106,7 +106,9 @@ def _console(args: list[str], columns: str | None) -> subprocess.CompletedProces
     if columns is not None:
         env["COLUMNS"] = columns
     code = "import sys; sys.argv[0] = 'memory-router'; from memory_router.entry import main; sys.exit(main())"
-    return subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args], capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code, *args], capture_output=True, text=True, env=env
+    )
 
 
 def _click(args: list[str], columns: str | None) -> subprocess.CompletedProcess[str]:
@@ -160,7 +162,7 @@ def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeyp
     (serve, mcp, the daemon) must keep collecting or reference cycles would pile up."""
     import gc
 
-    from memory_router import client, cli, entry, help_text, oneshot
+    from memory_router import cli, client, entry, help_text, oneshot
 
     seen: list[bool] = []
 
