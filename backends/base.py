@@ -147,7 +147,21 @@ def _result_from_dict(data: dict[str, Any]) -> Result:
     return Result(**data)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# The contract's fields in its order: __init__, as_dict, repr, eq, hash and pickling follow it.
+_RESPONSE_FIELDS = (
+    "query_echo",
+    "results",
+    "result_count",
+    "status",
+    "error_message",
+    "error_code",
+    "backend_duration_ms",
+    "normalized_relevance",
+    "backend",
+    "query_sent",
+)
+
+
 class BackendResponse:
     """The stack's backend contract: exactly what one backend call returns.
 
@@ -155,29 +169,92 @@ class BackendResponse:
     skills. ``query_sent`` is a router-side extension: the query text the adapter actually sent
     when it rewrote the user's query (qmd keyword extraction, FTS sanitising); it is reported in
     the envelope's ``attempts`` and is not part of the wire contract. Build one with
-    :meth:`from_results` or :meth:`failure`; change one with :func:`dataclasses.replace`.
-    """
+    :meth:`from_results` or :meth:`failure` (or the keyword-only constructor); change one with
+    :meth:`replace`. Immutable; checked when built (a known status, :class:`Result` objects,
+    ``normalized_relevance`` in 0..1).
 
+    A plain slotted class, not a dataclass: defining a dataclass costs a cold query ~1 ms."""
+
+    __slots__ = _RESPONSE_FIELDS
     query_echo: str
-    results: tuple[Result, ...] = ()
-    result_count: int = 0
+    results: tuple[Result, ...]
+    result_count: int
     status: ContractStatus
-    error_message: str | None = None
-    error_code: str | None = None
-    backend_duration_ms: int = 0
-    normalized_relevance: float = 0.0
+    error_message: str | None
+    error_code: str | None
+    backend_duration_ms: int
+    normalized_relevance: float
     backend: str
-    query_sent: str | None = None
+    query_sent: str | None
 
-    def __post_init__(self) -> None:
-        if self.status not in _STATUSES:
-            raise InvalidResult(f"status must be one of success, empty, error; got {self.status!r}")
-        if not isinstance(self.results, tuple):
-            object.__setattr__(self, "results", tuple(self.results))
-        if not all(isinstance(r, Result) for r in self.results):
+    def __init__(
+        self,
+        *,
+        query_echo: str,
+        results: tuple[Result, ...] = (),
+        result_count: int = 0,
+        status: ContractStatus,
+        error_message: str | None = None,
+        error_code: str | None = None,
+        backend_duration_ms: int = 0,
+        normalized_relevance: float = 0.0,
+        backend: str,
+        query_sent: str | None = None,
+    ) -> None:
+        if status not in _STATUSES:
+            raise InvalidResult(f"status must be one of success, empty, error; got {status!r}")
+        if not isinstance(results, tuple):
+            results = tuple(results)
+        if not all(isinstance(r, Result) for r in results):
             raise InvalidResult("results must be Result objects")
-        relevance = check_relevance("normalized_relevance", self.normalized_relevance)
-        object.__setattr__(self, "normalized_relevance", relevance)
+        setter = object.__setattr__
+        setter(self, "query_echo", query_echo)
+        setter(self, "results", results)
+        setter(self, "result_count", result_count)
+        setter(self, "status", status)
+        setter(self, "error_message", error_message)
+        setter(self, "error_code", error_code)
+        setter(self, "backend_duration_ms", backend_duration_ms)
+        setter(self, "normalized_relevance", check_relevance("normalized_relevance", normalized_relevance))
+        setter(self, "backend", backend)
+        setter(self, "query_sent", query_sent)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"BackendResponse is immutable (cannot set {name!r}); use replace()")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"BackendResponse is immutable (cannot delete {name!r})")
+
+    def replace(self, **changes: Any) -> BackendResponse:
+        """A copy with ``changes`` applied (field names only), checked again."""
+        return BackendResponse(**(self._field_dict() | changes))
+
+    def _field_dict(self) -> dict[str, Any]:
+        """The fields in the contract's order, as held (``results`` a tuple of :class:`Result`)."""
+        return {name: getattr(self, name) for name in _RESPONSE_FIELDS}
+
+    def _field_tuple(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _RESPONSE_FIELDS)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The response as JSON-ready data: the nine contract fields in the stack's order (each
+        result as its :meth:`Result.as_dict`), then ``query_sent``."""
+        return self._field_dict() | {"results": [r.as_dict() for r in self.results]}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BackendResponse):
+            return NotImplemented
+        return self._field_tuple() == other._field_tuple()
+
+    def __hash__(self) -> int:  # as the frozen dataclass hashed: its fields, in order
+        return hash(self._field_tuple())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self._field_dict().items())
+        return f"BackendResponse({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable despite the custom __setattr__
+        return (_response_from_fields, (self._field_dict(),))
 
     @classmethod
     def from_results(
@@ -227,6 +304,10 @@ class BackendResponse:
             backend_duration_ms=duration_ms,
             query_sent=query_sent,
         )
+
+
+def _response_from_fields(fields: dict[str, Any]) -> BackendResponse:
+    return BackendResponse(**fields)
 
 
 class BackendRequest(NamedTuple):

@@ -43,7 +43,7 @@ import re
 import shutil
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
@@ -340,5 +340,5 @@ class CommandBackend:
         response = BackendResponse.from_results(self.name, request.query, results, duration_ms=duration_ms)
         if results and contract.normalized_relevance is not None:
             # The program's own normalized_relevance wins over "best result", as in the stack.
-            response = replace(response, normalized_relevance=contract.normalized_relevance)
+            response = response.replace(normalized_relevance=contract.normalized_relevance)
         return response

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 
 from .base import BackendRequest, BackendResponse, Probe, Result
 
@@ -33,7 +32,7 @@ class MockBackend:
         if inspect.isawaitable(response):
             response = await response
         # The handler may be shared between backends: stamp this backend's name on the answer.
-        return replace(response, backend=self.name)
+        return response.replace(backend=self.name)
 
     def probe(self) -> Probe:
         return Probe(self._probe_ok, "mock backend")

@@ -15,8 +15,8 @@ behind the seam in ``memory_router.backends.base``.
 Value records on the query path (``Step``, ``RuleMatch``, ``Plan``, ``Attempt``...) are
 ``NamedTuple``s, not dataclasses: on Python 3.11 defining a dataclass costs ~0.5 ms at import
 (it compiles five or six generated methods), and a cold CLI query defines every class it uses
-(README, *Cold start*). Dataclasses stay where their machinery earns it (``replace``,
-``__post_init__`` checks, field factories, pydantic-validated ``Settings``).
+(README, *Cold start*). Dataclasses stay where their machinery earns it (``replace``, field
+factories, pydantic-validated ``Settings``).
 """
 
 __version__ = "0.1.0"

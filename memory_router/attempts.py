@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import NamedTuple
 
 from memory_router.backends.base import (
@@ -109,7 +108,7 @@ async def call_backend(backend: Backend, request: BackendRequest, timeout_s: flo
     elapsed = int((time.perf_counter() - started) * 1000)
     response = _sane(backend.name, request.query, response)
     if response.status == "success" and not response.results:
-        response = replace(response, status="empty", normalized_relevance=0.0)
+        response = response.replace(status="empty", normalized_relevance=0.0)
     return response, elapsed
 
 
@@ -123,7 +122,7 @@ def _sane(name: str, query: str, response: object) -> BackendResponse:
             name, query, BACKEND_ERROR, f"adapter returned {type(response).__name__}, not a BackendResponse"
         )
     if response.status == "error" and response.results:
-        return replace(response, results=(), result_count=0, normalized_relevance=0.0)
+        return response.replace(results=(), result_count=0, normalized_relevance=0.0)
     return response
 
 
@@ -192,8 +191,7 @@ def _deadline_cut(response: BackendResponse, policy: Policy) -> BackendResponse:
     """A timeout that the query's deadline (not the backend's own timeout) imposed says so."""
     if response.error_code != QUERY_TIMEOUT:
         return response
-    return replace(
-        response,
+    return response.replace(
         error_code=DEADLINE_EXCEEDED,
         error_message=f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
     )

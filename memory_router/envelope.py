@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
@@ -32,14 +31,38 @@ class InvalidEnvelope(ValueError):
     """JSON that is not a router envelope; the message names the field and quotes the value."""
 
 
-@dataclass(frozen=True, slots=True)
+# The envelope's fields in the spec's order, each with whether from_dict requires it (the others
+# have defaults in Envelope.__init__): one list for __slots__, replace, repr, eq and the reader.
+FIELDS: tuple[tuple[str, bool], ...] = (
+    ("query_echo", True),
+    ("routed_to", True),
+    ("routed_mode", True),
+    ("fallback_chain", True),
+    ("fallbacks_used", True),
+    ("results", True),
+    ("result_count", True),
+    ("normalized_relevance", True),
+    ("status", True),
+    ("error_code", False),
+    ("error_message", False),
+    ("router_duration_ms", False),
+    ("backend_duration_ms", False),
+    ("rule", False),
+    ("attempts", False),
+)
+FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
+
+
 class Envelope:
     """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
 
-    A slotted dataclass serialised by orjson, not a pydantic model: a cold CLI query would spend
-    more time importing pydantic than routing (README, *Cold start*). :meth:`from_dict` is the
-    strict reader for envelopes that come back as JSON (tests, clients)."""
+    A slotted class serialised by orjson through :meth:`as_dict`, not a pydantic model: a cold
+    CLI query would spend more time importing pydantic than routing (README, *Cold start*); and
+    not a dataclass either: defining a dataclass costs a cold query ~1 ms. Immutable (change one
+    with :meth:`replace`); built unchecked from the router's own values, while :meth:`from_dict`
+    is the strict reader for envelopes that come back as JSON (tests, clients)."""
 
+    __slots__ = FIELD_NAMES
     query_echo: str
     routed_to: str | None
     routed_mode: str | None
@@ -49,12 +72,64 @@ class Envelope:
     result_count: int
     normalized_relevance: float
     status: Status
-    error_code: str | None = None
-    error_message: str | None = None
-    router_duration_ms: int = 0
-    backend_duration_ms: int = 0
-    rule: dict[str, Any] | None = None
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    error_code: str | None
+    error_message: str | None
+    router_duration_ms: int
+    backend_duration_ms: int
+    rule: dict[str, Any] | None
+    attempts: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        query_echo: str,
+        routed_to: str | None,
+        routed_mode: str | None,
+        fallback_chain: list[str],
+        fallbacks_used: int,
+        results: list[Result],
+        result_count: int,
+        normalized_relevance: float,
+        status: Status,
+        error_code: str | None = None,
+        error_message: str | None = None,
+        router_duration_ms: int = 0,
+        backend_duration_ms: int = 0,
+        rule: dict[str, Any] | None = None,
+        attempts: list[dict[str, Any]] | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "query_echo", query_echo)
+        setter(self, "routed_to", routed_to)
+        setter(self, "routed_mode", routed_mode)
+        setter(self, "fallback_chain", fallback_chain)
+        setter(self, "fallbacks_used", fallbacks_used)
+        setter(self, "results", results)
+        setter(self, "result_count", result_count)
+        setter(self, "normalized_relevance", normalized_relevance)
+        setter(self, "status", status)
+        setter(self, "error_code", error_code)
+        setter(self, "error_message", error_message)
+        setter(self, "router_duration_ms", router_duration_ms)
+        setter(self, "backend_duration_ms", backend_duration_ms)
+        setter(self, "rule", rule)
+        setter(self, "attempts", [] if attempts is None else attempts)  # a new list each, not a shared default
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Envelope is immutable (cannot set {name!r}); use replace()")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Envelope is immutable (cannot delete {name!r})")
+
+    def replace(self, **changes: Any) -> Envelope:
+        """A copy with ``changes`` applied (field names only)."""
+        return Envelope(**(self._field_dict() | changes))
+
+    def _field_dict(self) -> dict[str, Any]:
+        """The fields in the spec's order, as held (``results`` a list of :class:`Result`)."""
+        return {name: getattr(self, name) for name in FIELD_NAMES}
+
+    def _field_tuple(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in FIELD_NAMES)
 
     def as_dict(self) -> dict[str, Any]:
         """The envelope as JSON-ready data, keys in the spec's order."""
@@ -93,13 +168,28 @@ class Envelope:
             raise InvalidEnvelope(f"envelope: {exc}") from None
         return cls(**{**data, "results": results})
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Envelope):
+            return NotImplemented
+        return self._field_tuple() == other._field_tuple()
+
+    def __hash__(self) -> int:  # as the frozen dataclass hashed: its fields (so not while they hold lists)
+        return hash(self._field_tuple())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self._field_dict().items())
+        return f"Envelope({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable despite the custom __setattr__
+        return (Envelope, self._field_tuple())
+
 
 def _check_shape(data: Any) -> None:
     """Keys, JSON types, counts and the status of an envelope read back (not its results)."""
     if not isinstance(data, dict):
         raise InvalidEnvelope(f"an envelope is a JSON object, got {type(data).__name__}")
     unknown = [k for k in data if k not in _FIELD_TYPES]
-    missing = [f.name for f in fields(Envelope) if f.name not in data and f.default is f.default_factory is MISSING]
+    missing = [name for name, required in FIELDS if required and name not in data]
     if unknown or missing:
         raise InvalidEnvelope(f"envelope keys: unknown {unknown}, missing {missing}")
     for name, kinds in _FIELD_TYPES.items():
@@ -117,7 +207,7 @@ def _check_shape(data: Any) -> None:
 
 
 _NUMBER = (int, float)
-# The JSON types of every Envelope field, in its order (a test holds the two lists equal).
+# The JSON types of every Envelope field, in FIELDS' order (a test holds the two lists equal).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "query_echo": (str,),
     "routed_to": (str, type(None)),

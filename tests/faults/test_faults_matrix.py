@@ -17,7 +17,6 @@ process of the backend's group left alive, and a hang abandoned within timeout_m
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-from memory_router.envelope import Envelope
+from memory_router.envelope import FIELD_NAMES, Envelope
 
 from ..faults_support import (
     command_backend,
@@ -47,7 +46,7 @@ HANG_SLACK_MS = 100
 STORM_SLACK_MS = 300
 RSS_MARGIN_KB = 32 * 1024  # the 8 MiB cap, a copy of it, and noise; 50 MB buffered would blow it
 QUERY = "what did we decide about the cache"
-SPEC_FIELDS = [f.name for f in dataclasses.fields(Envelope)]
+SPEC_FIELDS = list(FIELD_NAMES)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ raises, or returns something that is not a contract at all.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -82,7 +81,7 @@ def handler(outcome):  # noqa: C901 - a test double: one branch per outcome it p
         def failing(request):
             hits = tuple(Result(content="stray", relevance=r, source="mock") for r in arg)
             failure = BackendResponse.failure("mock", request.query, "BACKEND_ERROR", "failed but sent results")
-            return replace(failure, results=hits, result_count=len(hits), normalized_relevance=max(arg))
+            return failure.replace(results=hits, result_count=len(hits), normalized_relevance=max(arg))
 
         return failing
     if kind == "bad_relevance":
@@ -104,7 +103,7 @@ def handler(outcome):  # noqa: C901 - a test double: one branch per outcome it p
 
 async def _claim(handler_coro, request, claimed):
     response = await handler_coro(request)
-    return replace(response, normalized_relevance=claimed)
+    return response.replace(normalized_relevance=claimed)
 
 
 def make_router(tmp: Path, outcomes) -> Router:
