@@ -11,12 +11,13 @@ threads come back soon after the router gives up.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # imported when a pool first runs: the one-shot CLI's blocking path never does
+    from concurrent.futures import ThreadPoolExecutor
 
 T = TypeVar("T")
 
@@ -36,6 +37,9 @@ class WorkerPool:
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in one of this pool's threads. Cancelling the await abandons the call
         (the thread finishes it; ``fn`` should watch a cancellation flag to stop early)."""
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix=f"memory-router-{self.name}")
         loop = asyncio.get_running_loop()

@@ -23,6 +23,7 @@ Rules every adapter follows:
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -349,6 +350,20 @@ class Backend(Protocol):
     def probe(self) -> Probe:
         """Cheap, synchronous check that the backend can run here (no query is sent)."""
         ...
+
+
+@runtime_checkable
+class BlockingBackend(Protocol):
+    """Optional: a backend whose search is blocking work in this process (files, SQLite) that it
+    can stop early. The one-shot CLI calls :meth:`search_blocking` in a thread of its own and
+    waits with the router's timeout, so a cold query needs no event loop (importing asyncio is a
+    sixth of a cold query); the daemon still awaits :meth:`Backend.search`. Both must answer
+    alike. ``stop`` is set when the router gives up on the call: return soon after (the answer is
+    discarded). The same rules as :meth:`Backend.search`: never raise for a backend-side problem."""
+
+    name: str
+
+    def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse: ...
 
 
 @runtime_checkable

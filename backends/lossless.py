@@ -52,7 +52,6 @@ Each result names ``summary_id`` (``sum_...``, for ``lcm_describe``/``lcm_expand
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import pwd
@@ -355,18 +354,23 @@ class _Hit(NamedTuple):
 
 
 class _Call:
-    """The connection of one in-flight search, so a cancellation can interrupt it."""
+    """The connection of one in-flight search, so a cancellation can interrupt it. ``stop``: the
+    caller's event (:meth:`LosslessBackend.search_blocking`), also read by the progress handler."""
 
-    __slots__ = ("conn", "cancelled", "lock")
+    __slots__ = ("conn", "stop", "lock")
 
-    def __init__(self) -> None:
+    def __init__(self, stop: threading.Event | None = None) -> None:
         self.conn: sqlite3.Connection | None = None
-        self.cancelled = False
+        self.stop = stop if stop is not None else threading.Event()
         self.lock = threading.Lock()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop.is_set()
 
     def interrupt(self) -> None:
         with self.lock:
-            self.cancelled = True
+            self.stop.set()
             if self.conn is not None:
                 self.conn.interrupt()
 
@@ -445,12 +449,19 @@ class LosslessBackend:
         return Probe(True, detail, facts)
 
     async def search(self, request: BackendRequest) -> BackendResponse:
+        import asyncio  # here, not at the top: the one-shot CLI's blocking path never awaits
+
         call = _Call()
         try:
             return await self._pool.run(self.search_sync, request, call)
         except asyncio.CancelledError:
             call.interrupt()  # the router's timeout: stop SQLite work in the worker thread now
             raise
+
+    def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:
+        """:class:`~.base.BlockingBackend`: the search in the caller's thread; ``stop`` aborts the
+        SQLite statement at its next progress check (every 2000 VM steps)."""
+        return self.search_sync(request, _Call(stop))
 
     def search_sync(self, request: BackendRequest, call: _Call | None = None) -> BackendResponse:
         watch = Stopwatch()

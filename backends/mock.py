@@ -6,12 +6,15 @@ records the requests it saw. The helpers build the handlers the tests need::
     MockBackend("qmd", answer(0.8))          # one result of relevance 0.8
     MockBackend("qmd", fail("BACKEND_ERROR", "exit 1"))
     MockBackend("qmd", hang())               # never returns; the router's timeout must end it
+
+``BlockingMockBackend`` is the same with ``search_blocking``, for the one-shot CLI's driver.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Awaitable, Callable
 
 from .base import BackendRequest, BackendResponse, Probe, Result
@@ -36,6 +39,23 @@ class MockBackend:
 
     def probe(self) -> Probe:
         return Probe(self._probe_ok, "mock backend")
+
+
+class BlockingMockBackend(MockBackend):
+    """A :class:`MockBackend` that is also a :class:`~.base.BlockingBackend`, for the one-shot
+    CLI's driver. An async handler runs on a loop of its own in the caller's thread, cut off one
+    second after the router's timeout so a ``hang()`` does not keep its thread forever."""
+
+    def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:
+        self.requests.append(request)
+        response = self.handler(request)
+        if inspect.isawaitable(response):
+            response = asyncio.run(_at_most(response, request.timeout_s + 1.0))
+        return response.replace(backend=self.name)
+
+
+async def _at_most(awaitable: Awaitable[BackendResponse], seconds: float) -> BackendResponse:
+    return await asyncio.wait_for(awaitable, seconds)
 
 
 def answer(*relevances: float, delay_s: float = 0.0) -> Handler:

@@ -45,7 +45,6 @@ for missed events) marks the index stale.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import heapq
 import math
@@ -758,12 +757,19 @@ class TotalRecallBackend:
         return {rel: why for rel, (_, why) in self._index.skipped.items()}
 
     async def search(self, request: BackendRequest) -> BackendResponse:
+        import asyncio  # here, not at the top: the one-shot CLI's blocking path never awaits
+
         cancel = threading.Event()
         try:
             return await self._pool.run(self.search_sync, request, cancel)
         except asyncio.CancelledError:
             cancel.set()  # the router's timeout: the worker stops at its next check
             raise
+
+    def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:
+        """:class:`~.base.BlockingBackend`: the search in the caller's thread; ``stop`` ends a tree
+        read at its next check (between files, every 1024 lines of one)."""
+        return self.search_sync(request, stop)
 
     def search_sync(self, request: BackendRequest, cancel: threading.Event | None = None) -> BackendResponse:
         watch = Stopwatch()

@@ -14,14 +14,23 @@ Two optional brakes, both off unless asked for (the one-shot CLI uses neither by
 * a :class:`~memory_router.cooldown.Cooldown` (the daemon's): a backend (per search mode: qmd's
   ``search`` may work while ``vsearch`` has no model) that keeps failing is skipped with a
   ``COOLDOWN`` attempt instead of being called.
+
+The walk itself (:func:`walk_attempts`) does no I/O: it yields each call to make and is sent
+back its outcome. Two drivers make the calls. :func:`run_attempts` awaits each backend's
+``search`` under an asyncio timeout (the daemon, ``serve``, MCP). :func:`run_attempts_blocking`
+runs a :class:`~memory_router.backends.base.BlockingBackend`'s search in a thread and waits for it
+with a timeout, without an event loop: the one-shot CLI, where importing asyncio would be a
+sixth of a cold query (README, *Cold start*); a backend that is only async gets a fresh event
+loop for its one call. Both drivers build the same attempts from the same outcomes (tested).
 """
 
 from __future__ import annotations
 
-import asyncio
+import sys
+import threading
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, NamedTuple
 
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -29,6 +38,7 @@ from memory_router.backends.base import (
     Backend,
     BackendRequest,
     BackendResponse,
+    BlockingBackend,
 )
 
 from .cooldown import Cooldown
@@ -81,35 +91,100 @@ class Attempt(NamedTuple):
         }
 
 
-_timeout = getattr(asyncio, "timeout", None)  # Python >= 3.11
-
-
 async def call_backend(backend: Backend, request: BackendRequest, timeout_s: float) -> tuple[BackendResponse, int]:
     """One backend call under the router's timeout; never raises (except our own cancellation)."""
+    import asyncio
+
     started = time.perf_counter()
+    scope = getattr(asyncio, "timeout", None)  # Python >= 3.11
     try:
-        if _timeout is not None:
-            # Python 3.11+: the call runs in this task under a cancel scope; wait_for would
-            # create a task per backend call (a third of the router's own cost per query).
-            async with _timeout(timeout_s):
+        if scope is not None:
+            # A cancel scope in this task: wait_for would create a task per backend call (a third
+            # of the router's own cost per query).
+            async with scope(timeout_s):
                 response = await backend.search(request)
         else:
             response = await asyncio.wait_for(backend.search(request), timeout_s)
     except asyncio.TimeoutError:
-        response = BackendResponse.failure(
-            backend.name, request.query, QUERY_TIMEOUT, f"no answer within {int(timeout_s * 1000)} ms"
-        )
+        response = _timed_out(backend, request, timeout_s)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # an adapter bug must not take the router down
-        response = BackendResponse.failure(
-            backend.name, request.query, BACKEND_ERROR, f"adapter raised {type(exc).__name__}: {exc}"
-        )
+        response = _raised(backend, request, exc)
+    return _settled(backend, request, response, started)
+
+
+def call_backend_blocking(backend: Backend, request: BackendRequest, timeout_s: float) -> tuple[BackendResponse, int]:
+    """:func:`call_backend` without an event loop. A :class:`BlockingBackend` searches in a daemon
+    thread while this one waits at most ``timeout_s``; on timeout its ``stop`` event is set and
+    the thread is abandoned (it stops at its next check; a one-shot process does not wait for
+    it). Any other backend gets a fresh event loop for this one call."""
+    if not isinstance(backend, BlockingBackend):
+        return run_on_new_loop(call_backend(backend, request, timeout_s))
+    started = time.perf_counter()
+    stop, done = threading.Event(), threading.Event()
+    outcome: list[BackendResponse | BaseException] = []
+
+    def search() -> None:
+        try:
+            outcome.append(backend.search_blocking(request, stop))
+        except BaseException as exc:  # handed to the waiting thread
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=search, name=f"memory-router-{backend.name}", daemon=True).start()
+    if not done.wait(timeout_s):
+        stop.set()
+        response = _timed_out(backend, request, timeout_s)
+    elif isinstance(outcome[0], Exception):  # an adapter bug must not take the router down
+        response = _raised(backend, request, outcome[0])
+    elif isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    else:
+        response = outcome[0]
+    return _settled(backend, request, response, started)
+
+
+def _timed_out(backend: Backend, request: BackendRequest, timeout_s: float) -> BackendResponse:
+    return BackendResponse.failure(
+        backend.name, request.query, QUERY_TIMEOUT, f"no answer within {int(timeout_s * 1000)} ms"
+    )
+
+
+def _raised(backend: Backend, request: BackendRequest, exc: Exception) -> BackendResponse:
+    return BackendResponse.failure(
+        backend.name, request.query, BACKEND_ERROR, f"adapter raised {type(exc).__name__}: {exc}"
+    )
+
+
+def _settled(
+    backend: Backend, request: BackendRequest, response: object, started: float
+) -> tuple[BackendResponse, int]:
     elapsed = int((time.perf_counter() - started) * 1000)
-    response = _sane(backend.name, request.query, response)
-    if response.status == "success" and not response.results:
-        response = response.replace(status="empty", normalized_relevance=0.0)
-    return response, elapsed
+    checked = _sane(backend.name, request.query, response)
+    if checked.status == "success" and not checked.results:
+        checked = checked.replace(status="empty", normalized_relevance=0.0)
+    return checked, elapsed
+
+
+def run_on_new_loop(coro: Coroutine[Any, Any, Any]) -> Any:
+    """``asyncio.run`` minus its final wait for the default executor: a worker thread the router
+    abandoned at its timeout (SQLite waiting on a lock, a slow file scan) must not hold the answer
+    back. Subprocess backends are already killed by then; threads cannot be, so they are left."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the default executor down without waiting
+            threads = sys.modules.get("memory_router.backends._threads")
+            if threads is not None:  # adapters' own worker pools (Total Recall, Lossless): the same
+                threads.release_all()
 
 
 def _sane(name: str, query: str, response: object) -> BackendResponse:
@@ -126,7 +201,12 @@ def _sane(name: str, query: str, response: object) -> BackendResponse:
     return response
 
 
-async def run_attempts(
+# One call for a driver to make: the backend, the request and the timeout it is given.
+Call = tuple[Backend, BackendRequest, float]
+Walk = Generator[Call, tuple[BackendResponse, int], list[Attempt]]
+
+
+def walk_attempts(
     query: str,
     plan: Plan,
     backend_for: Callable[[str], Backend],
@@ -135,7 +215,10 @@ async def run_attempts(
     *,
     log_query: str | None = None,
     cooldown: Cooldown | None = None,
-) -> list[Attempt]:
+) -> Walk:
+    """The chain walk without I/O: yields each :data:`Call` and is sent back ``(response,
+    elapsed ms)``; returns the attempts. An exception thrown in at a call (the caller's own
+    cancellation) gives the cooldown slot back and propagates."""
     attempts: list[Attempt] = []
     steps = plan.steps
     shown = log_query if log_query is not None else query
@@ -157,7 +240,7 @@ async def run_attempts(
             query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s, signal=plan.match.signal
         )
         try:
-            response, elapsed = await call_backend(backend_for(step.backend), request, timeout_s)
+            response, elapsed = yield (backend_for(step.backend), request, timeout_s)
         except BaseException:
             if cooldown is not None:
                 cooldown.release(health_key)
@@ -173,6 +256,56 @@ async def run_attempts(
         if response.status == "error" and _log_error(log, shown, steps, index, response, elapsed):
             break
     return attempts
+
+
+async def run_attempts(
+    query: str,
+    plan: Plan,
+    backend_for: Callable[[str], Backend],
+    policy: Policy,
+    log: RouterLog,
+    *,
+    log_query: str | None = None,
+    cooldown: Cooldown | None = None,
+) -> list[Attempt]:
+    """:func:`walk_attempts`, each call awaited with :func:`call_backend`."""
+    walk = walk_attempts(query, plan, backend_for, policy, log, log_query=log_query, cooldown=cooldown)
+    try:
+        call = next(walk)
+        while True:
+            try:
+                outcome = await call_backend(*call)
+            except BaseException as exc:
+                walk.throw(exc)  # the walk releases its cooldown slot and re-raises
+                raise  # pragma: no cover - throw() re-raised already
+            call = walk.send(outcome)
+    except StopIteration as done:
+        return done.value
+
+
+def run_attempts_blocking(
+    query: str,
+    plan: Plan,
+    backend_for: Callable[[str], Backend],
+    policy: Policy,
+    log: RouterLog,
+    *,
+    log_query: str | None = None,
+    cooldown: Cooldown | None = None,
+) -> list[Attempt]:
+    """:func:`walk_attempts`, each call made with :func:`call_backend_blocking` (no event loop)."""
+    walk = walk_attempts(query, plan, backend_for, policy, log, log_query=log_query, cooldown=cooldown)
+    try:
+        call = next(walk)
+        while True:
+            try:
+                outcome = call_backend_blocking(*call)
+            except BaseException as exc:
+                walk.throw(exc)
+                raise  # pragma: no cover - throw() re-raised already
+            call = walk.send(outcome)
+    except StopIteration as done:
+        return done.value
 
 
 def _budget(policy: Policy, deadline: float | None) -> tuple[float, bool] | None:

@@ -120,7 +120,7 @@ def run_query(
             sys.exit(code)
         session = Session(opts)
         installed = session.installed()
-        envelope = _run_abandoning(session.router.route(text, installed, timeout_ms=timeout_ms, limit=limit))
+        envelope = session.router.route_blocking(text, installed, timeout_ms=timeout_ms, limit=limit)
     except RouterError as exc:
         say(str(exc))
         echo = _printable_echo(text) if text != "-" else ""
@@ -157,25 +157,6 @@ def main(opts: dict[str, Any]) -> None:
             raise
         sys.stderr.flush()
         os._exit(1)
-
-
-def _run_abandoning(coro: Any) -> Any:
-    """``asyncio.run`` minus its final wait for the default executor: a worker thread the router
-    abandoned at its timeout (SQLite waiting on a lock, a slow file scan) must not hold the answer
-    back. Subprocess backends are already killed by then; threads cannot be, so they are left."""
-    import asyncio
-
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        try:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()  # shuts the default executor down without waiting
-            threads = sys.modules.get("memory_router.backends._threads")
-            if threads is not None:  # adapters' own worker pools (Total Recall, Lossless): the same
-                threads.release_all()
 
 
 def _leave(code: int) -> None:

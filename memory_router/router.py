@@ -16,16 +16,15 @@ thread hop would cost more than the match).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
-from concurrent.futures import Executor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory_router.backends import BackendContext, adapter_module
 from memory_router.backends.base import Backend
 
-from .attempts import Policy, run_attempts
+from .attempts import Attempt, Policy, run_attempts, run_attempts_blocking
 from .config import RouterConfig
 from .cooldown import Cooldown
 from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope, from_attempts
@@ -35,6 +34,9 @@ from .plan import Plan, make_plan
 from .query import check_query
 from .routerlog import RouterLog
 from .rules import RuleMatch
+
+if TYPE_CHECKING:  # the daemon's executor; the one-shot CLI never imports concurrent.futures
+    from concurrent.futures import Executor
 
 ON_LOOP_MATCH_S = 0.005  # with a match_executor: the most a match may hold the event loop
 
@@ -97,6 +99,8 @@ class Router:
         if not quick.timed_out or total <= ON_LOOP_MATCH_S:
             return quick
         left = total - (time.perf_counter() - started)  # a regex needs longer: finish off the loop
+        import asyncio
+
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.match_executor, lambda: rules.match(clean, left, concurrent=True))
 
@@ -135,24 +139,50 @@ class Router:
             return error_envelope(query, exc.error_code, str(exc))
         plan = make_plan(await self.match(clean, deadline_ms), installed)
         if not plan.steps:
-            reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
-            return error_envelope(
-                query,
-                NO_BACKEND_AVAILABLE,
-                f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
-                f"Install one of them or mark it ready in {installed.path}.",
-                plan=plan,
-                router_ms=_ms(started),
-            )
+            return self._no_backend(query, plan, installed, started)
+        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
         attempts = await run_attempts(
-            clean,
-            plan,
-            self.backend,
-            self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started),
-            self.log,
-            log_query=query,
-            cooldown=self.cooldown,
+            clean, plan, self.backend, policy, self.log, log_query=query, cooldown=self.cooldown
         )
+        return self._envelope(query, plan, attempts, started)
+
+    def route_blocking(
+        self,
+        query: str,
+        installed: Installed,
+        *,
+        timeout_ms: int | None = None,
+        limit: int | None = None,
+        deadline_ms: int | None = None,
+    ) -> Envelope:
+        """:meth:`route` without an event loop (the one-shot CLI): the same envelope, each backend
+        called by :func:`~.attempts.run_attempts_blocking`."""
+        started = time.perf_counter()
+        try:
+            clean = check_query(query, self.config.max_query_chars)
+        except InvalidQuery as exc:
+            return error_envelope(query, exc.error_code, str(exc))
+        plan = make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
+        if not plan.steps:
+            return self._no_backend(query, plan, installed, started)
+        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
+        attempts = run_attempts_blocking(
+            clean, plan, self.backend, policy, self.log, log_query=query, cooldown=self.cooldown
+        )
+        return self._envelope(query, plan, attempts, started)
+
+    def _no_backend(self, query: str, plan: Plan, installed: Installed, started: float) -> Envelope:
+        reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
+        return error_envelope(
+            query,
+            NO_BACKEND_AVAILABLE,
+            f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
+            f"Install one of them or mark it ready in {installed.path}.",
+            plan=plan,
+            router_ms=_ms(started),
+        )
+
+    def _envelope(self, query: str, plan: Plan, attempts: list[Attempt], started: float) -> Envelope:
         log_hint = str(self.log.path) if self.log.path else None
         return from_attempts(query, plan, attempts, _ms(started), log_hint)
 

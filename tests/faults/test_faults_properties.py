@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendResponse, Result
-from memory_router.backends.mock import MockBackend, answer, fail, hang
+from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer, fail, hang
 
 from memory_router.config import parse_config
 from memory_router.envelope import Envelope
@@ -106,7 +106,7 @@ async def _claim(handler_coro, request, claimed):
     return response.replace(normalized_relevance=claimed)
 
 
-def make_router(tmp: Path, outcomes) -> Router:
+def make_router(tmp: Path, outcomes, *, blocking: bool = False) -> Router:
     names = [f"b{i}" for i in range(len(outcomes))]
     data = {
         "threshold": THRESHOLD,
@@ -117,10 +117,12 @@ def make_router(tmp: Path, outcomes) -> Router:
     config = parse_config(data, tmp / "router-config.json")
     mocks = {}
     for name, outcome in zip(names, outcomes, strict=True):
-        mock = MockBackend(name, handler(outcome))
+        mock = (BlockingMockBackend if blocking else MockBackend)(name, handler(outcome))
         if outcome[0] == "not_a_contract":
-            # MockBackend stamps the name with dataclasses.replace, which a non-contract refuses: call the raw handler.
-            mock.search = _raw(handler(outcome))  # type: ignore[method-assign]
+            # MockBackend stamps the name with .replace(), which a non-contract lacks: call the raw handler.
+            raw = handler(outcome)
+            mock.search = _raw(raw)  # type: ignore[method-assign]
+            mock.search_blocking = lambda request, stop, raw=raw: raw(request)  # type: ignore[attr-defined]
         mocks[name] = mock
     state = tmp / "state"
     return Router(config, context=BackendContext(state_dir=state), log=RouterLog(state / "router.log"), backends=mocks)
@@ -133,13 +135,22 @@ def _raw(fn):
     return search
 
 
+def _route(tmp: Path, outcomes, query: str, driver: str) -> Envelope:
+    """The envelope of ``query`` through the daemon's driver (``async``: ``Router.route``) or the
+    one-shot CLI's (``blocking``: ``Router.route_blocking``, no event loop)."""
+    router = make_router(tmp, outcomes, blocking=driver == "blocking")
+    installed = parse_installed({"backends": [f"b{i}" for i in range(len(outcomes))]}, tmp / "backends.json")
+    if driver == "blocking":
+        return router.route_blocking(query, installed)
+    return asyncio.run(router.route(query, installed))
+
+
+@pytest.mark.parametrize("driver", ["async", "blocking"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(OUTCOME, min_size=1, max_size=5), QUERY)
-def test_envelope_properties(tmp_path_factory, outcomes, query) -> None:
+def test_envelope_properties(tmp_path_factory, driver, outcomes, query) -> None:
     tmp = tmp_path_factory.mktemp("prop")
-    router = make_router(tmp, outcomes)
-    installed = parse_installed({"backends": [f"b{i}" for i in range(len(outcomes))]}, tmp / "backends.json")
-    env = asyncio.run(router.route(query, installed))
+    env = _route(tmp, outcomes, query, driver)
 
     Envelope.from_dict(env.as_dict())  # the envelope validates: types, ranges, status literal
     assert env.query_echo == query
@@ -190,6 +201,25 @@ def test_envelope_properties(tmp_path_factory, outcomes, query) -> None:
     lines = log.read_text().splitlines() if log.exists() else []
     assert len(lines) == sum(a["status"] == "error" for a in attempts)
     assert all(line.split("] ", 1)[1].startswith(("FALLBACK ", "TIMEOUT ")) for line in lines)
+
+
+def _timeless(value):
+    """An envelope's dict minus its wall-clock durations (the only thing two drivers may differ in)."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if not k.endswith("duration_ms")}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(OUTCOME, min_size=1, max_size=5), QUERY)
+def test_the_one_shot_driver_answers_exactly_as_the_daemons(tmp_path_factory, outcomes, query) -> None:
+    """Same outcomes, same envelope: the CLI's blocking driver and the daemon's async one share
+    the chain walk (attempts.walk_attempts) and differ only in how a call is made and timed out."""
+    tmp = tmp_path_factory.mktemp("drivers")  # one state dir: envelopes name their router.log
+    by_driver = {d: _route(tmp, outcomes, query, d) for d in ("async", "blocking")}
+    assert _timeless(by_driver["blocking"].as_dict()) == _timeless(by_driver["async"].as_dict())
 
 
 def test_every_outcome_kind_was_exercised() -> None:
