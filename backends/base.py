@@ -3,7 +3,8 @@
 Everything above this module (rules, plan, attempts, envelope, CLI, daemon) knows a backend only
 as an object with a ``name``, an async :meth:`Backend.search` that returns the stack's nine-field
 backend contract, and a cheap synchronous :meth:`Backend.probe`; optionally
-:class:`ClosableBackend` and :class:`WatchableBackend`. An adapter module has the
+:class:`BlockingBackend` (a blocking search the one-shot CLI calls without an event loop),
+:class:`ClosableBackend`, :class:`WatchableBackend` and :class:`DescribedBackend`. An adapter module has the
 :class:`AdapterModule` shape and is created with a :class:`BackendContext`. Subprocesses, SQLite,
 HTTP and markdown parsing all live below this line, in one adapter module each.
 
