@@ -258,18 +258,8 @@ def walk_attempts(
     return attempts
 
 
-async def run_attempts(
-    query: str,
-    plan: Plan,
-    backend_for: Callable[[str], Backend],
-    policy: Policy,
-    log: RouterLog,
-    *,
-    log_query: str | None = None,
-    cooldown: Cooldown | None = None,
-) -> list[Attempt]:
-    """:func:`walk_attempts`, each call awaited with :func:`call_backend`."""
-    walk = walk_attempts(query, plan, backend_for, policy, log, log_query=log_query, cooldown=cooldown)
+async def run_attempts(walk: Walk) -> list[Attempt]:
+    """Drive a :func:`walk_attempts`, each call awaited with :func:`call_backend`."""
     try:
         call = next(walk)
         while True:
@@ -283,18 +273,8 @@ async def run_attempts(
         return done.value
 
 
-def run_attempts_blocking(
-    query: str,
-    plan: Plan,
-    backend_for: Callable[[str], Backend],
-    policy: Policy,
-    log: RouterLog,
-    *,
-    log_query: str | None = None,
-    cooldown: Cooldown | None = None,
-) -> list[Attempt]:
-    """:func:`walk_attempts`, each call made with :func:`call_backend_blocking` (no event loop)."""
-    walk = walk_attempts(query, plan, backend_for, policy, log, log_query=log_query, cooldown=cooldown)
+def run_attempts_blocking(walk: Walk) -> list[Attempt]:
+    """Drive a :func:`walk_attempts`, each call made with :func:`call_backend_blocking`."""
     try:
         call = next(walk)
         while True:

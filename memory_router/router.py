@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from memory_router.backends import BackendContext, adapter_module
 from memory_router.backends.base import Backend
 
-from .attempts import Attempt, Policy, run_attempts, run_attempts_blocking
+from .attempts import Attempt, Policy, Walk, run_attempts, run_attempts_blocking, walk_attempts
 from .config import RouterConfig
 from .cooldown import Cooldown
 from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope, from_attempts
@@ -138,13 +138,10 @@ class Router:
         except InvalidQuery as exc:
             return error_envelope(query, exc.error_code, str(exc))
         plan = make_plan(await self.match(clean, deadline_ms), installed)
-        if not plan.steps:
-            return self._no_backend(query, plan, installed, started)
-        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
-        attempts = await run_attempts(
-            clean, plan, self.backend, policy, self.log, log_query=query, cooldown=self.cooldown
-        )
-        return self._envelope(query, plan, attempts, started)
+        walk = self._walk(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
+        if isinstance(walk, Envelope):
+            return walk
+        return self._envelope(query, plan, await run_attempts(walk), started)
 
     def route_blocking(
         self,
@@ -163,24 +160,35 @@ class Router:
         except InvalidQuery as exc:
             return error_envelope(query, exc.error_code, str(exc))
         plan = make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
-        if not plan.steps:
-            return self._no_backend(query, plan, installed, started)
-        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
-        attempts = run_attempts_blocking(
-            clean, plan, self.backend, policy, self.log, log_query=query, cooldown=self.cooldown
-        )
-        return self._envelope(query, plan, attempts, started)
+        walk = self._walk(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
+        if isinstance(walk, Envelope):
+            return walk
+        return self._envelope(query, plan, run_attempts_blocking(walk), started)
 
-    def _no_backend(self, query: str, plan: Plan, installed: Installed, started: float) -> Envelope:
-        reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
-        return error_envelope(
-            query,
-            NO_BACKEND_AVAILABLE,
-            f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
-            f"Install one of them or mark it ready in {installed.path}.",
-            plan=plan,
-            router_ms=_ms(started),
-        )
+    def _walk(
+        self,
+        query: str,
+        clean: str,
+        plan: Plan,
+        installed: Installed,
+        started: float,
+        timeout_ms: int | None,
+        limit: int | None,
+        deadline_ms: int | None,
+    ) -> Walk | Envelope:
+        """The chain walk both drivers run, or the error envelope of a plan with no usable step."""
+        if not plan.steps:
+            reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
+            return error_envelope(
+                query,
+                NO_BACKEND_AVAILABLE,
+                f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
+                f"Install one of them or mark it ready in {installed.path}.",
+                plan=plan,
+                router_ms=_ms(started),
+            )
+        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
+        return walk_attempts(clean, plan, self.backend, policy, self.log, log_query=query, cooldown=self.cooldown)
 
     def _envelope(self, query: str, plan: Plan, attempts: list[Attempt], started: float) -> Envelope:
         log_hint = str(self.log.path) if self.log.path else None
