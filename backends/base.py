@@ -31,6 +31,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from ._frozen import Frozen
+
 ContractStatus = Literal["success", "empty", "error"]
 
 # Error codes shared by the adapters and the router (the stack uses the first three).
@@ -59,16 +61,19 @@ def check_relevance(where: str, value: object) -> float:
     return number
 
 
-class Result:
+class Result(Frozen):
     """One hit: ``content``, ``relevance`` (0..1), ``source``, ``timestamp``, plus the extra keys
     an adapter adds (``path``, ``line``, ``summary_id``...), kept in :attr:`extra` in the order
     given (readable as attributes too: ``hit.path``) and serialised after the four contract
-    fields. Extra values must be JSON values. Immutable; checked when built.
+    fields. Extra values must be JSON values. Immutable (change one with :meth:`replace`, which
+    takes extra keys too); checked when built. Equal when the fields and the extra keys are;
+    hashed by the four contract fields (extra values may be unhashable lists).
 
-    A plain slotted class, not a pydantic model: every CLI query builds these, and importing
-    pydantic would cost more than the rest of a cold query (README, *Cold start*)."""
+    A slotted :class:`~._frozen.Frozen` class, not a pydantic model: every CLI query builds these,
+    and importing pydantic would cost more than the rest of a cold query (README, *Cold start*)."""
 
-    __slots__ = ("content", "relevance", "source", "timestamp", "extra")
+    _FIELDS = ("content", "relevance", "source", "timestamp")
+    __slots__ = (*_FIELDS, "extra")
     content: str
     relevance: float
     source: str
@@ -82,31 +87,21 @@ class Result:
             raise InvalidResult(f"result source must be a string, got {source!r}")
         if timestamp is not None and not isinstance(timestamp, str):
             raise InvalidResult(f"result timestamp must be a string or null, got {timestamp!r}")
-        setter = object.__setattr__
-        setter(self, "content", content)
-        setter(self, "relevance", check_relevance("result relevance", relevance))
-        setter(self, "source", source)
-        setter(self, "timestamp", timestamp)
-        setter(self, "extra", MappingProxyType(extra))
+        relevance = check_relevance("result relevance", relevance)
+        self._init(content, relevance, source, timestamp, extra=MappingProxyType(extra))
 
     def __getattr__(self, name: str) -> Any:
         """Extra keys read as attributes too (``hit.path``); called only when no slot matches."""
-        if name != "extra":  # not yet set while unpickling: no recursion
+        if name != "extra":  # unset until __init__ sets it (Result.__new__ alone): no recursion
             try:
                 return self.extra[name]
             except KeyError:
                 pass
         raise AttributeError(f"Result has no field or extra key {name!r}")
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Result is immutable (cannot set {name!r}); use replace()")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Result is immutable (cannot delete {name!r})")
-
-    def replace(self, **changes: Any) -> Result:
-        """A copy with ``changes`` applied (contract fields or extra keys), checked again."""
-        return Result(**(self.as_dict() | changes))
+    def _field_dict(self) -> dict[str, Any]:
+        # The extra keys are part of the value: they rebuild, compare and show as keywords.
+        return self.as_dict()
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object of this hit: the four contract fields, then the extra keys."""
@@ -128,42 +123,8 @@ class Result:
             raise InvalidResult(f"a result needs {', '.join(missing)}")
         return cls(**data)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Result):
-            return NotImplemented
-        return self.as_dict() == other.as_dict()
 
-    def __hash__(self) -> int:
-        return hash((self.content, self.relevance, self.source, self.timestamp))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
-        return f"Result({fields})"
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable despite the custom __setattr__
-        return (_result_from_dict, (self.as_dict(),))
-
-
-def _result_from_dict(data: dict[str, Any]) -> Result:
-    return Result(**data)
-
-
-# The contract's fields in its order: __init__, as_dict, repr, eq, hash and pickling follow it.
-_RESPONSE_FIELDS = (
-    "query_echo",
-    "results",
-    "result_count",
-    "status",
-    "error_message",
-    "error_code",
-    "backend_duration_ms",
-    "normalized_relevance",
-    "backend",
-    "query_sent",
-)
-
-
-class BackendResponse:
+class BackendResponse(Frozen):
     """The stack's backend contract: exactly what one backend call returns.
 
     The first nine fields are the wire format of the OpenClaw stack's ``wrapper.sh --adapter``
@@ -171,12 +132,26 @@ class BackendResponse:
     when it rewrote the user's query (qmd keyword extraction, FTS sanitising); it is reported in
     the envelope's ``attempts`` and is not part of the wire contract. Build one with
     :meth:`from_results` or :meth:`failure` (or the keyword-only constructor); change one with
-    :meth:`replace`. Immutable; checked when built (a known status, :class:`Result` objects,
-    ``normalized_relevance`` in 0..1).
+    :meth:`replace` (field names only). Immutable; checked when built (a known status,
+    :class:`Result` objects, ``normalized_relevance`` in 0..1); equal and hashed by its fields.
 
-    A plain slotted class, not a dataclass: defining a dataclass costs a cold query ~1 ms."""
+    A slotted :class:`~._frozen.Frozen` class, not a dataclass: defining a dataclass costs a cold
+    query ~1 ms."""
 
-    __slots__ = _RESPONSE_FIELDS
+    # The contract's fields in its order: as_dict, repr, eq, hash and pickling follow it.
+    _FIELDS = (
+        "query_echo",
+        "results",
+        "result_count",
+        "status",
+        "error_message",
+        "error_code",
+        "backend_duration_ms",
+        "normalized_relevance",
+        "backend",
+        "query_sent",
+    )
+    __slots__ = _FIELDS
     query_echo: str
     results: tuple[Result, ...]
     result_count: int
@@ -208,54 +183,24 @@ class BackendResponse:
             results = tuple(results)
         if not all(isinstance(r, Result) for r in results):
             raise InvalidResult("results must be Result objects")
-        setter = object.__setattr__
-        setter(self, "query_echo", query_echo)
-        setter(self, "results", results)
-        setter(self, "result_count", result_count)
-        setter(self, "status", status)
-        setter(self, "error_message", error_message)
-        setter(self, "error_code", error_code)
-        setter(self, "backend_duration_ms", backend_duration_ms)
-        setter(self, "normalized_relevance", check_relevance("normalized_relevance", normalized_relevance))
-        setter(self, "backend", backend)
-        setter(self, "query_sent", query_sent)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"BackendResponse is immutable (cannot set {name!r}); use replace()")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"BackendResponse is immutable (cannot delete {name!r})")
-
-    def replace(self, **changes: Any) -> BackendResponse:
-        """A copy with ``changes`` applied (field names only), checked again."""
-        return BackendResponse(**(self._field_dict() | changes))
-
-    def _field_dict(self) -> dict[str, Any]:
-        """The fields in the contract's order, as held (``results`` a tuple of :class:`Result`)."""
-        return {name: getattr(self, name) for name in _RESPONSE_FIELDS}
-
-    def _field_tuple(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in _RESPONSE_FIELDS)
+        normalized_relevance = check_relevance("normalized_relevance", normalized_relevance)
+        self._init(
+            query_echo,
+            results,
+            result_count,
+            status,
+            error_message,
+            error_code,
+            backend_duration_ms,
+            normalized_relevance,
+            backend,
+            query_sent,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The response as JSON-ready data: the nine contract fields in the stack's order (each
         result as its :meth:`Result.as_dict`), then ``query_sent``."""
         return self._field_dict() | {"results": [r.as_dict() for r in self.results]}
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, BackendResponse):
-            return NotImplemented
-        return self._field_tuple() == other._field_tuple()
-
-    def __hash__(self) -> int:  # as the frozen dataclass hashed: its fields, in order
-        return hash(self._field_tuple())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in self._field_dict().items())
-        return f"BackendResponse({fields})"
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable despite the custom __setattr__
-        return (_response_from_fields, (self._field_dict(),))
 
     @classmethod
     def from_results(
@@ -305,10 +250,6 @@ class BackendResponse:
             backend_duration_ms=duration_ms,
             query_sent=query_sent,
         )
-
-
-def _response_from_fields(fields: dict[str, Any]) -> BackendResponse:
-    return BackendResponse(**fields)
 
 
 class BackendRequest(NamedTuple):
@@ -398,18 +339,19 @@ class WatchableBackend(Protocol):
     def invalidate(self) -> None: ...
 
 
-# A plain slotted class, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
-class BackendContext:
+# A Frozen class, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
+class BackendContext(Frozen):
     """What an adapter may know about its surroundings when it is created.
 
     ``environ`` and ``cwd`` are passed in (not read from ``os``) so tests and the daemon control
     them; adapters resolve their paths from settings first, then these, then defaults. Left out,
     ``environ`` is a copy of ``os.environ`` and ``cwd`` is ``Path.cwd()``, both taken when the
-    context is built. Immutable; equal by its four fields, and hashable only if ``environ`` is
-    (a ``dict`` is not), as the frozen dataclass it replaces.
+    context is built. Immutable (change one with :meth:`replace`); equal by its four fields, and
+    hashable only if ``environ`` is (a ``dict`` is not), as the frozen dataclass it replaces.
     """
 
-    __slots__ = ("state_dir", "environ", "cwd", "long_lived")
+    _FIELDS = ("state_dir", "environ", "cwd", "long_lived")
+    __slots__ = _FIELDS
     state_dir: Path
     environ: Mapping[str, str]
     cwd: Path
@@ -423,37 +365,9 @@ class BackendContext:
         cwd: Path | None = None,
         long_lived: bool = False,
     ) -> None:
-        setter = object.__setattr__
-        setter(self, "state_dir", state_dir)
-        setter(self, "environ", dict(os.environ) if environ is None else environ)
-        setter(self, "cwd", Path.cwd() if cwd is None else cwd)
-        setter(self, "long_lived", long_lived)
-
-    def _fields(self) -> tuple[Path, Mapping[str, str], Path, bool]:
-        return (self.state_dir, self.environ, self.cwd, self.long_lived)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"BackendContext is immutable (cannot set {name!r})")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"BackendContext is immutable (cannot delete {name!r})")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, BackendContext):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())  # TypeError for a dict environ, as the dataclass's hash
-
-    def __repr__(self) -> str:
-        return (
-            f"BackendContext(state_dir={self.state_dir!r}, environ={self.environ!r}, cwd={self.cwd!r}, "
-            f"long_lived={self.long_lived!r})"
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable and copyable despite the custom __setattr__
-        return (BackendContext, self._fields())
+        environ = dict(os.environ) if environ is None else environ
+        cwd = Path.cwd() if cwd is None else cwd
+        self._init(state_dir, environ, cwd, long_lived)
 
 
 class DemoUnavailable(Exception):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import orjson
 
+from memory_router.backends._frozen import Frozen
 from memory_router.backends.base import Result, check_relevance
 
 from .attempts import DEADLINE_EXCEEDED, Attempt
@@ -32,7 +33,8 @@ class InvalidEnvelope(ValueError):
 
 
 # The envelope's fields in the spec's order, each with whether from_dict requires it (the others
-# have defaults in Envelope.__init__): one list for __slots__, replace, repr, eq and the reader.
+# have defaults in Envelope.__init__): one list for __slots__, _FIELDS (replace, repr, eq, hash,
+# pickling) and the reader.
 FIELDS: tuple[tuple[str, bool], ...] = (
     ("query_echo", True),
     ("routed_to", True),
@@ -53,15 +55,18 @@ FIELDS: tuple[tuple[str, bool], ...] = (
 FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
 
 
-class Envelope:
+class Envelope(Frozen):
     """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
 
     A slotted class serialised by orjson through :meth:`as_dict`, not a pydantic model: a cold
     CLI query would spend more time importing pydantic than routing (README, *Cold start*); and
-    not a dataclass either: defining a dataclass costs a cold query ~1 ms. Immutable (change one
-    with :meth:`replace`); built unchecked from the router's own values, while :meth:`from_dict`
-    is the strict reader for envelopes that come back as JSON (tests, clients)."""
+    a :class:`~memory_router.backends._frozen.Frozen` class, not a dataclass: defining a dataclass
+    costs a cold query ~1 ms. Immutable (change one with :meth:`replace`); equal by its fields and
+    hashed by them (so not while they hold lists); built unchecked from the router's own values,
+    while :meth:`from_dict` is the strict reader for envelopes that come back as JSON (tests,
+    clients)."""
 
+    _FIELDS = FIELD_NAMES
     __slots__ = FIELD_NAMES
     query_echo: str
     routed_to: str | None
@@ -97,39 +102,24 @@ class Envelope:
         rule: dict[str, Any] | None = None,
         attempts: list[dict[str, Any]] | None = None,
     ) -> None:
-        setter = object.__setattr__
-        setter(self, "query_echo", query_echo)
-        setter(self, "routed_to", routed_to)
-        setter(self, "routed_mode", routed_mode)
-        setter(self, "fallback_chain", fallback_chain)
-        setter(self, "fallbacks_used", fallbacks_used)
-        setter(self, "results", results)
-        setter(self, "result_count", result_count)
-        setter(self, "normalized_relevance", normalized_relevance)
-        setter(self, "status", status)
-        setter(self, "error_code", error_code)
-        setter(self, "error_message", error_message)
-        setter(self, "router_duration_ms", router_duration_ms)
-        setter(self, "backend_duration_ms", backend_duration_ms)
-        setter(self, "rule", rule)
-        setter(self, "attempts", [] if attempts is None else attempts)  # a new list each, not a shared default
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Envelope is immutable (cannot set {name!r}); use replace()")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Envelope is immutable (cannot delete {name!r})")
-
-    def replace(self, **changes: Any) -> Envelope:
-        """A copy with ``changes`` applied (field names only)."""
-        return Envelope(**(self._field_dict() | changes))
-
-    def _field_dict(self) -> dict[str, Any]:
-        """The fields in the spec's order, as held (``results`` a list of :class:`Result`)."""
-        return {name: getattr(self, name) for name in FIELD_NAMES}
-
-    def _field_tuple(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in FIELD_NAMES)
+        attempts = [] if attempts is None else attempts  # a new list each, not a shared default
+        self._init(
+            query_echo,
+            routed_to,
+            routed_mode,
+            fallback_chain,
+            fallbacks_used,
+            results,
+            result_count,
+            normalized_relevance,
+            status,
+            error_code,
+            error_message,
+            router_duration_ms,
+            backend_duration_ms,
+            rule,
+            attempts,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The envelope as JSON-ready data, keys in the spec's order."""
@@ -167,21 +157,6 @@ class Envelope:
         except ValueError as exc:
             raise InvalidEnvelope(f"envelope: {exc}") from None
         return cls(**{**data, "results": results})
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Envelope):
-            return NotImplemented
-        return self._field_tuple() == other._field_tuple()
-
-    def __hash__(self) -> int:  # as the frozen dataclass hashed: its fields (so not while they hold lists)
-        return hash(self._field_tuple())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in self._field_dict().items())
-        return f"Envelope({fields})"
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable despite the custom __setattr__
-        return (Envelope, self._field_tuple())
 
 
 def _check_shape(data: Any) -> None:

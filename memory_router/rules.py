@@ -21,9 +21,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import regex
+
+from memory_router.backends._frozen import Frozen
 
 Strength = Literal["strong", "weak", "default"]
 
@@ -43,12 +45,13 @@ class Step(NamedTuple):
         return self.backend if self.mode is None else f"{self.backend}/{self.mode}"
 
 
-# A plain slotted class, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
-class Rule:
+# A Frozen class, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
+class Rule(Frozen):
     """One rule. ``strong_regex``/``weak_regex`` are the combined alternations (placeholders
     expanded); :attr:`strong`/:attr:`weak` compile them on first use, so a process that routes one
-    query compiles only the rules it reaches. Immutable; equal and hashed by its eight fields (the
-    compiled patterns are a cache, not part of its value)."""
+    query compiles only the rules it reaches. Immutable (change one with :meth:`replace`, which
+    starts a new cache); equal, hashed, shown and pickled by its eight fields (the compiled
+    patterns are a cache, not part of its value)."""
 
     _FIELDS = ("number", "id", "description", "strong_sources", "weak_sources", "chain", "strong_regex", "weak_regex")
     __slots__ = (*_FIELDS, "_compiled")
@@ -73,50 +76,7 @@ class Rule:
         strong_regex: str | None = None,
         weak_regex: str | None = None,
     ) -> None:
-        setter = object.__setattr__
-        setter(self, "number", number)
-        setter(self, "id", id)
-        setter(self, "description", description)
-        setter(self, "strong_sources", strong_sources)
-        setter(self, "weak_sources", weak_sources)
-        setter(self, "chain", chain)
-        setter(self, "strong_regex", strong_regex)
-        setter(self, "weak_regex", weak_regex)
-        setter(self, "_compiled", {})
-
-    def _fields(self) -> tuple[object, ...]:
-        """The rule's value: its :attr:`_FIELDS` (every slot but the ``_compiled`` cache), in order."""
-        return (
-            self.number,
-            self.id,
-            self.description,
-            self.strong_sources,
-            self.weak_sources,
-            self.chain,
-            self.strong_regex,
-            self.weak_regex,
-        )
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Rule is immutable (cannot set {name!r})")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Rule is immutable (cannot delete {name!r})")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Rule):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._FIELDS, self._fields(), strict=True))
-        return f"Rule({shown})"
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable and copyable despite the custom __setattr__
-        return (Rule, self._fields())
+        self._init(number, id, description, strong_sources, weak_sources, chain, strong_regex, weak_regex, _compiled={})
 
     @property
     def strong(self) -> regex.Pattern[str] | None:
