@@ -6,6 +6,10 @@ daemon). It is cheap to call many times; the CLI makes one per process.
 
 Tests and embedders can pass ``backends={"qmd": MockBackend(...)}`` to replace any adapter.
 
+:meth:`Router.route` (the daemon, ``serve``, MCP) and :meth:`Router.route_blocking` (the one-shot
+CLI: no event loop, so a cold query does not import asyncio) build the same plan and the same
+chain walk (:func:`~.attempts.walk_attempts`); only the driver that makes the calls differs.
+
 The rule match is bounded by one budget per query (see :mod:`.rules`), at most half the query's
 deadline so the chain keeps the other half; the deadline counts from the start of :meth:`route`.
 The daemon passes ``match_executor``: a match that needs more than :data:`ON_LOOP_MATCH_S` is
