@@ -87,8 +87,13 @@ class Result(Frozen):
             raise InvalidResult(f"result source must be a string, got {source!r}")
         if timestamp is not None and not isinstance(timestamp, str):
             raise InvalidResult(f"result timestamp must be a string or null, got {timestamp!r}")
-        relevance = check_relevance("result relevance", relevance)
-        self._init(content, relevance, source, timestamp, extra=MappingProxyType(extra))
+        # Slots set directly, not through Frozen._init: every hit of every query builds one.
+        setter = object.__setattr__
+        setter(self, "content", content)
+        setter(self, "relevance", check_relevance("result relevance", relevance))
+        setter(self, "source", source)
+        setter(self, "timestamp", timestamp)
+        setter(self, "extra", MappingProxyType(extra))
 
     def __getattr__(self, name: str) -> Any:
         """Extra keys read as attributes too (``hit.path``); called only when no slot matches."""
@@ -183,19 +188,18 @@ class BackendResponse(Frozen):
             results = tuple(results)
         if not all(isinstance(r, Result) for r in results):
             raise InvalidResult("results must be Result objects")
-        normalized_relevance = check_relevance("normalized_relevance", normalized_relevance)
-        self._init(
-            query_echo,
-            results,
-            result_count,
-            status,
-            error_message,
-            error_code,
-            backend_duration_ms,
-            normalized_relevance,
-            backend,
-            query_sent,
-        )
+        # Slots set directly, not through Frozen._init: every backend call builds one.
+        setter = object.__setattr__
+        setter(self, "query_echo", query_echo)
+        setter(self, "results", results)
+        setter(self, "result_count", result_count)
+        setter(self, "status", status)
+        setter(self, "error_message", error_message)
+        setter(self, "error_code", error_code)
+        setter(self, "backend_duration_ms", backend_duration_ms)
+        setter(self, "normalized_relevance", check_relevance("normalized_relevance", normalized_relevance))
+        setter(self, "backend", backend)
+        setter(self, "query_sent", query_sent)
 
     def as_dict(self) -> dict[str, Any]:
         """The response as JSON-ready data: the nine contract fields in the stack's order (each

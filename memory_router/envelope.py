@@ -102,24 +102,23 @@ class Envelope(Frozen):
         rule: dict[str, Any] | None = None,
         attempts: list[dict[str, Any]] | None = None,
     ) -> None:
-        attempts = [] if attempts is None else attempts  # a new list each, not a shared default
-        self._init(
-            query_echo,
-            routed_to,
-            routed_mode,
-            fallback_chain,
-            fallbacks_used,
-            results,
-            result_count,
-            normalized_relevance,
-            status,
-            error_code,
-            error_message,
-            router_duration_ms,
-            backend_duration_ms,
-            rule,
-            attempts,
-        )
+        # Slots set directly, not through Frozen._init: every query builds one.
+        setter = object.__setattr__
+        setter(self, "query_echo", query_echo)
+        setter(self, "routed_to", routed_to)
+        setter(self, "routed_mode", routed_mode)
+        setter(self, "fallback_chain", fallback_chain)
+        setter(self, "fallbacks_used", fallbacks_used)
+        setter(self, "results", results)
+        setter(self, "result_count", result_count)
+        setter(self, "normalized_relevance", normalized_relevance)
+        setter(self, "status", status)
+        setter(self, "error_code", error_code)
+        setter(self, "error_message", error_message)
+        setter(self, "router_duration_ms", router_duration_ms)
+        setter(self, "backend_duration_ms", backend_duration_ms)
+        setter(self, "rule", rule)
+        setter(self, "attempts", [] if attempts is None else attempts)  # a new list each, not shared
 
     def as_dict(self) -> dict[str, Any]:
         """The envelope as JSON-ready data, keys in the spec's order."""
