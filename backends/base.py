@@ -313,6 +313,16 @@ class BlockingBackend(Protocol):
 
 
 @runtime_checkable
+class CalibratedBackend(Protocol):
+    """Optional: a backend whose native relevance the router knows how to put on the one shared
+    scale (:mod:`memory_router.calibration`, fitted on labelled data). :meth:`calibration_key`
+    names the map for a mode: ``"qmd:query"``, ``"lossless"``. A backend without it (a command
+    program, a test double) is taken at its word: its relevance is used as it is."""
+
+    def calibration_key(self, mode: str | None) -> str: ...
+
+
+@runtime_checkable
 class ClosableBackend(Protocol):
     """Optional: a backend holding resources (a warm process, a connection). The daemon awaits
     :meth:`aclose` when the instance is replaced by a reload."""

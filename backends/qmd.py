@@ -607,6 +607,10 @@ class QmdBackend:
         results = definitions_first(request.query, answer.hits, results, files)
         return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
 
+    def calibration_key(self, mode: str | None) -> str:
+        """The calibration map of a mode (memory_router.calibration): ``qmd:search`` etc."""
+        return f"qmd:{mode or DEFAULT_MODE}"
+
     def probe(self) -> Probe:
         try:
             transport = self.transport()

@@ -729,6 +729,10 @@ class TotalRecallBackend:
     async def aclose(self) -> None:
         self._pool.close()  # ClosableBackend: a reload replaced this instance, or the daemon stops
 
+    def calibration_key(self, mode: str | None) -> str:
+        """The calibration map (memory_router.calibration): one mode, one map."""
+        return "totalrecall"
+
     def probe(self) -> Probe:
         if self.root is None:
             return Probe(False, "no memory root: set backends.totalrecall.root or OPENCLAW_REPO_ROOT")

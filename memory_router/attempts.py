@@ -203,6 +203,8 @@ def _sane(name: str, query: str, response: object) -> BackendResponse:
 
 # One call for a driver to make: the backend, the request and the timeout it is given.
 Call = tuple[Backend, BackendRequest, float]
+# Puts a step's answer on the one relevance scale (memory_router.calibration); pure, no I/O.
+Calibrate = Callable[[Step, BackendResponse], BackendResponse]
 Walk = Generator[Call, tuple[BackendResponse, int], list[Attempt]]
 
 
@@ -215,6 +217,7 @@ def walk_attempts(
     *,
     log_query: str | None = None,
     cooldown: Cooldown | None = None,
+    calibrate: Calibrate | None = None,
 ) -> Walk:
     """The chain walk without I/O: yields each :data:`Call` and is sent back ``(response,
     elapsed ms)``; returns the attempts. An exception thrown in at a call (the caller's own
@@ -247,6 +250,8 @@ def walk_attempts(
             raise
         if cut_by_deadline:
             response = _deadline_cut(response, policy)
+        if calibrate is not None:
+            response = calibrate(step, response)
         if cooldown is not None:
             _settle_cooldown(cooldown, health_key, response)
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
@@ -341,3 +346,56 @@ def _log_error(
 
 def _ms(seconds: float | None) -> int:
     return int(round((seconds or 0) * 1000))
+
+
+async def fuse_attempts(
+    query: str,
+    plan: Plan,
+    backend_for: Callable[[str], Backend],
+    policy: Policy,
+    log: RouterLog,
+    *,
+    log_query: str | None = None,
+    cooldown: Cooldown | None = None,
+    calibrate: Calibrate | None = None,
+) -> list[Attempt]:
+    """The fused strategy's calls (:mod:`.fuse`): every step at once, each under its timeout and
+    the deadline, with the same cooldown, calibration and router.log lines as the walk. An
+    attempt is ``accepted`` when it answered with results (it then takes part in the merge)."""
+    import asyncio
+
+    steps = plan.steps
+    shown = log_query if log_query is not None else query
+    budget = _budget(policy, policy.deadline_at())
+    slots: list[Attempt | None] = [None] * len(steps)
+    calls: dict[int, Any] = {}
+    for index, step in enumerate(steps):
+        if budget is None:
+            message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
+            slots[index] = Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
+        elif cooldown is not None and (why := cooldown.admit(step.health_key)) is not None:
+            slots[index] = Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False)
+        else:
+            request = BackendRequest(
+                query=query, mode=step.mode, limit=policy.limit, timeout_s=budget[0], signal=plan.match.signal
+            )
+            calls[index] = call_backend(backend_for(step.backend), request, budget[0])
+    try:
+        outcomes = await asyncio.gather(*calls.values())
+    except BaseException:
+        if cooldown is not None:
+            for index in calls:
+                cooldown.release(steps[index].health_key)
+        raise
+    for index, (response, elapsed) in zip(calls, outcomes, strict=True):
+        step = steps[index]
+        if budget is not None and budget[1]:
+            response = _deadline_cut(response, policy)
+        if calibrate is not None:
+            response = calibrate(step, response)
+        if cooldown is not None:
+            _settle_cooldown(cooldown, step.health_key, response)
+        slots[index] = Attempt(step, response, elapsed, response.status == "success")
+        if response.status == "error":
+            _log_error(log, shown, steps, index, response, elapsed)
+    return [attempt for attempt in slots if attempt is not None]

@@ -167,12 +167,16 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
     click.echo("chain:    " + (" -> ".join(_fmt_step(s) for s in plan.steps) or "(none usable)"))
     for skipped in plan.skipped:
         click.echo(f"skipped:  {_fmt_step(skipped.step)}: {skipped.reason}")
+    strategy = session.router.config.strategy_for(m.rule.id)
+    if strategy != "sequential":
+        click.echo(f"strategy: {strategy} (every usable step at once, merged)")
     if m.timed_out:
         click.echo(f"note: the signal regex of rule(s) {', '.join(map(str, m.timed_out))} hit the match timeout")
 
 
 def _fmt_step(step: Any) -> str:
-    return f"{step.backend}/{step.mode}" if step.mode else step.backend
+    shown = f"{step.backend}/{step.mode}" if step.mode else step.backend
+    return f"{shown} (extension)" if getattr(step, "extension", False) else shown
 
 
 @main.command()
@@ -198,8 +202,10 @@ def backends(as_json: bool, **kw: Any) -> None:
         say(str(exc))
         sys.exit(exc.exit_code)
     rows = []
+    calibration = session.router.calibration
     for name, spec in session.config.backends.items():
-        probe = session.router.backend(name).probe()
+        instance = session.router.backend(name)
+        probe = instance.probe()
         rows.append(
             {
                 "backend": name,
@@ -209,6 +215,7 @@ def backends(as_json: bool, **kw: Any) -> None:
                 "runs_here": probe.ok,
                 "detail": probe.detail,
                 **({"facts": dict(probe.facts)} if probe.facts else {}),
+                "calibration": _calibration_maps(calibration, instance, spec.type),
             }
         )
     running = _daemon_runtime(kw.get("state_dir"))
@@ -216,19 +223,35 @@ def backends(as_json: bool, **kw: Any) -> None:
         if row["backend"] in running:
             row["daemon"] = running[row["backend"]]
     if as_json:
-        write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
+        about = {"source": calibration.source, "active": calibration.active, "problem": calibration.problem}
+        write_json(orjson.dumps({"backends_json": str(session.backends_path), "calibration": about, "backends": rows}))
         return
     from .daemon.control import describe_runtime
 
     click.echo(f"backends.json: {session.backends_path}" + ("" if installed else " (missing)"))
+    click.echo(f"calibration:   {calibration.problem or calibration.source}")
     for row in rows:
         flag = "ok " if row["usable"] and row["runs_here"] else "-- "
         click.echo(
             f"{flag}{row['backend']:<12} status={row['status'] or 'not listed':<12} "
             f"runs_here={'yes' if row['runs_here'] else 'no ':<4} {row['detail']}"
         )
+        if row["calibration"]:
+            maps = ", ".join(f"{mode}: {key}" for mode, key in row["calibration"].items())
+            click.echo(f"   {'':<12} relevance map: {maps}")
         if "daemon" in row:
             click.echo(f"   {'':<12} in the daemon: {describe_runtime(row['daemon'])}")
+
+
+def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[str, str]:
+    """Per mode of a backend, the calibration map its relevance goes through (``native``: none)."""
+    key_of = getattr(backend, "calibration_key", None)
+    if key_of is None:
+        return {}
+    from memory_router.backends import adapter_module
+
+    modes = adapter_module(type_name).MODES
+    return {mode or "-": calibration.model_for(key_of(mode))[0] for mode in (sorted(modes) if modes else [None])}
 
 
 def _daemon_runtime(state_dir: str | None) -> dict[str, Any]:

@@ -113,6 +113,18 @@ class RouterConfig(NamedTuple):
     backends: Mapping[str, BackendConfig]
     deadline_ms: int | None = None  # overall per-query budget; None: only the per-backend timeout
     cooldown: CooldownConfig | None = None  # None: switched off
+    table: str = "extended"  # "spec": the spec's chains exactly, without the rules' "extend" steps
+    strategy: str = "sequential"  # the global strategy; "fuse": every step at once, merged
+    rule_strategies: Mapping[str, str] = MappingProxyType({})  # rule id -> its own strategy
+    calibration: str = "packaged"  # "packaged", "off" or a file: see calibration.py
+
+    @property
+    def backend_types(self) -> Mapping[str, str]:
+        """Backend name -> adapter type (the calibration is keyed by type)."""
+        return {name: backend.type for name, backend in self.backends.items()}
+
+    def strategy_for(self, rule_id: str) -> str:
+        return self.rule_strategies.get(rule_id, self.strategy)
 
     @property
     def timeout_s(self) -> float:
@@ -207,14 +219,14 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
         backends[name] = BackendConfig(name, type_name, validate_settings(path, name, type_name, settings_data))
 
     rules: list[Rule] = []
+    rule_strategies: dict[str, str] = {}
     numbers: set[int] = set()
     for index, rule in enumerate(spec.rules):
         label = f"rules[{index}] ({rule.id})"
         if rule.number in numbers:
             raise InvalidConfig(path, f"{label}.number", f"rule number {rule.number} is used twice")
         numbers.add(rule.number)
-        for step_index, step in enumerate(rule.chain):
-            field_path = f"{label}.chain[{step_index}]"
+        for _, step, field_path in _steps(rule.chain, rule.extend, label):
             backend = backends.get(step.backend)
             if backend is None:
                 raise InvalidConfig(
@@ -233,6 +245,10 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
                     f"Use one of: {', '.join(sorted(modes))}.",
                 )
         chain = tuple(Step(s.backend, s.mode) for s in rule.chain)
+        if spec.table == "extended":
+            chain += tuple(Step(s.backend, s.mode, True) for s in rule.extend if Step(s.backend, s.mode) not in chain)
+        if rule.strategy is not None:
+            rule_strategies[rule.id] = rule.strategy
         rules.append(
             compile_rule(
                 number=rule.number,
@@ -267,4 +283,15 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
         cooldown=CooldownConfig(spec.cooldown.failures, spec.cooldown.seconds)
         if spec.cooldown is not None and spec.cooldown.enabled
         else None,
+        table=spec.table,
+        strategy=spec.strategy,
+        rule_strategies=MappingProxyType(rule_strategies),
+        calibration=spec.calibration,
     )
+
+
+def _steps(chain: Any, extend: Any, label: str) -> Any:
+    """``(index, step, field path)`` of a rule's chain, then of its ``extend`` steps."""
+    for key, steps in (("chain", chain), ("extend", extend)):
+        for index, step in enumerate(steps):
+            yield index, step, f"{label}.{key}[{index}]"

@@ -30,7 +30,7 @@ from .paths import packaged_config
 from .rules import Rule, RuleTable, Step
 
 CACHE_NAME = "router-config.cache"
-FORMAT = 1
+FORMAT = 2  # 2: chain steps carry their extension flag; table, strategy, calibration
 MAX_CACHE_BYTES = 1 << 20  # a config and its compiled form are a few KB; anything bigger is not ours
 ENV_SWITCH = "MEMORY_ROUTER_CONFIG_CACHE"
 
@@ -122,11 +122,15 @@ def _to_cache(config: RouterConfig) -> dict[str, Any]:
                 "weak_sources": r.weak_sources,
                 "strong_regex": r.strong_regex,
                 "weak_regex": r.weak_regex,
-                "chain": [[s.backend, s.mode] for s in r.chain],
+                "chain": [[s.backend, s.mode, s.extension] for s in r.chain],
             }
             for r in config.rules.rules
         ],
         "backends": [[b.name, b.type] for b in config.backends.values()],
+        "table": config.table,
+        "strategy": config.strategy,
+        "rule_strategies": dict(config.rule_strategies),
+        "calibration": config.calibration,
     }
 
 
@@ -141,7 +145,7 @@ def _from_cache(stored: Any, key: str, data: Any, path: Path) -> RouterConfig:
             _typed(r["description"], str),
             _strs(r["strong_sources"]),
             _strs(r["weak_sources"]),
-            tuple(Step(_typed(b, str), _optional(m, str)) for b, m in r["chain"]),
+            tuple(Step(_typed(b, str), _optional(m, str), _typed(x, bool)) for b, m, x in r["chain"]),
             _optional(r["strong_regex"], str),
             _optional(r["weak_regex"], str),
         )
@@ -170,6 +174,10 @@ def _from_cache(stored: Any, key: str, data: Any, path: Path) -> RouterConfig:
         backends=MappingProxyType(backends),
         deadline_ms=_optional(c["deadline_ms"], int),
         cooldown=None if cooldown is None else CooldownConfig(_typed(cooldown[0], int), _typed(cooldown[1], float)),
+        table=_typed(c["table"], str),
+        strategy=_typed(c["strategy"], str),
+        rule_strategies=MappingProxyType({_typed(k, str): _typed(v, str) for k, v in c["rule_strategies"].items()}),
+        calibration=_typed(c["calibration"], str),
     )
 
 

@@ -33,6 +33,10 @@ class RuleSpec(_Strict):
     strong: tuple[str, ...] = ()
     weak: tuple[str, ...] = ()
     chain: tuple[StepSpec, ...] = Field(min_length=1)
+    # Extension steps (not in the spec's table), appended to the chain unless "table" is "spec".
+    extend: tuple[StepSpec, ...] = ()
+    # This rule's strategy; None: the config's global "strategy".
+    strategy: Literal["sequential", "fuse"] | None = None
 
 
 class CooldownSpec(_Strict):
@@ -52,6 +56,12 @@ class ConfigSpec(_Strict):
     regex_timeout_ms: int = Field(default=50, gt=0, le=10_000)
     deadline_ms: int | None = Field(default=None, gt=0, le=3_600_000)
     cooldown: CooldownSpec | None = CooldownSpec()
+    # "extended": each rule's chain plus its measured "extend" steps; "spec": the spec's table exactly.
+    table: Literal["extended", "spec"] = "extended"
+    # "sequential": the spec's fallback; "fuse": ask every step at once and merge (docs/strategies.md).
+    strategy: Literal["sequential", "fuse"] = "sequential"
+    # "packaged", "off", or a calibration file (relative to this config): see calibration.py.
+    calibration: str = Field(default="packaged", min_length=1)
     file_extensions: tuple[str, ...] = ()
     rules: tuple[RuleSpec, ...] = Field(min_length=1)
     backends: dict[str, dict[str, Any]] = Field(min_length=1)

@@ -258,6 +258,41 @@ def from_attempts(
     )
 
 
+def from_fused(
+    query: str,
+    plan: Plan,
+    attempts: list[Attempt],
+    router_ms: int,
+    *,
+    limit: int,
+    threshold: float,
+    log_hint: str | None = None,
+) -> Envelope:
+    """The envelope of the fused strategy: how its fields read is in :mod:`.fuse`."""
+    from .fuse import fuse_results
+
+    results, top = fuse_results([a for a in attempts if a.accepted], limit)
+    if top is None:  # nothing to merge: the sequential rules say empty or error
+        return from_attempts(query, plan, attempts, router_ms, log_hint)
+    best = max(r.relevance for r in results)
+    contributed = [a for a in attempts if a.accepted]
+    return Envelope(
+        query_echo=query,
+        routed_to=top.step.backend,
+        routed_mode=top.step.mode,
+        fallback_chain=plan.fallback_chain,
+        fallbacks_used=len(attempts) - len(contributed),
+        results=results,
+        result_count=len(results),
+        normalized_relevance=best,
+        status="success" if best >= threshold else "partial",
+        router_duration_ms=router_ms,
+        backend_duration_ms=max(a.duration_ms for a in contributed),
+        rule=plan.match.as_dict(),
+        attempts=[a.as_dict() for a in attempts],
+    )
+
+
 def error_envelope(
     query: str,
     code: str,

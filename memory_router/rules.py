@@ -38,6 +38,8 @@ class Step(NamedTuple):
 
     backend: str
     mode: str | None = None
+    extension: bool = False
+    """True for a step the config's ``extend`` adds after the spec's chain (``"table": "extended"``)."""
 
     @property
     def health_key(self) -> str:
