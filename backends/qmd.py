@@ -608,8 +608,21 @@ class QmdBackend:
         return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
 
     def calibration_key(self, mode: str | None) -> str:
-        """The calibration map of a mode (memory_router.calibration): ``qmd:search`` etc."""
-        return f"qmd:{mode or DEFAULT_MODE}"
+        """The calibration map of a mode (memory_router.calibration). Vector scores depend on the
+        embedding model, and ``query``'s on whether a reranker is on disk, so those modes name
+        them: ``qmd:search``, ``qmd:vsearch:<embed model>``, ``qmd:query:<embed model>[:rerank]``
+        (the model's file name without ``.gguf``). A configuration that was not measured falls
+        to the calibration's pooled ``default`` map."""
+        mode = mode or DEFAULT_MODE
+        if mode == "search":
+            return "qmd:search"
+        env = self.env()
+        config = self.config_file(env)
+        embed = configured_models(config, env)["embed"].rsplit("/", 1)[-1].removesuffix(".gguf")
+        key = f"qmd:{mode}:{embed}"
+        if mode == "query" and not missing_models("rerank", config, env):
+            key += ":rerank"
+        return key
 
     def probe(self) -> Probe:
         try:

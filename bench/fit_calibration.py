@@ -1,21 +1,29 @@
 """Fit the relevance calibration (memory_router/calibration.json) from LoCoMo bench records.
 
+    python bench/fit_calibration.py [--records DIR] [--write memory_router/calibration.json]
+                                    [--markdown FILE]
+
 Input: the records ``bench/locomo.py`` writes (one JSON line per variant and question), from the
-development half only. The ``alone:*`` variants ran each backend and mode alone with
+development half only. Its ``alone:*`` variants ran each backend and mode alone with
 ``"calibration": "off"``, so their results carry the backends' native relevance; each result is
 labelled ``hit`` when it holds one of the question's evidence turns.
 
-For each calibration key (``qmd:search``, ``qmd:vsearch``, ``qmd:query``, ``totalrecall``,
-``lossless``) a logistic model of ``hit`` over (native relevance, query-term coverage, 1/rank) is
-fitted by Newton's method (IRLS) with the native and coverage weights held non-negative (a negative
-one is pinned at 0 and the rest refitted), so the calibrated value is monotone in both. ``default``
-is fitted on all keys pooled. The script prints, per key, the calibration table before and after
-(relevance bucket -> share of answers, hit@1 and hit@10 of the answers in the bucket), then a
-replay of the router's decision rule over the recorded answers (sequential fallback with the
-spec's table or the extended one, native or calibrated, and the fused strategy) so that a change
-to the maps can be judged before the full bench runs it for real.
+Per calibration key (``qmd:search``, ``qmd:vsearch``, ``qmd:query``, ``totalrecall``,
+``lossless``):
 
-    python bench/fit_calibration.py --records /work/data/locomo/records [--write memory_router/calibration.json]
+1. a logistic model of ``hit`` per result over (native relevance, query-term coverage, 1/rank),
+   fitted by Newton's method (IRLS, a light ridge) with the native and coverage weights held
+   non-negative (a negative one is pinned at 0 and the rest refitted): monotone in both;
+2. the first result's step map: isotonic regression (pool adjacent violators, blocks of at least
+   1/12 of the answers) of "the first result is a hit" on its logistic value.
+
+``default`` is fitted the same way on every key pooled. Then the script prints, per key, the
+calibration table before and after (relevance bucket -> share of answers, hit@1 and hit@10 of
+the answers in the bucket) and replays the router's decision rule over the recorded answers with
+the shipped code (memory_router.calibration): sequential fallback with the spec's table and with
+the extended one, native and calibrated, and the fused strategy. Replayed figures are in-sample;
+``--cv`` adds leave-one-conversation-out figures (fitted on four conversations, scored on the
+fifth), the honest estimate. The bench itself (serve, real backends) gives the final figures.
 """
 
 from __future__ import annotations
@@ -33,7 +41,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory_router.calibration import FEATURES, FORMAT, Model, coverage, query_terms  # noqa: E402
+from memory_router.backends.base import BackendResponse, Result  # noqa: E402
+
+from memory_router.calibration import FEATURES, FORMAT, Calibration, Model, coverage, query_terms  # noqa: E402
+from memory_router.fuse import RRF_K  # noqa: E402
 
 BUCKETS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
 ALONE_KEYS = {
@@ -44,18 +55,29 @@ ALONE_KEYS = {
     "alone:lossless": "lossless",
 }
 THRESHOLD = 0.4
+ISOTONIC_BLOCKS = 12
+# The rule table on the bench's tier (Pro minus Cognee), by key; the extension as router-config.json has it.
+SPEC_CHAINS = {
+    "exact_symbol": ["qmd:search", "totalrecall"],
+    "relationship": ["qmd:vsearch", "totalrecall"],
+    "decision_recall": ["lossless", "totalrecall", "qmd:search"],
+    "concept": ["qmd:vsearch", "qmd:query", "totalrecall"],
+    "recent_context": ["totalrecall", "qmd:search"],
+    "file_path": ["qmd:search", "totalrecall"],
+    "default": ["qmd:query", "totalrecall"],
+}
+EXTENSIONS = {"default": ["lossless"]}
 
 
 class Answer(NamedTuple):
     """One backend's recorded answer to one question."""
 
-    question: tuple[str, int]
+    question: tuple[str, str]
+    text: str
     evidence: frozenset[str]
-    natives: tuple[float, ...]
-    features: tuple[tuple[float, float, float], ...]
+    response: BackendResponse  # native relevance
     hits: tuple[bool, ...]
     dia_ids: tuple[frozenset[str], ...]
-    status: str
 
 
 def read_records(directory: Path) -> dict[str, list[dict[str, Any]]]:
@@ -67,25 +89,28 @@ def read_records(directory: Path) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def answers(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, int], Answer]:
+def answers(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], Answer]:
     out = {}
     for row in rows:
-        terms = query_terms(row["question"])
         results = row.get("results") or []
-        feats = tuple(
-            (float(r["relevance"]), coverage(terms, r.get("content") or ""), 1.0 / (i + 1)) for i, r in enumerate(results)
-        )
+        hits = [Result(r.get("content") or "", float(r["relevance"]), str(r.get("source") or "")) for r in results]
         key = (str(row["conv"]), str(row["qid"]))
         out[key] = Answer(
             key,
+            row["question"],
             frozenset(row["evidence"]),
-            tuple(float(r["relevance"]) for r in results),
-            feats,
+            BackendResponse.from_results("bench", row["question"], hits)
+            if hits
+            else BackendResponse(query_echo=row["question"], status="empty", backend="bench"),
             tuple(bool(r["hit"]) for r in results),
             tuple(frozenset(r.get("dia_ids") or ()) for r in results),
-            row.get("status") or "error",
         )
     return out
+
+
+def features(answer: Answer) -> list[tuple[float, float, float]]:
+    terms = query_terms(answer.text)
+    return [(r.relevance, coverage(terms, r.content), 1.0 / i) for i, r in enumerate(answer.response.results, start=1)]
 
 
 # ---------------------------------------------------------------------------- fitting
@@ -108,7 +133,9 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     return [m[i][n] / m[i][i] for i in range(n)]
 
 
-def fit_logistic(xs: Sequence[Sequence[float]], ys: Sequence[bool], free: Sequence[bool], ridge: float = 1e-3) -> list[float]:
+def fit_logistic(
+    xs: Sequence[Sequence[float]], ys: Sequence[bool], free: Sequence[bool], ridge: float = 1e-3
+) -> list[float]:
     """Weights [intercept, *features] by IRLS; a feature with ``free`` False is held at 0."""
     k = 1 + len(free)
     active = [0] + [i + 1 for i, f in enumerate(free) if f]
@@ -137,31 +164,70 @@ def fit_logistic(xs: Sequence[Sequence[float]], ys: Sequence[bool], free: Sequen
     return w
 
 
-def fit_key(samples: list[tuple[tuple[float, float, float], bool]]) -> Model:
-    xs = [s[0] for s in samples]
-    ys = [s[1] for s in samples]
+def isotonic(points: list[tuple[float, float]], blocks: int = ISOTONIC_BLOCKS) -> tuple[list[float], list[float]]:
+    """Pool adjacent violators on (x, y): the non-decreasing step fit of y on x, as breakpoints
+    (block mean x, block mean y). Equal x values are never split, and points are first grouped
+    in runs of at least ``len / blocks`` so that a handful of answers cannot make a step of their
+    own."""
+    by_x: dict[float, list[float]] = defaultdict(list)
+    for x, y in points:
+        by_x[x].append(y)
+    least = max(1, len(points) // blocks)
+    runs: list[list[float]] = []  # [sum x, sum y, count]
+    for x in sorted(by_x):
+        ys = by_x[x]
+        if not runs or runs[-1][2] >= least:
+            runs.append([0.0, 0.0, 0])
+        runs[-1][0] += x * len(ys)
+        runs[-1][1] += sum(ys)
+        runs[-1][2] += len(ys)
+    if len(runs) > 1 and runs[-1][2] < least:  # a short tail joins its neighbour
+        tail = runs.pop()
+        runs[-1] = [a + b for a, b in zip(runs[-1], tail, strict=True)]
+    stack: list[list[float]] = []
+    for run in runs:
+        stack.append(run)
+        while len(stack) > 1 and stack[-2][1] / stack[-2][2] >= stack[-1][1] / stack[-1][2]:
+            top = stack.pop()
+            stack[-1] = [a + b for a, b in zip(stack[-1], top, strict=True)]
+    return [round(b[0] / b[2], 4) for b in stack], [round(b[1] / b[2], 4) for b in stack]
+
+
+def fit_key(recorded: Iterable[Answer]) -> Model:
+    listed = [a for a in recorded if a.hits]
+    xs = [f for a in listed for f in features(a)]
+    ys = [h for a in listed for h in a.hits]
     free = [True, True, True]
     while True:
         w = fit_logistic(xs, ys, free)
         negative = [i for i in (0, 1) if free[i] and w[i + 1] < 0]  # native, coverage must be >= 0
         if not negative:
-            return Model(*(round(v, 4) for v in w))
+            break
         for i in negative:
             free[i] = False
+    logistic = Model(*(round(v, 4) for v in w))
+    first_x, first_y = isotonic([(logistic(*features(a)[0]), float(a.hits[0])) for a in listed])
+    return logistic._replace(first_x=tuple(first_x), first_y=tuple(first_y))
 
 
-def samples_of(answers_: Iterable[Answer]) -> list[tuple[tuple[float, float, float], bool]]:
-    return [(f, h) for a in answers_ for f, h in zip(a.features, a.hits, strict=True)]
+def fit(per_key: dict[str, dict[tuple[str, str], Answer]], keep: Any = None) -> dict[str, Model]:
+    """The maps per key and ``default``, fitted on the questions ``keep`` accepts (all: None)."""
+
+    def chosen(recorded: dict[tuple[str, str], Answer]) -> list[Answer]:
+        return [a for q, a in recorded.items() if keep is None or keep(q)]
+
+    models = {key: fit_key(chosen(recorded)) for key, recorded in per_key.items()}
+    models["default"] = fit_key([a for recorded in per_key.values() for a in chosen(recorded)])
+    return models
 
 
-def calibrated(model: Model | None, answer: Answer) -> tuple[float, ...]:
-    if model is None:
-        return answer.natives
-    out, cap = [], 1.0
-    for native, cov, rank in answer.features:
-        cap = min(cap, model(native, cov, rank))
-        out.append(cap)
-    return tuple(out)
+# ---------------------------------------------------------------------------- applying (the shipped code)
+
+
+def calibrated(calibration: Calibration | None, key: str, answer: Answer) -> BackendResponse:
+    if calibration is None:
+        return answer.response
+    return calibration.apply(key, answer.text, answer.response)
 
 
 # ---------------------------------------------------------------------------- reporting
@@ -171,37 +237,28 @@ def bucket_of(value: float) -> int:
     return next(i for i in range(len(BUCKETS) - 1) if value < BUCKETS[i + 1])
 
 
-def table(answers_: Iterable[Answer], model: Model | None) -> list[tuple[str, int, float, float]]:
-    """(bucket, share %, hit@1 %, hit@10 %) of the answers with results."""
+def table(recorded: Iterable[Answer], calibration: Calibration | None, key: str) -> list[tuple[str, int, float, float]]:
+    """(bucket, share %, hit@1 %, hit@10 %) of the answers with results, by normalized_relevance."""
     groups: dict[int, list[Answer]] = defaultdict(list)
     total = 0
-    for a in answers_:
+    for a in recorded:
         if not a.hits:
             continue
         total += 1
-        groups[bucket_of(calibrated(model, a)[0])].append(a)
+        groups[bucket_of(calibrated(calibration, key, a).normalized_relevance)].append(a)
     rows = []
     for i in range(len(BUCKETS) - 1):
         g = groups.get(i, [])
         label = f"[{BUCKETS[i]:.1f},{min(BUCKETS[i + 1], 1.0):.1f})"
-        if not g:
-            rows.append((label, 0, float("nan"), float("nan")))
-            continue
-        rows.append(
-            (
-                label,
-                round(100 * len(g) / max(total, 1)),
-                100 * sum(a.hits[0] for a in g) / len(g),
-                100 * sum(any(a.hits[:10]) for a in g) / len(g),
-            )
-        )
+        share = round(100 * len(g) / max(total, 1))
+        h1 = 100 * sum(a.hits[0] for a in g) / len(g) if g else float("nan")
+        h10 = 100 * sum(any(a.hits[:10]) for a in g) / len(g) if g else float("nan")
+        rows.append((label, share, h1, h10))
     return rows
 
 
-def print_table(name: str, answers_: list[Answer], model: Model | None, label: str) -> None:
-    print(f"  {label:<10} bucket       share  hit@1  hit@10")
-    for bucket, share, h1, h10 in table(answers_, model):
-        print(f"  {'':<10} {bucket:<12} {share:>4}%  {h1:5.1f}  {h10:5.1f}")
+def _pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1f}"
 
 
 # ---------------------------------------------------------------------------- replay
@@ -212,55 +269,42 @@ class Replayed(NamedTuple):
     hits: tuple[bool, ...]
 
 
-def answer_value(values: Sequence[float], how: str = "top1") -> float:
-    if how == "top1":
-        return values[0]
-    miss = 1.0
-    for v in values[: int(how.removeprefix("noisyor"))]:
-        miss *= 1 - v
-    return 1 - miss
+NOTHING = Replayed((), ())
 
 
-def replay_sequential(
-    chain: Sequence[str], per_key: dict[str, dict], models: dict[str, Model | None], q: tuple, how: str = "top1"
-) -> Replayed:
+def replay_sequential(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
+    """The spec's Fallback Logic over the recorded answers (an error or empty answer moves on)."""
     tried = []
     for key in chain:
         a = per_key.get(key, {}).get(q)
         if a is None or not a.hits:
             continue
-        values = calibrated(models.get(key), a)
-        value = answer_value(values, how if models.get(key) is not None else "top1")
+        value = calibrated(calibration, key, a).normalized_relevance
         tried.append((value, a))
         if value >= THRESHOLD:
             return Replayed(a.dia_ids, a.hits)
     if not tried:
-        return Replayed((), ())
+        return NOTHING
     best = max(tried, key=lambda t: t[0])[1]  # the earliest wins a tie
     return Replayed(best.dia_ids, best.hits)
 
 
 def replay_fused(
-    chain: Sequence[str],
-    per_key: dict[str, dict],
-    q: tuple,
-    k: int = 60,
-    limit: int = 10,
-    models: dict[str, Model | None] | None = None,
+    chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple, weighted: bool
 ) -> Replayed:
-    """RRF over the chain's answers; with ``models``, each vote is weighted by the calibrated relevance."""
+    """The fused strategy over the recorded answers: (weighted) RRF, duplicates by evidence id."""
     scores: dict[Any, float] = defaultdict(float)
     info: dict[Any, tuple[frozenset[str], bool]] = {}
     for key in chain:
         a = per_key.get(key, {}).get(q)
-        if a is None:
+        if a is None or not a.hits:
             continue
-        weights = calibrated(models.get(key), a) if models else (1.0,) * len(a.hits)
-        for rank, (ids, hit, weight) in enumerate(zip(a.dia_ids, a.hits, weights, strict=True), start=1):
-            ident = (key, rank) if not ids else ids
-            scores[ident] += weight / (k + rank)
+        response = calibrated(calibration, key, a)
+        for rank, (ids, hit, result) in enumerate(zip(a.dia_ids, a.hits, response.results, strict=True), start=1):
+            ident = ids or (key, rank)
+            scores[ident] += (result.relevance if weighted else 1.0) / (RRF_K + rank)
             info[ident] = (ids, hit)
-    order = sorted(scores, key=lambda i: -scores[i])[:limit]
+    order = sorted(scores, key=lambda i: -scores[i])[:10]
     return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order))
 
 
@@ -276,23 +320,78 @@ def metrics(replays: list[tuple[Replayed, frozenset[str]]]) -> dict[str, float]:
     return out
 
 
-SPEC_CHAINS = {
-    "exact_symbol": ["qmd:search", "totalrecall"],
-    "relationship": ["qmd:vsearch", "totalrecall"],  # cognee is not in this tier
-    "decision_recall": ["lossless", "totalrecall", "qmd:search"],
-    "concept": ["qmd:vsearch", "qmd:query", "totalrecall"],
-    "recent_context": ["totalrecall", "qmd:search"],
-    "file_path": ["qmd:search", "totalrecall"],
-    "default": ["qmd:query", "totalrecall"],
-}
-EXTENSIONS = {"default": ["lossless"]}
+def chain_for(rule: str, extended: bool) -> list[str]:
+    return SPEC_CHAINS.get(rule, SPEC_CHAINS["default"]) + (EXTENSIONS.get(rule, []) if extended else [])
+
+
+def replays(per_key: dict, records: dict, calibration_for: Any, questions: list, rule_of: dict, evidence: dict) -> list:
+    """(label, [(replayed, evidence)]) rows; ``calibration_for(q)`` gives the calibration to score q with."""
+    rows = []
+    for key in per_key:
+        rows.append((f"{key} alone", [(replay_sequential([key], per_key, None, q), evidence[q]) for q in questions]))
+    for variant in sorted(v for v in records if v not in ALONE_KEYS):  # as recorded by the bench, not replayed
+        got = answers(records[variant])
+        rows.append(
+            (
+                f"[recorded] {variant}",
+                [(Replayed(got[q].dia_ids, got[q].hits) if q in got else NOTHING, evidence[q]) for q in questions],
+            )
+        )
+    for label, extended, calibrate in (
+        ("spec table, native relevance", False, False),
+        ("spec table, calibrated", False, True),
+        ("extended, native relevance", True, False),
+        ("extended, calibrated", True, True),
+    ):
+        out = []
+        for q in questions:
+            chain = chain_for(rule_of.get(q, "default"), extended)
+            out.append((replay_sequential(chain, per_key, calibration_for(q) if calibrate else None, q), evidence[q]))
+        rows.append((label, out))
+    for label, weighted in (("fused (plain RRF), extended", False), ("fused (weighted RRF), extended", True)):
+        out = [
+            (
+                replay_fused(chain_for(rule_of.get(q, "default"), True), per_key, calibration_for(q), q, weighted),
+                evidence[q],
+            )
+            for q in questions
+        ]
+        rows.append((label, out))
+    return rows
+
+
+def print_rows(rows: list) -> list[str]:
+    lines = ["| configuration | hit@1 | hit@5 | hit@10 | recall@5 | recall@10 |", "|---|---|---|---|---|---|"]
+    for label, got in rows:
+        m = metrics(got)
+        cells = [label, *(f"{m[k]:.1f}" for k in ("hit@1", "hit@5", "hit@10", "recall@5", "recall@10"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def shipped_key(key: str, embed_model: str) -> str:
+    """The key the adapter names at run time (QmdBackend.calibration_key): vector modes carry
+    their embedding model; the records' qmd had no reranker on disk."""
+    return f"{key}:{embed_model}" if key in ("qmd:vsearch", "qmd:query") else key
+
+
+def as_json(model: Model) -> dict[str, Any]:
+    return dict(zip(("intercept", *FEATURES), model[:4], strict=True)) | {
+        "first": {"x": list(model.first_x), "y": list(model.first_y)}
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=Path, default=Path("/work/data/locomo/records"))
     parser.add_argument("--write", type=Path, help="write the fitted maps to this calibration file")
-    parser.add_argument("--extend", default=None, help='JSON {"rule_id": ["key", ...]} of extension steps to replay')
+    parser.add_argument("--markdown", type=Path, help="also write the tables as markdown")
+    parser.add_argument("--cv", action="store_true", help="add leave-one-conversation-out replays")
+    parser.add_argument(
+        "--embed-model",
+        default="all-MiniLM-L6-v2-f16",
+        help="the embedding model the records' qmd used (vector modes' keys name it)",
+    )
     args = parser.parse_args(argv)
 
     records = read_records(args.records)
@@ -300,83 +399,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not per_key:
         print(f"no alone:* records under {args.records}", file=sys.stderr)
         return 2
-    models: dict[str, Model | None] = {}
-    for key, recorded in per_key.items():
-        models[key] = fit_key(samples_of(recorded.values()))
-    pooled = fit_key([s for recorded in per_key.values() for s in samples_of(recorded.values())])
-    print(f"calibration fitted on {', '.join(f'{k} ({len(v)})' for k, v in per_key.items())}")
-    for key, recorded in per_key.items():
-        print(f"\n{key}: model {dict(zip(('intercept', *FEATURES), models[key], strict=True))}")
-        print_table(key, list(recorded.values()), None, "native")
-        print_table(key, list(recorded.values()), models[key], "calibrated")
-
-    extensions = orjson.loads(args.extend) if args.extend else EXTENSIONS
+    models = fit(per_key)
+    calibration = Calibration(models, "fitted here")
+    questions = sorted(set.intersection(*(set(v) for v in per_key.values())))  # answered by every backend
+    evidence = {q: a.evidence for v in per_key.values() for q, a in v.items()}
     rule_of = {}
     for variant in ("router", "router:spec"):
         for row in records.get(variant, []):
             rule = row.get("rule")
             rule_of[(str(row["conv"]), str(row["qid"]))] = rule.get("id") if isinstance(rule, dict) else rule
-    questions = sorted(set().union(*(set(v) for v in per_key.values())))
-    evidence = {q: a.evidence for v in per_key.values() for q, a in v.items()}
-    native: dict[str, Model | None] = {k: None for k in per_key}
-    print(f"\nreplay over {len(questions)} questions (rules from the router records: {len(rule_of)})")
-    rows = []
-    for key in per_key:
-        rows.append((f"{key} alone", [(replay_sequential([key], per_key, native, q), evidence[q]) for q in questions]))
-    if "bm25" in records:
-        bm25 = answers(records["bm25"])
-        rows.append(("bm25 alone", [(Replayed(bm25[q].dia_ids, bm25[q].hits), evidence[q]) for q in questions if q in bm25]))
-    for label, ext, used, how in (
-        ("spec table, native", False, native, "top1"),
-        ("spec table, calibrated", False, models, "top1"),
-        ("spec, calibrated noisyor3", False, models, "noisyor3"),
-        ("extended, native", True, native, "top1"),
-        ("extended, calibrated", True, models, "top1"),
-        ("extended, cal. noisyor2", True, models, "noisyor2"),
-        ("extended, cal. noisyor3", True, models, "noisyor3"),
-        ("extended, cal. noisyor5", True, models, "noisyor5"),
-    ):
-        out = []
-        for q in questions:
-            rule = rule_of.get(q, "default")
-            chain = SPEC_CHAINS.get(rule, SPEC_CHAINS["default"]) + (extensions.get(rule, []) if ext else [])
-            out.append((replay_sequential(chain, per_key, used, q, how), evidence[q]))
-        rows.append((label, out))
-    for label, weighted, everything in (
-        ("fused, extended chain", False, False),
-        ("fused weighted, extended", True, False),
-        ("fused, all backends", False, True),
-        ("fused weighted, all", True, True),
-    ):
-        out = []
-        for q in questions:
-            rule = rule_of.get(q, "default")
-            chain = SPEC_CHAINS.get(rule, SPEC_CHAINS["default"]) + extensions.get(rule, [])
-            if everything:
-                chain = list(per_key)
-            out.append((replay_fused(chain, per_key, q, models=models if weighted else None), evidence[q]))
-        rows.append((label, out))
-    print(f"  {'configuration':<28} hit@1  hit@5  hit@10  rec@5  rec@10")
-    for label, out in rows:
-        m = metrics(out)
-        print(
-            f"  {label:<28} {m['hit@1']:5.1f}  {m['hit@5']:5.1f}  {m['hit@10']:6.1f}  {m['recall@5']:5.1f}  {m['recall@10']:6.1f}"
-        )
 
+    lines = [f"Fitted on {len(questions)} questions: " + ", ".join(f"{k} ({len(v)})" for k, v in per_key.items()), ""]
+    for key, recorded in per_key.items():
+        listed = list(recorded.values())
+        before, after = table(listed, None, key), table(listed, calibration, key)
+        weights = ", ".join(f"{n} {v:+.3f}" for n, v in zip(("intercept", *FEATURES), models[key][:4], strict=True))
+        lines += [f"**{key}** ({sum(1 for a in listed if a.hits)} answers with results; logistic: {weights})", ""]
+        lines += ["| normalized_relevance | native: share | hit@1 | hit@10 | calibrated: share | hit@1 | hit@10 |"]
+        lines += ["|---|---|---|---|---|---|---|"]
+        for (label, s0, a1, a10), (_, s1, b1, b10) in zip(before, after, strict=True):
+            lines.append(f"| {label} | {s0}% | {_pct(a1)} | {_pct(a10)} | {s1}% | {_pct(b1)} | {_pct(b10)} |")
+        lines.append("")
+    lines += [f"Replayed over {len(questions)} questions (in-sample: fitted and scored on the same questions):", ""]
+    lines += print_rows(replays(per_key, records, lambda q: calibration, questions, rule_of, evidence))
+    if args.cv:
+        folds = sorted({q[0] for q in questions})
+        held = {conv: Calibration(fit(per_key, keep=lambda q, c=conv: q[0] != c), f"without {conv}") for conv in folds}
+        rows = replays(per_key, {}, lambda q: held[q[0]], questions, rule_of, evidence)
+        lines += ["", "Leave one conversation out (each conversation scored with maps fitted on the other four):", ""]
+        lines += print_rows([r for r in rows if not r[0].endswith(" alone")])
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
     if args.write:
         data = {
             "format": FORMAT,
             "about": (
                 "P(a result holds what was asked), per backend and mode: a logistic map over the native relevance, "
-                "the query-term coverage and 1/rank (memory_router/calibration.py). Fitted by bench/fit_calibration.py "
-                "on the LoCoMo development half (conversations 26, 30, 41, 42, 43; categories 1-4) only."
+                "the query-term coverage and 1/rank, then an isotonic step map of the first result "
+                "(memory_router/calibration.py). Fitted by bench/fit_calibration.py on the LoCoMo development half "
+                "(conversations 26, 30, 41, 42, 43; categories 1-4) only."
             ),
-            "samples": {k: sum(len(a.hits) for a in v.values()) for k, v in per_key.items()},
-            "maps": {k: dict(zip(("intercept", *FEATURES), m, strict=True)) for k, m in models.items() if m}
-            | {"default": dict(zip(("intercept", *FEATURES), pooled, strict=True))},
+            "answers": {shipped_key(k, args.embed_model): len(v) for k, v in per_key.items()},
+            "maps": {shipped_key(k, args.embed_model): as_json(m) for k, m in models.items()},
         }
         args.write.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-        print(f"\nwrote {args.write}")
+        print(f"wrote {args.write}", file=sys.stderr)
     return 0
 
 

@@ -228,32 +228,21 @@ def walk_attempts(
     deadline = policy.deadline_at()
     for index, step in enumerate(steps):
         budget = _budget(policy, deadline)
-        if budget is None:
-            message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
-            attempts.append(
-                Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
-            )
-            break
-        timeout_s, cut_by_deadline = budget
-        health_key = step.health_key
-        if cooldown is not None and (why := cooldown.admit(health_key)) is not None:
-            attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False))
+        refused = _refused(step, query, policy, budget, cooldown)
+        if refused is not None:
+            attempts.append(refused)
+            if budget is None:
+                break
             continue
-        request = BackendRequest(
-            query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s, signal=plan.match.signal
-        )
+        assert budget is not None  # _refused answers for a spent deadline
+        request = _request(query, step, policy, plan, budget[0])
         try:
-            response, elapsed = yield (backend_for(step.backend), request, timeout_s)
+            response, elapsed = yield (backend_for(step.backend), request, budget[0])
         except BaseException:
             if cooldown is not None:
-                cooldown.release(health_key)
+                cooldown.release(step.health_key)
             raise
-        if cut_by_deadline:
-            response = _deadline_cut(response, policy)
-        if calibrate is not None:
-            response = calibrate(step, response)
-        if cooldown is not None:
-            _settle_cooldown(cooldown, health_key, response)
+        response = _settle(step, response, policy, budget[1], calibrate, cooldown)
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
         attempts.append(Attempt(step, response, elapsed, accepted))
         if accepted:
@@ -261,6 +250,44 @@ def walk_attempts(
         if response.status == "error" and _log_error(log, shown, steps, index, response, elapsed):
             break
     return attempts
+
+
+def _refused(
+    step: Step, query: str, policy: Policy, budget: tuple[float, bool] | None, cooldown: Cooldown | None
+) -> Attempt | None:
+    """The attempt of a step that is not called: the query's deadline is spent, or the backend is
+    cooling down (its slot is taken otherwise: a call must follow)."""
+    if budget is None:
+        message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
+        return Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
+    if cooldown is not None and (why := cooldown.admit(step.health_key)) is not None:
+        return Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False)
+    return None
+
+
+def _request(query: str, step: Step, policy: Policy, plan: Plan, timeout_s: float) -> BackendRequest:
+    return BackendRequest(
+        query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s, signal=plan.match.signal
+    )
+
+
+def _settle(
+    step: Step,
+    response: BackendResponse,
+    policy: Policy,
+    cut_by_deadline: bool,
+    calibrate: Calibrate | None,
+    cooldown: Cooldown | None,
+) -> BackendResponse:
+    """A call's answer as the router judges it: a deadline's cut named, the relevance calibrated,
+    and the outcome counted for the backend's cooldown."""
+    if cut_by_deadline:
+        response = _deadline_cut(response, policy)
+    if calibrate is not None:
+        response = calibrate(step, response)
+    if cooldown is not None:
+        _settle_cooldown(cooldown, step.health_key, response)
+    return response
 
 
 async def run_attempts(walk: Walk) -> list[Attempt]:
@@ -367,19 +394,12 @@ async def fuse_attempts(
     steps = plan.steps
     shown = log_query if log_query is not None else query
     budget = _budget(policy, policy.deadline_at())
-    slots: list[Attempt | None] = [None] * len(steps)
-    calls: dict[int, Any] = {}
-    for index, step in enumerate(steps):
-        if budget is None:
-            message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
-            slots[index] = Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
-        elif cooldown is not None and (why := cooldown.admit(step.health_key)) is not None:
-            slots[index] = Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False)
-        else:
-            request = BackendRequest(
-                query=query, mode=step.mode, limit=policy.limit, timeout_s=budget[0], signal=plan.match.signal
-            )
-            calls[index] = call_backend(backend_for(step.backend), request, budget[0])
+    slots: list[Attempt | None] = [_refused(step, query, policy, budget, cooldown) for step in steps]
+    calls = {
+        index: call_backend(backend_for(step.backend), _request(query, step, policy, plan, budget[0]), budget[0])
+        for index, step in enumerate(steps)
+        if slots[index] is None and budget is not None
+    }
     try:
         outcomes = await asyncio.gather(*calls.values())
     except BaseException:
@@ -389,12 +409,7 @@ async def fuse_attempts(
         raise
     for index, (response, elapsed) in zip(calls, outcomes, strict=True):
         step = steps[index]
-        if budget is not None and budget[1]:
-            response = _deadline_cut(response, policy)
-        if calibrate is not None:
-            response = calibrate(step, response)
-        if cooldown is not None:
-            _settle_cooldown(cooldown, step.health_key, response)
+        response = _settle(step, response, policy, budget is not None and budget[1], calibrate, cooldown)
         slots[index] = Attempt(step, response, elapsed, response.status == "success")
         if response.status == "error":
             _log_error(log, shown, steps, index, response, elapsed)

@@ -201,23 +201,8 @@ def backends(as_json: bool, **kw: Any) -> None:
     except RouterError as exc:
         say(str(exc))
         sys.exit(exc.exit_code)
-    rows = []
     calibration = session.router.calibration
-    for name, spec in session.config.backends.items():
-        instance = session.router.backend(name)
-        probe = instance.probe()
-        rows.append(
-            {
-                "backend": name,
-                "type": spec.type,
-                "status": installed.statuses.get(name) if installed else None,
-                "usable": installed is not None and installed.unusable_reason(name) is None,
-                "runs_here": probe.ok,
-                "detail": probe.detail,
-                **({"facts": dict(probe.facts)} if probe.facts else {}),
-                "calibration": _calibration_maps(calibration, instance, spec.type),
-            }
-        )
+    rows = _backend_rows(session, installed, calibration)
     running = _daemon_runtime(kw.get("state_dir"))
     for row in rows:
         if row["backend"] in running:
@@ -241,6 +226,28 @@ def backends(as_json: bool, **kw: Any) -> None:
             click.echo(f"   {'':<12} relevance map: {maps}")
         if "daemon" in row:
             click.echo(f"   {'':<12} in the daemon: {describe_runtime(row['daemon'])}")
+
+
+def _backend_rows(session: Any, installed: Any, calibration: Any) -> list[dict[str, Any]]:
+    """One row per configured backend for ``backends``: backends.json's word, the probe's, the
+    relevance maps."""
+    rows: list[dict[str, Any]] = []
+    for name, spec in session.config.backends.items():
+        instance = session.router.backend(name)
+        probe = instance.probe()
+        rows.append(
+            {
+                "backend": name,
+                "type": spec.type,
+                "status": installed.statuses.get(name) if installed else None,
+                "usable": installed is not None and installed.unusable_reason(name) is None,
+                "runs_here": probe.ok,
+                "detail": probe.detail,
+                **({"facts": dict(probe.facts)} if probe.facts else {}),
+                "calibration": _calibration_maps(calibration, instance, spec.type),
+            }
+        )
+    return rows
 
 
 def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[str, str]:

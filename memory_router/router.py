@@ -203,7 +203,8 @@ class Router:
         plan = make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
         if self.config.strategy_for(plan.match.rule.id) == "fuse":  # opt-in: concurrency needs asyncio
             fused = self._fuse(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
-            return run_on_new_loop(fused)  # type: ignore[no-any-return]
+            envelope: Envelope = run_on_new_loop(fused)
+            return envelope
         walk = self._walk(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
         if isinstance(walk, Envelope):
             return walk

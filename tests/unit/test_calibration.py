@@ -10,10 +10,10 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from memory_router.backends._words import stem
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, answer
+
 from memory_router.calibration import (
     Calibration,
     Model,
@@ -40,6 +40,9 @@ class CalibratedMock(MockBackend):
         return self.key
 
 
+MINILM = "all-MiniLM-L6-v2-f16"  # the embedding model .ci/setup builds, the one LoCoMo was measured with
+
+
 def _file(maps: dict) -> dict:
     return {"format": 1, "maps": maps}
 
@@ -56,7 +59,7 @@ def test_the_packaged_calibration_loads_and_maps_every_backend_the_bench_measure
     calibration = load("packaged")
     assert calibration.problem is None, calibration.problem
     assert calibration.active
-    for key in ("qmd:search", "qmd:vsearch", "qmd:query", "totalrecall", "lossless", "default"):
+    for key in ("qmd:search", f"qmd:vsearch:{MINILM}", f"qmd:query:{MINILM}", "totalrecall", "lossless", "default"):
         assert key in calibration.models, key
     assert calibration.model_for("cognee") == ("default", calibration.models["default"])
 
@@ -69,6 +72,10 @@ def test_the_packaged_calibration_loads_and_maps_every_backend_the_bench_measure
         ({"qmd:search": {"coverage": -1.0}}, "must be >= 0 (monotone)"),
         ({"qmd:search": []}, "maps.qmd:search must be an object"),
         ({}, '"maps" must be a non-empty object'),
+        ({"lossless": {"first": {"x": [0.5, 0.2], "y": [0.1, 0.2]}}}, "first.x must be non-decreasing"),
+        ({"lossless": {"first": {"x": [0.2, 0.5], "y": [0.3, 0.2]}}}, "first.y must be non-decreasing"),
+        ({"lossless": {"first": {"x": [0.2], "y": [0.3, 0.4]}}}, "x and y must be lists of one length"),
+        ({"lossless": {"first": {"x": [0.2], "y": [1.5]}}}, "first.y must hold numbers in 0..1"),
     ],
 )
 def test_a_bad_calibration_file_is_refused_with_the_field_named(maps, message):
@@ -97,26 +104,38 @@ def test_a_relative_calibration_path_is_read_beside_the_config(tmp_path):
 
 # ---------------------------------------------------------------------------- the map
 
-models = st.builds(
-    Model,
-    st.floats(-6, 6),
-    st.floats(0, 8),
-    st.floats(0, 8),
-    st.floats(-3, 3),
-)
 unit = st.floats(0, 1)
 
 
-@given(models, unit, unit, unit, unit, unit)
+@st.composite
+def models(draw):
+    """A valid map: non-negative native and coverage weights, and a non-decreasing first-result step map."""
+    size = draw(st.integers(0, 6))
+    first_x = tuple(sorted(draw(st.lists(unit, min_size=size, max_size=size))))
+    first_y = tuple(sorted(draw(st.lists(unit, min_size=size, max_size=size))))
+    weights = draw(st.tuples(st.floats(-6, 6), st.floats(0, 8), st.floats(0, 8), st.floats(-3, 3)))
+    return Model(*weights, first_x, first_y)
+
+
+@given(models(), unit, unit, unit, unit, unit)
 def test_the_map_is_monotone_in_native_relevance_and_coverage(model, a, b, c, d, rank):
     lo_n, hi_n = sorted((a, b))
     lo_c, hi_c = sorted((c, d))
     assert model(lo_n, lo_c, rank) <= model(hi_n, lo_c, rank) + 1e-12
     assert model(lo_n, lo_c, rank) <= model(lo_n, hi_c, rank) + 1e-12
     assert 0.0 <= model(a, c, rank) <= 1.0
+    # The first result's step map keeps the order too, and stays in 0..1.
+    assert model.first(model(lo_n, lo_c, rank)) <= model.first(model(hi_n, hi_c, rank)) + 1e-12
+    assert 0.0 <= model.first(model(a, c, rank)) <= 1.0
 
 
-@given(models, st.lists(unit, min_size=1, max_size=12), st.text(max_size=40))
+def test_the_first_results_step_map_interpolates_its_breakpoints():
+    model = Model(0.0, 0.0, 0.0, 0.0, (0.2, 0.4), (0.1, 0.5))
+    assert [model.first(v) for v in (0.0, 0.2, 0.3, 0.4, 0.9)] == pytest.approx([0.1, 0.1, 0.3, 0.5, 0.5])
+    assert Model(0.0, 0.0, 0.0, 0.0).first(0.37) == 0.37  # no step map: the logistic value stands
+
+
+@given(models(), st.lists(unit, min_size=1, max_size=12), st.text(max_size=40))
 def test_calibrating_keeps_the_backends_order_the_contract_and_the_native_value(model, relevances, query):
     calibration = Calibration({"qmd:query": model}, "test")
     before = response(query, *relevances, text=query)
@@ -160,7 +179,7 @@ def test_a_calibrated_backend_whose_high_native_score_predicts_little_falls_back
     )
     first, second = envelope.attempts
     assert (first["backend"], first["accepted"]) == ("qmd", False)
-    assert first["normalized_relevance"] == pytest.approx(1 / (1 + math.exp(2.05)), abs=1e-4)
+    assert first["normalized_relevance"] == pytest.approx(1 / (1 + math.exp(2.05)), abs=1e-4)  # one result
     # No map for totalrecall and no default: its native value stands, and is accepted.
     assert (envelope.routed_to, envelope.status, envelope.normalized_relevance) == ("totalrecall", "success", 0.5)
     assert envelope.results[0].relevance == 0.5 and "native_relevance" not in envelope.results[0].extra
@@ -212,3 +231,24 @@ def test_the_request_is_unchanged_by_calibration(tmp_path):
     router = _router(tmp_path, "packaged", {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer())})
     router.route_blocking("database", installed(*STARTER))
     assert qmd.requests == [BackendRequest("database", "query", 10, 5.0, None)]
+
+
+def test_qmd_names_its_embedding_model_and_reranker_in_its_calibration_key(tmp_path):
+    from memory_router.backends import BackendContext, adapter_module
+
+    qmd_module = adapter_module("qmd")
+    cache = tmp_path / "cache"
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(cache), "QMD_EMBED_MODEL": f"/models/{MINILM}.gguf"}
+    backend = qmd_module.create("qmd", qmd_module.Settings(), BackendContext(tmp_path / "state", env, tmp_path))
+    assert backend.calibration_key("search") == "qmd:search"
+    assert backend.calibration_key("vsearch") == f"qmd:vsearch:{MINILM}"
+    assert backend.calibration_key("query") == f"qmd:query:{MINILM}"
+    (cache / "qmd" / "models").mkdir(parents=True)
+    (cache / "qmd" / "models" / "hf_ggml-org_qwen3-reranker-0.6b-q8_0.gguf").write_bytes(b"gguf")
+    assert backend.calibration_key("query") == f"qmd:query:{MINILM}:rerank"  # reranked scores: another map
+    # qmd's own default embedding model was not measured: the pooled map answers for it.
+    default = qmd_module.create(
+        "qmd", qmd_module.Settings(), BackendContext(tmp_path / "s", {"HOME": str(tmp_path)}, tmp_path)
+    )
+    assert default.calibration_key("vsearch") == "qmd:vsearch:embeddinggemma-300M-Q8_0"
+    assert load("packaged").model_for(default.calibration_key("vsearch"))[0] == "default"

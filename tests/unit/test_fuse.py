@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from memory_router.attempts import Attempt
 from memory_router.backends.base import BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer, fail
+
+from memory_router.attempts import Attempt
 from memory_router.config import parse_config, read_json
 from memory_router.envelope import ALL_BACKENDS_FAILED
 from memory_router.fuse import RRF_K, fuse_results
@@ -74,7 +74,10 @@ def test_a_failing_step_is_logged_and_counted_while_the_others_answer(tmp_path):
     router = make_router(
         fused_config(),
         tmp_path,
-        {"qmd": MockBackend("qmd", fail("BACKEND_ERROR", "boom")), "totalrecall": MockBackend("totalrecall", answer(0.3))},
+        {
+            "qmd": MockBackend("qmd", fail("BACKEND_ERROR", "boom")),
+            "totalrecall": MockBackend("totalrecall", answer(0.3)),
+        },
     )
     envelope = route(router)
     assert (envelope.status, envelope.routed_to, envelope.fallbacks_used) == ("partial", "totalrecall", 1)
@@ -95,14 +98,18 @@ def test_all_steps_failing_is_the_specs_error_envelope(tmp_path):
 
 def test_all_steps_empty_is_empty(tmp_path):
     router = make_router(
-        fused_config(), tmp_path, {"qmd": MockBackend("qmd", answer()), "totalrecall": MockBackend("totalrecall", answer())}
+        fused_config(),
+        tmp_path,
+        {"qmd": MockBackend("qmd", answer()), "totalrecall": MockBackend("totalrecall", answer())},
     )
     assert route(router).status == "empty"
 
 
 def test_a_slow_step_is_cut_by_its_timeout_without_holding_the_others(tmp_path):
     slow = MockBackend("qmd", answer(0.9, delay_s=5))
-    router = make_router(fused_config(), tmp_path, {"qmd": slow, "totalrecall": MockBackend("totalrecall", answer(0.7))})
+    router = make_router(
+        fused_config(), tmp_path, {"qmd": slow, "totalrecall": MockBackend("totalrecall", answer(0.7))}
+    )
     envelope = asyncio.run(router.route("database", installed(*STARTER), timeout_ms=200))
     assert envelope.attempts[0]["error_code"] == "QUERY_TIMEOUT"
     assert (envelope.routed_to, envelope.status) == ("totalrecall", "success")
@@ -114,7 +121,9 @@ def test_a_rule_can_fuse_while_the_rest_stay_sequential(tmp_path):
     config = parse_config({**data, "calibration": "off"}, packaged_config())
     assert config.strategy == "sequential" and config.strategy_for("default") == "fuse"
     qmd, totalrecall = MockBackend("qmd", answer(0.9)), MockBackend("totalrecall", answer(0.9))
-    router = make_router(config, tmp_path, {"qmd": qmd, "totalrecall": totalrecall, "lossless": MockBackend("lossless", answer())})
+    router = make_router(
+        config, tmp_path, {"qmd": qmd, "totalrecall": totalrecall, "lossless": MockBackend("lossless", answer())}
+    )
     route(router, "database", ALL_BACKENDS)  # default rule: fused, every step asked
     assert len(totalrecall.requests) == 1
     route(router, "find the function parseAuthToken", ALL_BACKENDS)  # rule 1: sequential, qmd accepted
@@ -132,7 +141,11 @@ def test_the_one_shot_driver_fuses_alike(tmp_path):
     awaited = route(make_router(fused_config(), tmp_path, backends()))
     for envelope in (blocking, awaited):
         assert [r.content for r in envelope.results] == ["a", "b"]  # .9/(k+1) beats .2/(k+2) + .5/(k+1)
-    assert blocking.as_dict() | {"router_duration_ms": 0, "backend_duration_ms": 0, "attempts": []} == awaited.as_dict() | {
+    assert blocking.as_dict() | {
+        "router_duration_ms": 0,
+        "backend_duration_ms": 0,
+        "attempts": [],
+    } == awaited.as_dict() | {
         "router_duration_ms": 0,
         "backend_duration_ms": 0,
         "attempts": [],
@@ -147,7 +160,9 @@ def test_fused_results_are_unique_capped_and_ordered_by_their_rrf_score(answers,
     attempts = []
     for i, items in enumerate(answers):
         results = tuple(Result(t, 0.5, f"b{i}") for t in items)
-        response = BackendResponse(query_echo="q", results=results, result_count=len(results), status="success", backend=f"b{i}")
+        response = BackendResponse(
+            query_echo="q", results=results, result_count=len(results), status="success", backend=f"b{i}"
+        )
         attempts.append(Attempt(Step(f"b{i}"), response, 1, True))
     merged, top = fuse_results(attempts, limit)
     contents = [r.content for r in merged]
