@@ -41,7 +41,8 @@ INSTALL_HINT = (
 )
 
 # qmd's three default models (llm.js) and which modes load them. vsearch expands the query with
-# the generate model too; query also reranks.
+# the generate model too; query also reranks. Only the embedding model is required for a vector
+# mode: the adapter skips expansion (generate) and reranking (rerank) when their file is absent.
 DEFAULT_MODELS = {
     "embed": "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-Q8_0.gguf",
     "generate": "hf:tobil/qmd-query-expansion-1.7B-gguf/qmd-query-expansion-1.7B-q4_k_m.gguf",
@@ -58,6 +59,7 @@ MODES_NEED = {
     "embed": ("embed",),
     "query-expand": ("embed", "generate"),
     "rerank": ("rerank",),
+    "generate": ("generate",),
 }
 
 

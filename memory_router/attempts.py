@@ -88,6 +88,7 @@ class Attempt(NamedTuple):
             "duration_ms": self.duration_ms,
             "accepted": self.accepted,
             "query_sent": r.query_sent,
+            **({"note": r.note} if r.note else {}),  # what the backend skipped (qmd: expansion)
         }
 
 
