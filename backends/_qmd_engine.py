@@ -10,7 +10,9 @@ queries share it. Its lifecycle, as the README's "Warm qmd engine" section expla
   the failures meanwhile);
 * a request given up by its caller (the router's timeout) makes the engine *suspect*: the next
   request first pings it, and a silent engine is killed and restarted;
-* stdout that is not a protocol line is a protocol violation: the engine is killed;
+* stdout that is not a protocol line is a protocol violation: the engine is killed; an answer
+  line that cannot be read fails only its own request, and a lone surrogate (qmd cutting a
+  snippet inside an emoji) is read as U+FFFD (``_lenient_json``);
 * :meth:`aclose` closes its stdin (it unloads and exits) and kills its process group after a
   grace period; the engine also exits by itself when its stdin closes, so a daemon killed with
   SIGKILL leaves no engine behind.
@@ -23,6 +25,7 @@ import atexit
 import contextlib
 import itertools
 import os
+import re
 import signal
 import time
 from collections import deque
@@ -32,9 +35,13 @@ from typing import Any
 
 import orjson
 
+from . import _lenient_json as lenient_json
+
 ENGINE_SCRIPT = Path(__file__).resolve().parent / "qmd_engine.mjs"
 MAX_LINE_BYTES = 16 << 20  # an answer of 1000 hits with 300-character snippets is ~1 MiB
 STDERR_LINES = 40
+# How the engine starts every answer line (JSON.stringify keeps the key order of qmd_engine.mjs).
+_ANSWER_START = re.compile(rb'\{"id":(\d+),')
 
 # Process groups of live engines, killed at interpreter exit whatever path it takes.
 _LIVE_GROUPS: set[int] = set()
@@ -235,11 +242,22 @@ class QmdEngine:
                 self._fail_pending(str(failure))
 
     def _dispatch(self, line: bytes, ready: asyncio.Future[dict[str, Any]]) -> str | None:
-        """Hand one stdout line to whoever waits for it; a reason to stop the engine, or None."""
+        """Hand one stdout line to whoever waits for it; a reason to stop the engine, or None.
+
+        A line that starts as an answer (``{"id":N,``, how the engine writes every answer) but
+        cannot be read fails that request only: the engine itself is fine. Anything else that is
+        not a protocol line is a real protocol break, and the engine is stopped."""
         try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            message = lenient_json.loads(line)  # a snippet cut inside an emoji: U+FFFD, not a kill
+        except ValueError:
             message = None
+        if message is None and (answer := _ANSWER_START.match(line)) is not None:
+            future = self._pending.pop(int(answer.group(1)), None)
+            if future is not None and not future.done():
+                future.set_exception(
+                    EngineFailed(f"the qmd engine's answer could not be read: {line[:120]!r}{self._stderr_tail()}")
+                )
+            return None
         if not isinstance(message, dict):
             return f"it printed something that is not a protocol line: {line[:120]!r}"
         event = message.get("event")

@@ -1,0 +1,202 @@
+"""Reliability round 3, items 1-5 of issue 22, through the real parts: the real qmd (``.tools``),
+the real CLI, ``serve`` and the thin client as subprocesses. A FAKE program only where qmd cannot
+be made to misbehave on demand (an answer line that cannot be read), named as a fake. Each test
+adds a row to the "Reliability round 3" section of tests/FAULTS.md; docs/reliability-round3.md
+explains each item, its fix and its test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from memory_router.backends import BackendContext, _settings
+from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
+
+from memory_router.config import load_config
+from memory_router.installed import load_installed
+from memory_router.router import Router
+
+from ..faults_support import (
+    command_backend,
+    faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
+    report,
+    run_cli,
+    write_setup,
+)
+
+try:
+    resolve_command(None, None, os.environ)
+    QMD_MISSING = None
+except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
+    QMD_MISSING = str(exc)
+
+needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
+ENV = {k: v for k, v in os.environ.items() if k != "CI"}
+CLI_ENV = {**ENV, "MEMORY_ROUTER_DAEMON": "off"}
+QUERY = "leader election"
+REPLACEMENT = "\ufffd"
+
+
+def row(key: str, item: int, fault: str, transport: str, outcome: str, measured: str = "") -> None:
+    report("round3", key, item=item, fault=fault, transport=transport, outcome=outcome, measured=measured)
+
+
+# --------------------------------------------------------------------------- the emoji index
+
+
+def emoji_note() -> str:
+    """A note whose snippet qmd cuts inside an emoji: qmd's snippet is the matching line and the
+    one before it, cut at 297 UTF-16 units (300 minus "..."); the emoji's high surrogate is unit
+    296 of it, so qmd prints a lone ``\\ud83d`` in its JSON."""
+    title = "# Emoji\n"
+    head = "Leader election uses randomized timeouts "
+    return title + head + "a" * (296 - len(title) - len(head)) + "\U0001f600 and then the rest of the line\n"
+
+
+@pytest.fixture(scope="module")
+def emoji_index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    base = tmp_path_factory.mktemp("round3-emoji")
+    notes = base / "notes"
+    notes.mkdir()
+    (notes / "emoji.md").write_text(emoji_note())
+    (notes / "raft.md").write_text("# Raft\n\nLeader election in raft uses terms.\n")
+    (notes / "ledger.md").write_text("# Ledger\n\nThe billing ledger closes monthly.\n")
+    settings = {"index_path": str(base / "index.sqlite"), "config_dir": str(base / "cfg"), "collections": ["kb"]}
+    backend = qmd_adapter.QmdBackend(
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base)
+    )
+    qmd_adapter.build_collection(backend.transport(), notes, "kb", "**/*.md", base / "lock")
+    return {"settings": settings, "base": base, "notes": notes}
+
+
+def qmd_setup(tmp_path: Path, settings: dict[str, Any], timeout_ms: int = 8000) -> tuple[Path, Path]:
+    """State dir + config: the chain [qmd (search), good]; good answers at 0.9 when qmd fails."""
+    good = command_backend("ok", env={"FAULT_MODE": ""})
+    state, config = write_setup(
+        tmp_path, {"qmd": {"type": "qmd", **settings}, "good": good}, ["qmd", "good"], timeout_ms=timeout_ms
+    )
+    cfg = orjson.loads(config.read_bytes())
+    cfg["rules"][0]["chain"][0]["mode"] = "search"
+    config.write_bytes(orjson.dumps(cfg))
+    return state, config
+
+
+def warm_router(tmp_path: Path, settings: dict[str, Any], timeout_ms: int = 8000) -> tuple[Router, Any]:
+    state, config = qmd_setup(tmp_path, settings, timeout_ms)
+    context = BackendContext(state_dir=state, environ=ENV, long_lived=True)
+    return Router(load_config(config), context=context), load_installed(state / "backends.json")
+
+
+def the_emoji_hit(envelope: dict[str, Any]) -> dict[str, Any]:
+    hits = [r for r in envelope["results"] if r.get("path") == "emoji.md"]
+    assert len(hits) == 1, envelope
+    return hits[0]
+
+
+# --------------------------------------------------------------------------- item 1
+
+
+@needs_qmd
+def test_1_a_split_emoji_in_qmds_json_is_replaced_not_a_lost_query_cli(emoji_index, tmp_path: Path) -> None:
+    state, config = qmd_setup(tmp_path, emoji_index["settings"])
+    run = run_cli(["query", QUERY, "--state-dir", str(state), "--config", str(config)], env=CLI_ENV)
+    assert run.returncode == 0, run.stderr
+    envelope = run.envelope
+    assert envelope["routed_to"] == "qmd" and envelope["attempts"][0]["status"] == "success", envelope["attempts"]
+    assert {r["path"] for r in envelope["results"]} == {"emoji.md", "raft.md"}
+    content = the_emoji_hit(envelope)["content"]
+    assert content.endswith("a" + REPLACEMENT + "..."), content[-20:]
+    row(
+        "1-cli",
+        1,
+        "real qmd cuts a snippet inside an emoji: a lone \\ud83d in its --json",
+        "cli",
+        f"exit 0, routed_to qmd, {envelope['result_count']} hits; the broken character is U+FFFD",
+        f"{run.wall_ms:.0f} ms wall",
+    )
+
+
+@needs_qmd
+def test_1_a_split_emoji_keeps_the_warm_engine_up(emoji_index, tmp_path: Path) -> None:
+    r, installed = warm_router(tmp_path, emoji_index["settings"])
+
+    async def main() -> None:
+        try:
+            answers = [(await r.route(q, installed)).as_dict() for q in (QUERY, QUERY, "billing ledger")]
+        finally:
+            engine = r.backend("qmd")._engine.engine
+            starts = engine.starts
+            await r.backend("qmd").aclose()
+        assert [a["routed_to"] for a in answers] == ["qmd", "qmd", "qmd"], [a["attempts"] for a in answers]
+        for answer in answers[:2]:
+            assert the_emoji_hit(answer)["content"].endswith("a" + REPLACEMENT + "...")
+        assert starts == 1  # never killed as a protocol violation, never restarted
+        row(
+            "1-engine",
+            1,
+            "real qmd engine answers with a lone \\ud83d in a snippet",
+            "engine (serve/socket/MCP)",
+            "3 queries answered by qmd, U+FFFD in the hit, the engine started once and never killed",
+        )
+
+    asyncio.run(main())
+
+
+FAKE_ENGINE = """#!{python}
+# A FAKE node (test double) standing in for the qmd engine: it speaks the engine's protocol
+# (a ready line, then one answer line per request, {{"id": N, "ok": ...}}), but its answer to
+# the first request is a line that cannot be read (cut short), something real qmd cannot be
+# made to print on demand. Every later request gets a good answer with one hit.
+import json, sys
+if sys.argv[1:] == ["--version"]:
+    print("v22.0.0")
+    sys.exit(0)
+print(json.dumps({{"event": "ready", "pid": 1}}), flush=True)
+count = 0
+for line in sys.stdin:
+    req = json.loads(line)
+    count += 1
+    if count == 1:
+        sys.stdout.write('{{"id":%d,"ok":true,"hits":[{{"file":"qmd://kb/x.md","snippet":"cut' % req["id"] + "\\n")
+    else:
+        hit = {{"file": "qmd://kb/raft.md", "score": 0.9, "line": 3, "snippet": "@@ -3,1 @@\\nLeader election"}}
+        sys.stdout.write(json.dumps({{"id": req["id"], "ok": True, "hits": [hit], "warnings": []}}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def test_1_an_unreadable_engine_line_fails_only_its_own_call(emoji_index, tmp_path: Path) -> None:
+    fake = tmp_path / "fake-node-unreadable-line"
+    fake.write_text(FAKE_ENGINE.format(python=sys.executable))
+    fake.chmod(0o755)
+    r, installed = warm_router(tmp_path, {**emoji_index["settings"], "node": str(fake)})
+
+    async def main() -> None:
+        try:
+            first = (await r.route(QUERY, installed)).as_dict()
+            second = (await r.route(QUERY, installed)).as_dict()
+            engine = r.backend("qmd")._engine.engine
+            starts, pid = engine.starts, engine._proc.pid if engine._proc else None
+        finally:
+            await r.backend("qmd").aclose()
+        attempt = first["attempts"][0]
+        assert first["routed_to"] == "good" and attempt["error_code"] == "BACKEND_ERROR", first["attempts"]
+        assert "could not be read" in attempt["error_message"], attempt["error_message"]
+        assert second["routed_to"] == "qmd", second["attempts"]
+        assert starts == 1 and pid is not None  # the same engine answered the next call
+        row(
+            "1-unreadable",
+            1,
+            "FAKE engine: one answer line cut short (cannot be read)",
+            "engine (serve/socket/MCP)",
+            "that call fails (BACKEND_ERROR, falls back); the next call is answered by the same engine",
+            attempt["error_message"][:90],
+        )
+
+    asyncio.run(main())
