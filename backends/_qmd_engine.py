@@ -145,10 +145,15 @@ class QmdEngine:
         return self.facts()
 
     async def aclose(self, grace_s: float = 2.0) -> None:
-        """Stop the engine: close its stdin (it frees its models and exits), then kill its group."""
+        """Stop the engine: close its stdin (it frees its models and exits), then kill its group.
+
+        Only this process's reader tasks and requests are ended: a request made while it closes
+        starts a new engine, whose readers and requests must survive (a replaced index)."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        tasks, self._tasks = self._tasks, []
+        pending, self._pending = self._pending, {}
         if proc.returncode is None:
             with contextlib.suppress(Exception):
                 assert proc.stdin is not None
@@ -160,10 +165,9 @@ class QmdEngine:
         _killpg(proc.pid)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 2.0)
-        self._fail_pending("the qmd engine was stopped")
-        for task in self._tasks:
+        _fail(pending, "the qmd engine was stopped")
+        for task in tasks:
             task.cancel()
-        self._tasks.clear()
 
     # ------------------------------------------------------------------ process
 
@@ -306,9 +310,7 @@ class QmdEngine:
 
     def _fail_pending(self, message: str) -> None:
         pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(EngineFailed(message))
+        _fail(pending, message)
 
     def _pending_model_work(self) -> bool:
         return bool(self._pending)
@@ -351,6 +353,12 @@ class QmdEngine:
     def _stderr_tail(self) -> str:
         lines = [ln for ln in self._stderr if ln]
         return f" (stderr: {' | '.join(lines[-3:])[-300:]})" if lines else ""
+
+
+def _fail(pending: dict[int, asyncio.Future[dict[str, Any]]], message: str) -> None:
+    for future in pending.values():
+        if not future.done():
+            future.set_exception(EngineFailed(message))
 
 
 def _killpg(pid: int) -> None:

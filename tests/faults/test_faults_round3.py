@@ -200,3 +200,49 @@ def test_1_an_unreadable_engine_line_fails_only_its_own_call(emoji_index, tmp_pa
         )
 
     asyncio.run(main())
+
+
+# --------------------------------------------------------------------------- item 4
+
+
+@needs_qmd
+def test_4_a_replaced_index_restarts_the_engine_once_for_concurrent_queries(emoji_index, tmp_path: Path) -> None:
+    import shutil
+    import time
+
+    settings = {**emoji_index["settings"], "index_path": str(tmp_path / "index.sqlite")}
+    shutil.copy(emoji_index["settings"]["index_path"], settings["index_path"])
+    timeout_ms = 5000
+    r, installed = warm_router(tmp_path, settings, timeout_ms=timeout_ms)
+
+    async def main() -> None:
+        backend = r.backend("qmd")
+        try:
+            assert (await r.route(QUERY, installed)).routed_to == "qmd"
+            engine = backend._engine.engine
+            old_pid = engine._proc.pid
+            # A fresh index file in its place (new inode), as `qmd collection add` after deleting it.
+            fresh = tmp_path / "index.sqlite.new"
+            shutil.copy(settings["index_path"], fresh)
+            os.replace(fresh, settings["index_path"])
+            started = time.monotonic()
+            answers = await asyncio.gather(*(r.route(q, installed) for q in [QUERY, "billing ledger"] * 3))
+            wall_ms = (time.monotonic() - started) * 1000
+            starts, new_pid = engine.starts, engine._proc.pid if engine._proc else None
+        finally:
+            await backend.aclose()
+        routed = [a.routed_to for a in answers]
+        assert routed == ["qmd"] * 6, [a.as_dict()["attempts"] for a in answers]
+        assert starts == 2 and new_pid not in (None, old_pid)  # restarted exactly once
+        slowest = max(a.as_dict()["attempts"][0]["duration_ms"] for a in answers)
+        assert slowest < timeout_ms
+        row(
+            "4-replaced-index",
+            4,
+            "index file replaced (new inode), then 6 concurrent queries",
+            "engine (serve/socket/MCP)",
+            "engine restarted once; all 6 answered by qmd",
+            f"slowest qmd call {slowest} ms, all 6 in {wall_ms:.0f} ms (timeout {timeout_ms} ms)",
+        )
+
+    asyncio.run(main())
