@@ -246,3 +246,336 @@ def test_4_a_replaced_index_restarts_the_engine_once_for_concurrent_queries(emoj
         )
 
     asyncio.run(main())
+
+
+# --------------------------------------------------------------------------- items 2 and 3: stdout
+
+BIG_ENV = {f"ECHO_BIG_{i}": f"{i}" * 80_000 for i in range(4)}  # the echo backend returns each as a result
+
+
+def big_setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A chain of one command backend whose answer makes a ~320 KB envelope (5x a pipe's 64 KiB)."""
+    state, config = write_setup(tmp_path, {"big": command_backend("echo", env=BIG_ENV)}, ["big"], timeout_ms=8000)
+    env = {**ENV, "OPENCLAW_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(config)}
+    for key in ("MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN"):
+        env.pop(key, None)
+    return state, config, env
+
+
+def nonblocking_pipe() -> tuple[int, int]:
+    """A pipe whose write end is O_NONBLOCK, as Node's child_process hands a child its stdout."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    return read_end, write_end
+
+
+def read_slowly(fd: int, *, until_eof: bool, first_wait_s: float = 1.0, within_s: float = 30.0) -> bytes:
+    """A slow reader: nothing for ``first_wait_s``, then 8 KiB every 10 ms."""
+    import select
+    import time
+
+    time.sleep(first_wait_s)
+    deadline = time.monotonic() + within_s
+    data = b""
+    while until_eof or b"\n" not in data:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(fd, 8192)
+        if not chunk:
+            break
+        data += chunk
+        time.sleep(0.01)
+    return data
+
+
+def assert_whole_big_envelope(data: bytes) -> dict[str, Any]:
+    assert data.endswith(b"\n"), f"truncated: {len(data)} bytes, ends {data[-40:]!r}"
+    envelope = orjson.loads(data)
+    contents = {r["content"] for r in envelope["results"]}
+    assert {f"ECHO_BIG_{i}={str(i) * 80_000}" for i in range(4)} <= contents
+    return envelope
+
+
+def test_2_query_writes_its_whole_answer_to_a_slow_nonblocking_reader(tmp_path: Path) -> None:
+    import subprocess
+
+    state, config, env = big_setup(tmp_path)
+    read_end, write_end = nonblocking_pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_router", "query", "auth", "--limit", "50", "--daemon", "off"],
+        stdin=subprocess.DEVNULL,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(write_end)
+    try:
+        data = read_slowly(read_end, until_eof=True)
+        code = proc.wait(30)
+    finally:
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    envelope = assert_whole_big_envelope(data)
+    assert code == 0, stderr
+    row(
+        "2-cli",
+        2,
+        "stdout an O_NONBLOCK pipe, reader idle 1 s then slow",
+        "cli (in-process)",
+        f"exit 0, the whole envelope ({envelope['result_count']} results)",
+        f"{len(data)} bytes",
+    )
+
+
+def test_2_the_thin_client_writes_its_whole_answer_to_a_slow_nonblocking_reader(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    from memory_router import client
+
+    state, config, env = big_setup(tmp_path)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "memory_router", "serve", "--socket", "--no-reload"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    )
+    read_end, write_end = nonblocking_pipe()
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with client.Connection(str(state / "router.sock")) as conn:
+                    conn.hello()
+                break
+            except client.DaemonError:
+                assert daemon.poll() is None and time.monotonic() < deadline, "serve --socket did not start"
+                time.sleep(0.05)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memory_router", "query", "auth", "--limit", "50", "--daemon", "require"],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+        )
+        os.close(write_end)
+        write_end = -1
+        data = read_slowly(read_end, until_eof=True)
+        code = proc.wait(30)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+        daemon.terminate()
+        daemon.wait(30)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    envelope = assert_whole_big_envelope(data)
+    assert code == 0, stderr
+    assert "routing in-process" not in stderr  # the daemon answered
+    row(
+        "2-client",
+        2,
+        "stdout an O_NONBLOCK pipe, reader idle 1 s then slow",
+        "thin client (daemon answers)",
+        f"exit 0, the whole envelope ({envelope['result_count']} results)",
+        f"{len(data)} bytes",
+    )
+
+
+def start_serve(env: dict[str, str], stdout: int, stderr: int, *extra: str) -> Any:
+    import subprocess
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "memory_router", "serve", "--no-reload", *extra],
+        stdin=subprocess.PIPE,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+    )
+
+
+def test_2_serve_waits_for_a_slow_nonblocking_reader(tmp_path: Path) -> None:
+    import subprocess
+
+    state, config, env = big_setup(tmp_path)
+    read_end, write_end = nonblocking_pipe()
+    proc = start_serve(env, write_end, subprocess.PIPE)
+    os.close(write_end)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b'{"id": 1, "query": "auth", "limit": 50}\n{"id": 2, "query": "auth", "limit": 50}\n')
+        proc.stdin.flush()
+        first = read_slowly(read_end, until_eof=False)
+        proc.stdin.close()
+        rest = read_slowly(read_end, until_eof=True, first_wait_s=0.5)
+        code = proc.wait(30)
+    finally:
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    lines = (first + rest).splitlines(keepends=True)
+    assert len(lines) == 2, (len(first + rest), stderr)
+    ids = sorted(assert_whole_big_envelope(line)["id"] for line in lines)
+    assert ids == [1, 2] and code == 0, stderr
+    row(
+        "2-serve",
+        2,
+        "stdout an O_NONBLOCK pipe, reader idle 1 s then slow",
+        "serve (stdin)",
+        "both ~320 KB responses whole; EOF then exit 0",
+        f"{len(first + rest)} bytes",
+    )
+
+
+def test_2_serve_gives_up_on_a_reader_that_takes_nothing_within_the_write_timeout(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    state, config, env = big_setup(tmp_path)
+    read_end, write_end = nonblocking_pipe()
+    proc = start_serve(env, write_end, subprocess.PIPE, "--write-timeout-ms", "1000")
+    os.close(write_end)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b'{"id": 1, "query": "auth", "limit": 50}\n')
+        proc.stdin.flush()
+        started = time.monotonic()
+        code = proc.wait(30)  # stdin still open: it stops by itself
+        waited = time.monotonic() - started
+    finally:
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert code == 1 and "took no data for 1 s" in stderr, stderr
+    row(
+        "2-serve-stalled",
+        2,
+        "stdout an O_NONBLOCK pipe nobody reads (--write-timeout-ms 1000)",
+        "serve (stdin)",
+        "exit 1 with 'cannot write to standard output: its reader took no data for 1 s'",
+        f"exited {waited:.1f} s after the request",
+    )
+
+
+# --------------------------------------------------------------------------- item 3
+
+
+def engine_pids(marker: str) -> list[int]:
+    """Live qmd engine processes (node qmd_engine.mjs) whose command line names ``marker``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"qmd_engine.mjs" in cmdline and marker.encode() in cmdline and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def wait_for(predicate: Any, within_s: float) -> Any:
+    import time
+
+    deadline = time.monotonic() + within_s
+    while not (value := predicate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
+def serve_qmd(emoji_index: dict[str, Any], tmp_path: Path) -> tuple[list[str], str]:
+    """serve's arguments for the chain [qmd (warm engine), good], and the marker of its engine."""
+    import shutil
+
+    index = tmp_path / "index.sqlite"
+    shutil.copy(emoji_index["settings"]["index_path"], index)
+    state, config = qmd_setup(tmp_path, {**emoji_index["settings"], "index_path": str(index)})
+    return ["--state-dir", str(state), "--config", str(config)], str(index)
+
+
+@needs_qmd
+def test_3_serve_exits_after_a_failed_stdout_write_and_closes_its_engine(emoji_index, tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    args, marker = serve_qmd(emoji_index, tmp_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader of serve's stdout is gone
+    proc = start_serve(ENV, write_end, subprocess.PIPE, *args)
+    os.close(write_end)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(orjson.dumps({"id": 1, "query": QUERY}) + b"\n")
+        proc.stdin.flush()
+        engines = wait_for(lambda: engine_pids(marker), 20)
+        assert engines, "the qmd engine never started"
+        started = time.monotonic()
+        code = proc.wait(20)  # stdin still open: the write error alone stops it
+        waited = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert code == 1 and "cannot write to standard output: its reader is gone" in stderr, stderr
+    assert wait_for(lambda: not engine_pids(marker), 5)  # the engine was closed, not left running
+    row(
+        "3-stdout-gone",
+        3,
+        "serve's stdout reader gone (EPIPE) while its qmd engine runs",
+        "serve (stdin)",
+        "exit 1 without waiting for stdin EOF; 'cannot write to standard output' on stderr; engine closed",
+        f"exited {waited:.1f} s after the engine started",
+    )
+
+
+@needs_qmd
+def test_3_sigterm_is_honoured_with_stderr_broken_and_the_engine_is_closed(emoji_index, tmp_path: Path) -> None:
+    import select
+    import signal
+    import subprocess
+    import time
+
+    args, marker = serve_qmd(emoji_index, tmp_path)
+    err_read, err_write = os.pipe()
+    proc = start_serve(ENV, subprocess.PIPE, err_write, *args)
+    os.close(err_write)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        ready = b""
+        while b"ready" not in ready and select.select([err_read], [], [], 30)[0]:
+            ready += os.read(err_read, 4096)
+        assert b"ready" in ready
+        os.close(err_read)  # now its stderr is broken too
+        proc.stdin.write(orjson.dumps({"id": 1, "query": QUERY}) + b"\n")
+        proc.stdin.flush()
+        assert select.select([proc.stdout], [], [], 30)[0]
+        answer = orjson.loads(proc.stdout.readline())
+        assert answer["routed_to"] == "qmd", answer["attempts"]
+        assert engine_pids(marker)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(20)
+        waited = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0
+    assert wait_for(lambda: not engine_pids(marker), 5)
+    row(
+        "3-sigterm-stderr-broken",
+        3,
+        "SIGTERM to serve whose stderr reader is gone, qmd engine running",
+        "serve (stdin)",
+        "exit 0 (a signal's stop); engine closed",
+        f"exited {waited:.2f} s after SIGTERM",
+    )
