@@ -7,14 +7,13 @@ waits for room (``poll``) and goes on, and gives up only when the reader takes n
 ``stall_s`` seconds (:data:`WRITE_TIMEOUT_S` by default) or is gone (``EPIPE``): then it raises,
 and the caller exits non-zero with a message instead of leaving truncated JSON behind an exit 0.
 
-Standard library only (``os``, ``select``, ``time``): the thin client and the one-shot CLI use it.
+Standard library only (``os``, ``time``; ``select`` once a reader is slow): the thin client and the one-shot CLI use it.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import select
 import time
 from collections.abc import Callable
 
@@ -57,6 +56,8 @@ def write_all(
                 errno.ETIMEDOUT,
                 f"its reader took no data for {stall_s:g} s ({total - len(view)} of {total} bytes written)",
             )
+        import select  # only once the reader is slow: not on every answer's path
+
         poller = select.poll()
         poller.register(fd, select.POLLOUT)
         poller.poll(max(1, int(left * 1000)))  # POLLERR/POLLHUP too: the next write says EPIPE

@@ -579,3 +579,52 @@ def test_3_sigterm_is_honoured_with_stderr_broken_and_the_engine_is_closed(emoji
         "exit 0 (a signal's stop); engine closed",
         f"exited {waited:.2f} s after SIGTERM",
     )
+
+
+# --------------------------------------------------------------------------- item 5
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_5_a_signal_to_a_one_shot_query_kills_the_backends_process_group(tmp_path: Path, name: str, code: int) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from ..faults_support import wait_no_leftovers
+
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    # The backend hangs (it ignores SIGTERM and has a grandchild) in its own session.
+    state, config = write_setup(tmp_path, {"hang": command_backend("hang", piddir=piddir)}, ["hang"], timeout_ms=60_000)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_router", "query", "auth", "--state-dir", str(state), "--config", str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=CLI_ENV,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not list(piddir.glob("*.pids")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert list(piddir.glob("*.pids")), "the backend never started"
+        started = time.monotonic()
+        proc.send_signal(getattr(signal, name))
+        returncode = proc.wait(20)
+        waited_ms = (time.monotonic() - started) * 1000
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = wait_no_leftovers(piddir)
+    assert returncode == code, err.decode()
+    assert left == [], f"backend processes still running after {name}: {left}"
+    assert f"{name}" in err.decode() and "Traceback" not in err.decode(), err.decode()
+    row(
+        f"5-{name}",
+        5,
+        f"{name} to a one-shot query while its backend hangs (own session, grandchild, ignores SIGTERM)",
+        "cli (in-process)",
+        f"exit {code}; the backend's whole process group killed, 0 left",
+        f"exited {waited_ms:.0f} ms after the signal",
+    )
