@@ -10,14 +10,13 @@ Nothing is printed on stdout: the query was abandoned, not answered. In-process 
 (threads: Total Recall, Lossless) end with the process.
 
 Cold start: ``_signal`` (the built-in module under ``signal``, without its enum classes) and
-nothing else is imported until a signal arrives.
+nothing else (not even ``typing``) is imported until a signal arrives.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 _HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")  # exit 128 + number: 130, 143, 129 on Linux
 _by_number: dict[int, str] = {}  # filled by install()
@@ -38,7 +37,7 @@ def install() -> None:
             _signal.signal(number, _on_signal)
 
 
-def _on_signal(signum: int, frame: Any) -> None:
+def _on_signal(signum: int, frame: object) -> None:
     groups = sys.modules.get("memory_router.backends._groups")
     if groups is None:  # no backend program was ever started here
         _leave(signum)

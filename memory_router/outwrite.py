@@ -15,7 +15,10 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Callable
+
+TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 WRITE_TIMEOUT_S = 30.0
 """How long a reader of our stdout may take no byte at all before we give up on it."""
