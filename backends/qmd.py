@@ -288,10 +288,12 @@ class EngineTransport:
                 f"no qmd index at {self.index_file}. Create it with `qmd collection add <folder> --name <name>` "
                 "(with the same INDEX_PATH/--index), or point backends.qmd.index_path in router-config.json at it."
             )
-        identity = (st.st_dev, st.st_ino)
-        if self._index_id is not None and identity != self._index_id:
-            await self.engine.aclose()
+        identity, known = (st.st_dev, st.st_ino), self._index_id
+        # Noted before the restart: concurrent calls that see the new file meanwhile go on to the
+        # restarted engine instead of each closing it again.
         self._index_id = identity
+        if known is not None and identity != known:
+            await self.engine.aclose()
         return None
 
     async def search(

@@ -3,10 +3,14 @@
 JSON goes to stdout, human diagnostics to stderr. Exit codes:
 
 * 0 - the query was answered: status ``success``, ``partial`` or ``empty``
-* 1 - status ``error``: every backend failed, or none in the chain is usable
+* 1 - status ``error``: every backend failed, or none in the chain is usable; or the answer
+  could not be written whole to stdout (reader gone, or no data taken for 30 s; see
+  :mod:`.outwrite`), with the reason on stderr
 * 2 - usage or configuration error (bad flag, empty/oversized query, invalid UTF-8,
   missing or malformed backends.json / router-config.json); an error envelope is still printed
   by ``query`` so a caller parsing stdout always gets JSON
+* 130 / 143 / 129 - ``query`` interrupted by SIGINT / SIGTERM / SIGHUP: the backend call is
+  cancelled and its process group killed, nothing is printed on stdout (:mod:`.interrupt`)
 """
 
 from __future__ import annotations

@@ -81,9 +81,9 @@ def _emit(envelope_line: bytes, pretty: bool) -> None:
         import orjson
 
         envelope_line = orjson.dumps(orjson.loads(envelope_line), option=orjson.OPT_INDENT_2)
-    out = sys.stdout.buffer
-    out.write(envelope_line + b"\n")
-    out.flush()
+    from .outwrite import emit  # whole, even to a non-blocking pipe; else exit 1 with the reason
+
+    emit(envelope_line + b"\n")
 
 
 def _error_envelope(query: str, code: str, message: str) -> bytes:

@@ -35,8 +35,9 @@ def say(message: str) -> None:
 
 
 def write_json(data: bytes) -> None:
-    sys.stdout.buffer.write(data + b"\n")
-    sys.stdout.buffer.flush()
+    from .outwrite import emit  # whole, even to a non-blocking pipe; else exit 1 with the reason
+
+    emit(data + b"\n")
 
 
 class Session:

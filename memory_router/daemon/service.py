@@ -335,4 +335,28 @@ class Service:
 
 
 def _stderr(message: str) -> None:
-    print(f"memory-router serve: {message}", file=sys.stderr, flush=True)
+    try:
+        print(f"memory-router serve: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        # Nobody reads our stderr any more (EPIPE, closed). A diagnostic must never stop the
+        # daemon (a signal handler says why it stops), and the buffered text must not fail the
+        # interpreter's last flush: later diagnostics go nowhere.
+        _drop_stderr()
+
+
+def _drop_stderr() -> None:
+    import os
+
+    broken = sys.stderr
+    sink = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - replaces sys.stderr for good
+    sys.stderr = sink
+    if sys.stdout is broken:  # serve's stdio transport points sys.stdout at stderr
+        sys.stdout = sink
+    # Marked closed, it drops what it still buffers instead of failing the interpreter's last
+    # flush; fd 2 itself stays open (the standard streams' files have closefd=False).
+    raw = getattr(getattr(broken, "buffer", None), "raw", getattr(broken, "buffer", None))
+    if raw is not None and getattr(raw, "closefd", True) is False:
+        try:
+            raw.close()
+        except (OSError, ValueError):
+            pass
