@@ -145,7 +145,7 @@ def query(
 @common_options
 def route(query: str, as_json: bool, **kw: Any) -> None:
     """Dry run: show the rule QUERY matches and the chain it would try. Calls no backend."""
-    import orjson
+    from . import jsonout
 
     try:
         session = Session(Options(**kw))
@@ -154,7 +154,7 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
         say(str(exc))
         sys.exit(exc.exit_code)
     if as_json:
-        write_json(orjson.dumps(plan.as_dict()))
+        write_json(jsonout.dumps(plan.as_dict()))
         return
     m = plan.match
     how = (
@@ -180,8 +180,7 @@ def _fmt_step(step: Any) -> str:
 @common_options
 def backends(as_json: bool, **kw: Any) -> None:
     """Each configured backend: its state in backends.json and whether it can run here."""
-    import orjson
-
+    from . import jsonout
     from .errors import BackendsFileMissing
 
     try:
@@ -216,7 +215,7 @@ def backends(as_json: bool, **kw: Any) -> None:
         if row["backend"] in running:
             row["daemon"] = running[row["backend"]]
     if as_json:
-        write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
+        write_json(jsonout.dumps({"backends_json": str(session.backends_path), "backends": rows}))
         return
     from .daemon.control import describe_runtime
 

@@ -8,7 +8,10 @@ tests/FAULTS.md; docs/reliability-round3-b.md describes each item."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+
+import pytest
 
 from memory_router.envelope import Envelope
 
@@ -59,4 +62,120 @@ def test_limit_caps_the_results_of_a_backend_that_ignores_it(tmp_path: Path) -> 
         "1 result, the best one (result_count 1, normalized_relevance 0.9); the daemon's `limit: 3` gives the "
         "3 best; no limit: result_limit (10)",
         "was: 30 results, result_count 30",
+    )
+
+
+# --------------------------------------------------------------------------- 6. non-UTF-8 names
+
+BAD = b"bad\xffname.md"
+BAD_SHOWN = "memory/registers/bad\\xffname.md"  # the byte escaped, as Python's backslashreplace
+
+
+def _totalrecall_setup(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A Total Recall tree holding a good note and one whose file name is not UTF-8."""
+    registers = tmp_path / "proj" / "memory" / "registers"
+    registers.mkdir(parents=True)
+    (registers / "good.md").write_text("# auth\n\nauth token rotation notes\n")
+    with open(os.path.join(os.fsencode(registers), BAD), "w") as f:
+        f.write("# auth\n\nauth middleware notes\n")
+    backends = {"totalrecall": {"type": "totalrecall", "root": str(tmp_path / "proj")}}
+    state, config = write_setup(tmp_path, backends, ["totalrecall"])
+    state.chmod(0o700)
+    return state, config, ["--state-dir", str(state), "--config", str(config)]
+
+
+def _paths(envelope: dict) -> list[str]:
+    return sorted(r["path"] for r in envelope["results"])
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_escaped(tmp_path: Path) -> None:
+    state, config, args = _totalrecall_setup(tmp_path)
+    cli = run_cli(["query", "auth", *args], env=_env())
+    assert cli.returncode == 0 and b"Traceback" not in cli.stderr, cli.stderr
+    Envelope.from_dict(cli.envelope)
+    assert _paths(cli.envelope) == [BAD_SHOWN, "memory/registers/good.md"]  # the other hit is not lost
+
+    daemon = run_daemon(args, [{"id": 7, "query": "auth"}])
+    (answer,) = daemon.responses
+    assert (answer["id"], answer["status"], _paths(answer)) == (7, "success", [BAD_SHOWN, "memory/registers/good.md"])
+    assert daemon.exit_code == 0 and b"internal error" not in daemon.stderr
+    row(
+        "22.6-name",
+        "#22.6: a Total Recall memory file named `bad\\xffname.md` (not UTF-8) next to a good one",
+        "cli, daemon",
+        f"exit 0, both hits; the path reads `{BAD_SHOWN}`; `serve` echoes the id",
+        "was: traceback (surrogates not allowed), exit 1, no output; serve: INTERNAL_ERROR with id null",
+    )
+
+
+def test_a_name_that_is_not_utf8_through_the_socket_daemon_and_the_thin_client(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from memory_router import client
+
+    state, config, args = _totalrecall_setup(tmp_path)
+    env = _env(MEMORY_ROUTER_DAEMON="require")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_router", "serve", "--socket", "--no-reload", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with client.Connection(str(state / "router.sock")) as conn:
+                    conn.hello()
+                break
+            except client.DaemonError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        run = run_cli(["query", "auth", *args], env=env)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr
+    assert _paths(run.envelope) == [BAD_SHOWN, "memory/registers/good.md"]
+    assert b"internal error" not in err
+    row(
+        "22.6-client",
+        "#22.6: the same tree queried through `serve --socket` by the thin client (`--daemon require`)",
+        "socket daemon",
+        "exit 0, both hits from the daemon (no in-process retry)",
+        "was: INTERNAL_ERROR, then the in-process retry crashed",
+    )
+
+
+@pytest.mark.parametrize("flag", ["--config", "--backends-json", "--state-dir"])
+def test_a_flag_naming_a_path_that_is_not_utf8_gets_an_envelope(tmp_path: Path, flag: str) -> None:
+    state, config = write_setup(tmp_path, {"echo": command_backend("echo")}, ["echo"])
+    state.chmod(0o700)
+    odd = os.fsdecode(os.fsencode(tmp_path) + b"/odd\xffname")  # does not exist
+    given = {"--state-dir": str(state), "--config": str(config), flag: odd}
+    args = [a for pair in given.items() for a in pair]
+    run = run_cli(["query", "auth", *args], env=_env())
+    assert b"Traceback" not in run.stderr, run.stderr
+    envelope = run.envelope
+    Envelope.from_dict(envelope)
+    code = {"--config": "CONFIG_INVALID", "--backends-json": "BACKENDS_JSON_MISSING", "--state-dir": None}[flag]
+    if code is None:  # a state dir that does not exist: no backends.json there
+        code = "BACKENDS_JSON_MISSING"
+    assert (run.returncode, envelope["status"], envelope["error_code"]) == (2, "error", code)
+    assert "odd\\xffname" in envelope["error_message"]
+    outcome = f"exit 2, {code} envelope naming `.../odd\\xffname`"
+    if flag == "--state-dir":  # the thin client's own envelope (no daemon at that path) too
+        client = run_cli(["query", "auth", *args], env=_env(MEMORY_ROUTER_DAEMON="require"))
+        refused = client.envelope  # valid UTF-8 JSON (was: the surrogate written as CESU bytes)
+        assert (client.returncode, refused["error_code"]) == (2, "DAEMON_UNAVAILABLE")
+        assert "odd\\xffname" in refused["error_message"]
+        outcome += "; `--daemon require`: DAEMON_UNAVAILABLE, valid UTF-8"
+    row(
+        f"22.6-flag-{flag}",
+        f"#22.6: `query auth {flag} <tmp>/odd\\xffname` (the path is not UTF-8 and does not exist)",
+        "cli",
+        outcome,
+        "was: traceback (surrogates not allowed), exit 1, no output",
     )
