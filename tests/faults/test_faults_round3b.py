@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from memory_router.envelope import Envelope
@@ -178,4 +179,100 @@ def test_a_flag_naming_a_path_that_is_not_utf8_gets_an_envelope(tmp_path: Path, 
         "cli",
         outcome,
         "was: traceback (surrogates not allowed), exit 1, no output",
+    )
+
+
+# --------------------------------------------------------------------------- 8. a client that goes away
+
+
+def _socket_daemon(args: list[str]):
+    import subprocess
+    import time
+
+    from memory_router import client
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_router", "serve", "--socket", "--no-reload", *args],
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    sock = Path(args[args.index("--state-dir") + 1]) / "router.sock"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with client.Connection(str(sock)) as conn:
+                conn.hello()
+            return proc, sock
+        except client.DaemonError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(proc.communicate()[1].decode()) from None
+            time.sleep(0.05)
+
+
+def _started(piddir: Path, count: int, within_s: float = 10.0) -> list[int]:
+    """The pgids of the first ``count`` backend processes that recorded themselves in ``piddir``."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while len(records := sorted(piddir.glob("*.pids"))) < count:
+        assert time.monotonic() < deadline, "the backend never started"
+        time.sleep(0.01)
+    return [int(r.read_text().split()[1]) for r in records]
+
+
+def test_a_socket_client_that_disconnects_has_its_backend_killed(tmp_path: Path) -> None:
+    import signal
+    import socket
+    import time
+
+    from ..faults_support import group_members
+
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    # A backend that takes 3 s (its timeout is 8 s), recording its process group.
+    slow = command_backend("slow", "--delay-ms", "3000", piddir=piddir)
+    state, config = write_setup(tmp_path, {"slow": slow}, ["slow"], timeout_ms=8000)
+    state.chmod(0o700)
+    proc, path = _socket_daemon(["--state-dir", str(state), "--config", str(config)])
+    try:
+        # 1. The client sends its request and is killed mid-request (its socket closes).
+        gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        gone.connect(str(path))
+        gone.sendall(b'{"id": 1, "query": "auth"}\n')
+        (pgid,) = _started(piddir, 1)
+        closed = time.perf_counter()
+        gone.close()
+        while [m for m in group_members(pgid) if m[1] != "Z"] and time.perf_counter() - closed < 5:
+            time.sleep(0.01)
+        killed_ms = (time.perf_counter() - closed) * 1000
+        assert not [m for m in group_members(pgid) if m[1] != "Z"], "the backend ran on"
+        assert killed_ms < 1000, killed_ms
+
+        # 2. A client that only half-closes (shutdown SHUT_WR: "no more requests") still gets its answer.
+        polite = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        polite.connect(str(path))
+        polite.sendall(b'{"id": 2, "query": "auth"}\n')
+        polite.shutdown(socket.SHUT_WR)
+        polite.settimeout(20)
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = polite.recv(65536)
+            assert chunk, "no answer"
+            answer += chunk
+        polite.close()
+        response = orjson.loads(answer)
+        assert (response["id"], response["status"], response["routed_to"]) == (2, "success", "slow")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    row(
+        "22.8-disconnect",
+        "#22.8: a `serve --socket` client sends a query (its backend takes 3 s, timeout 8 s) and disconnects",
+        "socket daemon",
+        "the request is cancelled and the backend's process group killed; a client that only half-closes "
+        "(SHUT_WR) still gets its answer",
+        f"group gone {killed_ms:.0f} ms after the disconnect (was: ran on to its end, 4.6 s observed)",
     )
