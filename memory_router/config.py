@@ -99,6 +99,14 @@ class CooldownConfig(NamedTuple):
     seconds: float
 
 
+# The defaults of router-config.json's optional settings: config_schema declares its fields with
+# them, and the compiled cache (config_cache, which must not import pydantic) fills absent keys.
+DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"threshold": 0.4, "timeout_ms": 5000, "result_limit": 10, "max_query_chars": 4096, "regex_timeout_ms": 50}
+)
+COOLDOWN_DEFAULT = CooldownConfig(failures=3, seconds=30.0)
+
+
 # A NamedTuple, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
 class RouterConfig(NamedTuple):
     """Everything router-config.json says, validated and compiled. Immutable."""

@@ -276,3 +276,130 @@ def test_a_socket_client_that_disconnects_has_its_backend_killed(tmp_path: Path)
         "(SHUT_WR) still gets its answer",
         f"group gone {killed_ms:.0f} ms after the disconnect (was: ran on to its end, 4.6 s observed)",
     )
+
+
+# --------------------------------------------------------------------------- 7. the config cache
+
+
+def _cache_setup(tmp_path: Path, **config: object) -> tuple[Path, Path, list[str]]:
+    """Rule 1 (strong signal `auth`) -> backend `rule1`; the default rule -> backend `default`."""
+    backends = {"rule1": command_backend("ok"), "default": command_backend("ok", "--relevance", "0.5")}
+    state, path = write_setup(tmp_path, backends, ["default"], **config)
+    data = orjson.loads(path.read_bytes())
+    data["rules"].insert(0, {"number": 1, "id": "auth", "strong": ["\\bauth\\b"], "chain": [{"backend": "rule1"}]})
+    path.write_bytes(orjson.dumps(data))
+    state.chmod(0o700)
+    return state, path, ["--state-dir", str(state), "--config", str(path)]
+
+
+def _old_body(threshold: float = 0.4, **changes: object) -> dict:
+    """What the cache used to hold besides its key: the compiled config of _cache_setup's file."""
+    rule1 = ["\\bauth\\b"]
+    body: dict = {
+        "threshold": threshold,
+        "timeout_ms": 800,
+        "result_limit": 10,
+        "max_query_chars": 4096,
+        "regex_timeout_ms": 50,
+        "deadline_ms": None,
+        "cooldown": [3, 30.0],
+        "rules": [
+            {
+                "number": 1,
+                "id": "auth",
+                "description": "",
+                "strong_sources": rule1,
+                "weak_sources": [],
+                "strong_regex": "(?P<s0>\\bauth\\b)",
+                "weak_regex": None,
+                "chain": [["rule1", None]],
+            },
+            {
+                "number": 7,
+                "id": "default",
+                "description": "",
+                "strong_sources": [],
+                "weak_sources": [],
+                "strong_regex": None,
+                "weak_regex": None,
+                "chain": [["default", None]],
+            },
+        ],
+        "backends": [["rule1", "command"], ["default", "command"]],
+    }
+    return {**body, **changes}
+
+
+def _first_rule(**changes: object) -> dict:
+    return {"rules": [{**_old_body()["rules"][0], **changes}, _old_body()["rules"][1]]}
+
+
+BAD_BODIES = {
+    "cooldown []": {"cooldown": []},
+    "invalid strong_regex": _first_rule(strong_regex="(?P<s0>\\bauth("),
+    "regex_timeout_ms 0": {"regex_timeout_ms": 0},
+    "threshold 7 (out of range)": {"threshold": 7.0},
+    "threshold 0.95 (in range, not the config's)": {"threshold": 0.95},
+    "rule 1's chain swapped": _first_rule(chain=[["default", None]]),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_BODIES))
+def test_a_cache_with_the_right_key_and_a_bad_body_is_not_trusted(tmp_path: Path, bad: str) -> None:
+    from memory_router import config_cache
+
+    state, path, args = _cache_setup(tmp_path)
+    first = run_cli(["query", "auth", *args], env=_env())
+    assert (first.returncode, first.envelope["routed_to"]) == (0, "rule1"), first.stderr
+    cache = state / config_cache.CACHE_NAME
+    key = orjson.loads(cache.read_bytes())["key"]
+    # A cache whose key matches this config (and this code) but whose body says something else.
+    cache.write_bytes(orjson.dumps({"format": config_cache.FORMAT, "key": key, "config": _old_body(**BAD_BODIES[bad])}))
+    for attempt in range(2):  # and it stays right: the bad cache is not trusted the next time either
+        run = run_cli(["query", "auth", *args], env=_env())
+        assert b"Traceback" not in run.stderr, run.stderr
+        envelope = run.envelope
+        assert (run.returncode, envelope["status"], envelope["routed_to"]) == (0, "success", "rule1"), attempt
+        assert envelope["rule"]["number"] == 1
+    row(
+        f"22.7-body-{bad}",
+        f"#22.7: the config cache under its right key, its body tampered: {bad}",
+        "cli",
+        "the query routes by the config file's rule 1 (success), twice: the cache holds nothing but the key "
+        "now, the config is compiled from the file's own bytes",
+        "was: a crash on every query, or the wrong rule",
+    )
+
+
+def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path: Path) -> None:
+    import statistics
+
+    from memory_router import config_cache
+
+    state, path, args = _cache_setup(tmp_path)
+    data = orjson.loads(path.read_bytes())
+    data["rules"][0]["description"] = "a long note. " * 62_000  # ~800 KB of config
+    path.write_bytes(orjson.dumps(data))
+    assert 780_000 < path.stat().st_size < 1_000_000
+    first = run_cli(["query", "auth", *args], env=_env())
+    assert (first.returncode, first.envelope["routed_to"]) == (0, "rule1"), first.stderr
+    cache = state / config_cache.CACHE_NAME
+    written = cache.stat()
+    assert written.st_size <= config_cache.MAX_CACHE_BYTES
+    walls = []
+    for _ in range(3):
+        run = run_cli(["query", "auth", *args], env=_env())
+        assert (run.returncode, run.envelope["routed_to"]) == (0, "rule1")
+        walls.append(run.wall_ms)
+    after = cache.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)  # read, never rewritten
+    off = [run_cli(["query", "auth", *args], env=_env(MEMORY_ROUTER_CONFIG_CACHE="off")).wall_ms for _ in range(3)]
+    row(
+        "22.7-size",
+        "#22.7: an 800 KB router-config.json (a long rule description)",
+        "cli",
+        f"the cache ({written.st_size // 1024} KiB, under the {config_cache.MAX_CACHE_BYTES // 1024} KiB cap) is "
+        "read by each later query and never rewritten",
+        f"query {statistics.median(walls):.0f} ms wall (median of 3; cache off: {statistics.median(off):.0f} ms); "
+        "was: a 1.6 MB cache, never read, rewritten on every query",
+    )
