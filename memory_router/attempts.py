@@ -163,7 +163,7 @@ def _settled(
     backend: Backend, request: BackendRequest, response: object, started: float
 ) -> tuple[BackendResponse, int]:
     elapsed = int((time.perf_counter() - started) * 1000)
-    checked = _sane(backend.name, request.query, response)
+    checked = _capped(_sane(backend.name, request.query, response), request.limit)
     if checked.status == "success" and not checked.results:
         checked = checked.replace(status="empty", normalized_relevance=0.0)
     return checked, elapsed
@@ -200,6 +200,19 @@ def _sane(name: str, query: str, response: object) -> BackendResponse:
     if response.status == "error" and response.results:
         return response.replace(results=(), result_count=0, normalized_relevance=0.0)
     return response
+
+
+def _capped(response: BackendResponse, limit: int) -> BackendResponse:
+    """At most ``limit`` results, whatever the backend sent (a command backend's program may
+    ignore ``{limit}``): the ``limit`` most relevant, in the backend's order (a tie keeps the
+    earlier one). ``result_count`` counts what is kept; ``normalized_relevance`` is unchanged:
+    it is the best result's (the best is always kept) or the backend's own figure."""
+    results = response.results
+    if len(results) <= limit and response.result_count <= limit:
+        return response
+    best = sorted(range(len(results)), key=lambda i: -results[i].relevance)[:limit]
+    kept = tuple(results[i] for i in sorted(best))
+    return response.replace(results=kept, result_count=len(kept))
 
 
 # One call for a driver to make: the backend, the request and the timeout it is given.

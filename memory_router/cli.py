@@ -149,7 +149,7 @@ def query(
 @common_options
 def route(query: str, as_json: bool, **kw: Any) -> None:
     """Dry run: show the rule QUERY matches and the chain it would try. Calls no backend."""
-    import orjson
+    from . import jsonout
 
     try:
         session = Session(Options(**kw))
@@ -158,7 +158,7 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
         say(str(exc))
         sys.exit(exc.exit_code)
     if as_json:
-        write_json(orjson.dumps(plan.as_dict()))
+        write_json(jsonout.dumps(plan.as_dict()))
         return
     m = plan.match
     how = (
@@ -188,8 +188,7 @@ def _fmt_step(step: Any) -> str:
 @common_options
 def backends(as_json: bool, **kw: Any) -> None:
     """Each configured backend: its state in backends.json and whether it can run here."""
-    import orjson
-
+    from . import jsonout
     from .errors import BackendsFileMissing
 
     try:
@@ -213,7 +212,7 @@ def backends(as_json: bool, **kw: Any) -> None:
             row["daemon"] = running[row["backend"]]
     if as_json:
         about = {"source": calibration.source, "active": calibration.active, "problem": calibration.problem}
-        write_json(orjson.dumps({"backends_json": str(session.backends_path), "calibration": about, "backends": rows}))
+        write_json(jsonout.dumps({"backends_json": str(session.backends_path), "calibration": about, "backends": rows}))
         return
     from .daemon.control import describe_runtime
 

@@ -89,6 +89,11 @@ def _emit(envelope_line: bytes, pretty: bool) -> None:
 def _error_envelope(query: str, code: str, message: str) -> bytes:
     import json
 
+    if not (query.isascii() and message.isascii()):  # a path that is not UTF-8: escaped, as in-process
+        from .jsonout import printable
+
+        query, message = printable(query), printable(message)
+
     return json.dumps(
         {
             "query_echo": query,
@@ -109,7 +114,7 @@ def _error_envelope(query: str, code: str, message: str) -> bytes:
         },
         ensure_ascii=False,
         separators=(",", ":"),
-    ).encode("utf-8", "surrogatepass")
+    ).encode("utf-8")
 
 
 def daemon_mode(flag: str | None = None) -> str:

@@ -14,7 +14,7 @@ naming the file, the field path (``rules[2] (relationship).strong[3]``) and the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -99,6 +99,23 @@ class CooldownConfig(NamedTuple):
     seconds: float
 
 
+# The defaults of router-config.json's optional settings: config_schema declares its fields with
+# them, and the compiled cache (config_cache, which must not import pydantic) fills absent keys.
+DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "threshold": 0.4,
+        "timeout_ms": 5000,
+        "result_limit": 10,
+        "max_query_chars": 4096,
+        "regex_timeout_ms": 50,
+        "table": "extended",
+        "strategy": "sequential",
+        "calibration": "packaged",
+    }
+)
+COOLDOWN_DEFAULT = CooldownConfig(failures=3, seconds=30.0)
+
+
 # A NamedTuple, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
 class RouterConfig(NamedTuple):
     """Everything router-config.json says, validated and compiled. Immutable."""
@@ -113,10 +130,10 @@ class RouterConfig(NamedTuple):
     backends: Mapping[str, BackendConfig]
     deadline_ms: int | None = None  # overall per-query budget; None: only the per-backend timeout
     cooldown: CooldownConfig | None = None  # None: switched off
-    table: str = "extended"  # "spec": the spec's chains exactly, without the rules' "extend" steps
-    strategy: str = "sequential"  # the global strategy; "fuse": every step at once, merged
+    table: str = DEFAULTS["table"]  # "spec": the spec's chains exactly, without the rules' "extend" steps
+    strategy: str = DEFAULTS["strategy"]  # the global strategy; "fuse": every step at once, merged
     rule_strategies: Mapping[str, str] = MappingProxyType({})  # rule id -> its own strategy
-    calibration: str = "packaged"  # "packaged", "off" or a file: see calibration.py
+    calibration: str = DEFAULTS["calibration"]  # "packaged", "off" or a file: see calibration.py
 
     @property
     def backend_types(self) -> Mapping[str, str]:
@@ -244,9 +261,9 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
                     f"{backend.type} has no mode {step.mode!r}",
                     f"Use one of: {', '.join(sorted(modes))}.",
                 )
-        chain = tuple(Step(s.backend, s.mode) for s in rule.chain)
-        if spec.table == "extended":
-            chain += tuple(Step(s.backend, s.mode, True) for s in rule.extend if Step(s.backend, s.mode) not in chain)
+        chain = chain_of(
+            ((s.backend, s.mode) for s in rule.chain), ((s.backend, s.mode) for s in rule.extend), spec.table
+        )
         if rule.strategy is not None:
             rule_strategies[rule.id] = rule.strategy
         rules.append(
@@ -288,6 +305,17 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
         rule_strategies=MappingProxyType(rule_strategies),
         calibration=spec.calibration,
     )
+
+
+def chain_of(
+    chain: Iterable[tuple[str, str | None]], extend: Iterable[tuple[str, str | None]], table: str
+) -> tuple[Step, ...]:
+    """A rule's chain as the config's ``table`` has it: the spec's steps, then (``extended``) its
+    ``extend`` steps that are not in it already, marked as extensions."""
+    steps = tuple(Step(backend, mode) for backend, mode in chain)
+    if table != "extended":
+        return steps
+    return steps + tuple(Step(backend, mode, True) for backend, mode in extend if Step(backend, mode) not in steps)
 
 
 def _steps(chain: Any, extend: Any, label: str) -> Any:

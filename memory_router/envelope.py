@@ -142,7 +142,13 @@ class Envelope(Frozen):
 
     def to_json(self, *, pretty: bool = False) -> bytes:
         option = orjson.OPT_INDENT_2 if pretty else 0
-        return orjson.dumps(self.as_dict(), option=option)
+        data = self.as_dict()
+        try:
+            return orjson.dumps(data, option=option)
+        except TypeError:  # a name that is not UTF-8 (a lone surrogate): written escaped
+            from .jsonout import dumps
+
+            return dumps(data, option)
 
     @classmethod
     def from_dict(cls, data: Any) -> Envelope:

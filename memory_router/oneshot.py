@@ -26,6 +26,10 @@ class Options(NamedTuple):
 
 def say(message: str) -> None:
     """One diagnostic line on stderr (ANSI escapes stripped unless it is a terminal, as click.echo)."""
+    if not message.isascii():
+        from .jsonout import printable
+
+        message = printable(message)  # a path that is not UTF-8: \xff, as in the JSON
     line = f"memory-router: {message}"
     if not sys.stderr.isatty():
         import re

@@ -38,12 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from memory_router import paths
 from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend, DescribedBackend
 
+from .. import jsonout
 from ..config import load_config
 from ..cooldown import Cooldown
 from ..envelope import error_envelope
@@ -176,10 +175,13 @@ class Service:
     def dumps(self, response: Mapping[str, Any]) -> bytes:
         """A response object as one JSON line (without the newline); never raises."""
         try:
-            return orjson.dumps(response)
-        except (TypeError, orjson.JSONEncodeError) as exc:  # e.g. a lone surrogate in an echoed id
-            fallback = self.error_response(None, INTERNAL_ERROR, f"the response could not be encoded as JSON: {exc}")
-            return orjson.dumps(fallback)
+            return jsonout.dumps(response)  # a name that is not UTF-8 is written escaped
+        except TypeError as exc:  # orjson.JSONEncodeError: a value that is not JSON (a bug)
+            message = f"the response could not be encoded as JSON: {exc}"
+            try:  # the id came from the request's JSON: it can be written back
+                return jsonout.dumps(self.error_response(response.get("id"), INTERNAL_ERROR, message))
+            except TypeError:
+                return jsonout.dumps(self.error_response(None, INTERNAL_ERROR, message))
 
     def error_response(self, id: Any, code: str, message: str, query: str = "") -> dict[str, Any]:
         """An error envelope with the request's id; the shape every response shares."""
