@@ -132,7 +132,7 @@ def test_worked_examples_are_what_the_router_prints(tmp_path: Path) -> None:
     assert len(examples) >= 5
     assert {env["status"] for _, env in examples} == {"success", "partial", "empty", "error"}
     state, config = starter_workspace(tmp_path / "demo")
-    env = {"OPENCLAW_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(config), "MEMORY_ROUTER_DAEMON": "off"}
+    env = {"MEMORY_ROUTER_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(config), "MEMORY_ROUTER_DAEMON": "off"}
     for args, documented in examples:
         proc = run_cli(*args, env=env)
         actual = json.loads(proc.stdout)
