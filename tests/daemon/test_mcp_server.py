@@ -65,6 +65,25 @@ def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
     assert "envelope" in tools["memory_query"].description
 
 
+def test_tools_carry_read_only_safety_annotations(workspace: tuple[Path, Path]) -> None:
+    """Hosts (OpenClaw's `mcp doctor`, approval postures) read these hints from tools/list: without
+    them every memory lookup asks the user for approval."""
+    state, config = workspace
+
+    async def body(session: ClientSession) -> Any:
+        return (await session.list_tools()).tools
+
+    for tool in with_session(["--state-dir", str(state), "--config", str(config)], body):
+        hints = tool.annotations
+        assert hints is not None, tool.name
+        assert (hints.read_only_hint, hints.idempotent_hint, hints.open_world_hint, hints.destructive_hint) == (
+            True,
+            True,
+            False,
+            False,
+        ), tool.name
+
+
 def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspace: tuple[Path, Path]) -> None:
     state, config = workspace
     flags = ["--state-dir", str(state), "--config", str(config)]
