@@ -122,3 +122,19 @@ def test_top_level_help_starts_you_off_and_cuts_no_line() -> None:
     # Each command's first sentence fits whole (click cuts a longer one with "..."); the text is
     # click's own rendering (tests/unit/test_cold_start.py).
     assert commands and not [line for line in commands if line.rstrip().endswith("...")]
+
+
+def test_the_demo_says_what_to_run_next_and_that_answers(tmp_path: Path) -> None:
+    """After `memory-router demo --dir D`, the command it suggests (`query ... --state-dir
+    D/state`, no --config) answers from the demo's memory."""
+    import shlex
+
+    demo = run_cli("demo", "--dir", str(tmp_path / "d"), env={**OFF, "MEMORY_ROUTER_CONFIG": ""})
+    assert demo.returncode == 0, demo.stderr
+    (line,) = [x for x in demo.stdout.decode().splitlines() if x.startswith("Your turn: ")]
+    argv = shlex.split(line.removeprefix("Your turn: "))
+    assert argv[0] == "memory-router" and "--config" not in argv
+    proc = run_cli(*argv[1:], env={**OFF, "MEMORY_ROUTER_CONFIG": ""})
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["status"] == "success" and answer["results"]
