@@ -48,7 +48,7 @@ def extra_command(extra: str, how: Kind | None = None) -> str:
     if how == "uv":
         return f"uv tool install --reinstall '{PACKAGE}[{extra}]'"
     if how == "checkout":
-        return f"pip install -e '.[{extra}]'"
+        return f"pip install -e '{checkout_root() or '.'}[{extra}]'"
     return f"pip install '{PACKAGE}[{extra}]'"
 
 

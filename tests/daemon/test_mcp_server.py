@@ -18,6 +18,8 @@ import pytest
 
 from .._client_support import assert_same_answer, run_cli, starter_workspace
 
+REPO = Path(__file__).resolve().parents[2]
+
 if os.environ.get("CI"):
     import mcp  # noqa: F401  (CI must have the extra)
 else:
@@ -168,7 +170,8 @@ def test_without_the_sdk_the_command_says_how_to_install_it() -> None:
 
     proc = subprocess.run([sys.executable, "-c", code, "mcp"], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2
-    assert "pip install 'memory-router[mcp]'" in proc.stderr
+    # This checkout's own command (an installed copy is told pip/pipx/uv: tests/unit/test_installation.py).
+    assert f"needs the mcp SDK: pip install -e '{REPO}[mcp]'" in proc.stderr
     assert proc.stdout == ""
 
 

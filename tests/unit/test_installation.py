@@ -26,4 +26,5 @@ def test_pipx_and_uv_tool_environments_are_told_their_own_command(tmp_path: Path
     assert installation.extra_command("mcp", "pipx").startswith("pipx inject memory-router 'mcp")
     assert installation.extra_command("mcp", "uv") == "uv tool install --reinstall 'memory-router[mcp]'"
     assert installation.extra_command("mcp", "pip") == "pip install 'memory-router[mcp]'"
-    assert installation.extra_command("mcp", "checkout") == "pip install -e '.[mcp]'"
+    monkeypatch.setattr(installation, "checkout_root", lambda: Path("/src/memory-router"))
+    assert installation.extra_command("mcp", "checkout") == "pip install -e '/src/memory-router[mcp]'"
