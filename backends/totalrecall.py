@@ -18,7 +18,10 @@ the file's mtime. One file reached by two paths (``memory/daily/X.md`` a symlink
 file at all answers ``BACKEND_UNAVAILABLE`` ("no memory files under <root>: ..."), not ``empty``.
 
 The root is ``settings.root``, else ``$OPENCLAW_REPO_ROOT``, else the git top level of the
-working directory (found by walking up to ``.git``, no subprocess).
+working directory (found by walking up to ``.git``, no subprocess), else OpenClaw's agent
+workspace when that folder exists (``agents.defaults.workspace`` in openclaw.json, default
+``~/.openclaw/workspace``: :func:`memory_router.paths.openclaw_workspace`), which is where an
+OpenClaw agent's exec tool runs and is not a git repository.
 
 **Entries.** Each file is split into entries: a top-level list item with its indented children,
 a ``[HH:MM] ...`` daily line, a paragraph, or a run of ``- **key**: value`` claim lines (one
@@ -72,6 +75,7 @@ from pathlib import Path
 from typing import Annotated, NamedTuple
 
 from ..envvars import TOTALRECALL
+from ..paths import openclaw_workspace
 from ..timefmt import iso_z
 from . import BackendContext
 from ._definitions import Definition, definition_target, definitions_first_relevances, find_definition
@@ -133,7 +137,15 @@ def resolve_root(settings: Settings, context: BackendContext) -> Path | None:
     for directory in (context.cwd, *context.cwd.parents):
         if (directory / ".git").exists():
             return directory
-    return None
+    workspace, _ = openclaw_workspace(context.environ)
+    return Path(workspace) if os.path.isdir(workspace) else None
+
+
+# What to do when no root is found (the probe's and an unavailable search's message).
+NO_ROOT_FIX = (
+    "set backends.{name}.root in router-config.json or OPENCLAW_REPO_ROOT, run it inside a git "
+    "repository, or give OpenClaw an agent workspace (agents.defaults.workspace, ~/.openclaw/workspace)"
+)
 
 
 # --------------------------------------------------------------------------- text handling
@@ -823,7 +835,7 @@ class TotalRecallBackend:
 
     def probe(self) -> Probe:
         if self.root is None:
-            return Probe(False, "no memory root: set backends.totalrecall.root or OPENCLAW_REPO_ROOT")
+            return Probe(False, "no memory root: " + NO_ROOT_FIX.format(name=self.name))
         if not self.root.is_dir():
             return Probe(False, f"memory root {self.root} does not exist")
         found = _scan(self.root)
@@ -876,7 +888,7 @@ class TotalRecallBackend:
                 self.name,
                 request.query,
                 BACKEND_UNAVAILABLE,
-                f"{where}; set backends.{self.name}.root in router-config.json or OPENCLAW_REPO_ROOT",
+                f"{where}; " + NO_ROOT_FIX.format(name=self.name),
                 duration_ms=watch.ms,
             )
         # Another call may be reading the tree (or was abandoned mid-read and is stopping): wait

@@ -151,7 +151,7 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     if statedir.problem(state):
         return None  # the in-process path refuses it with STATE_DIR_UNSAFE and says why
     backends = resolve_backends_json(state, backends_json)
-    cfg = resolve_config(config)
+    cfg = resolve_config(config, state)
     path = socket_path(state)
 
     def unavailable(reason: str) -> int | None:

@@ -59,11 +59,11 @@ class Session:
         if cached:
             from .config_cache import load_config_cached
 
-            self.config = load_config_cached(paths.config_file(opts.config), self.state_dir)
+            self.config = load_config_cached(paths.config_file(opts.config, self.state_dir), self.state_dir)
         else:
             from .config import load_config
 
-            self.config = load_config(paths.config_file(opts.config))
+            self.config = load_config(paths.config_file(opts.config, self.state_dir))
         self.router = Router(self.config, context=default_context(self.state_dir))
 
     def installed(self):  # -> Installed

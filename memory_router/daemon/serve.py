@@ -87,7 +87,7 @@ def serve(
     idle_exit: float,
     **kw: Any,
 ) -> None:
-    """Answer JSON-lines queries on stdin, one JSON response per line on stdout.
+    """Answer JSON-lines queries on stdin, one response line each.
 
     A request is {"id": ..., "query": "...", "timeout_ms": N, "limit": N, "deadline_ms": N,
     "explain": false}, or a bare JSON string; {"op": "stats"} returns counters. Responses are the

@@ -135,7 +135,7 @@ class Service:
         return cls(
             state_dir=state,
             backends_path=paths.backends_json(state, backends_json),
-            config_path=paths.config_file(config),
+            config_path=paths.config_file(config, state),
             **kwargs,
         )
 

@@ -146,7 +146,10 @@ def test_root_resolution_order(tmp_path):
     ctx_env = BackendContext(state_dir=tmp_path, environ={"OPENCLAW_REPO_ROOT": "/env/root"}, cwd=sub)
     assert resolve_root(Settings(), ctx_env) == Path("/env/root")
     assert resolve_root(Settings(root="/cfg/root"), ctx_env) == Path("/cfg/root")
-    assert create("tr", Settings(), BackendContext(state_dir=tmp_path, environ={}, cwd=Path("/"))).root is None
+    no_workspace = {"HOME": str(tmp_path)}
+    assert (
+        create("tr", Settings(), BackendContext(state_dir=tmp_path, environ=no_workspace, cwd=Path("/"))).root is None
+    )
 
 
 def test_query_terms_drop_stopwords_and_meta_words():

@@ -61,7 +61,7 @@ def test_script_runs_tiny_and_prints_its_tables(script: str) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("MEMORY_ROUTER_CONFIG", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_DAEMON")
+        if k not in ("MEMORY_ROUTER_CONFIG", "MEMORY_ROUTER_STATE_DIR", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_DAEMON")
     }
     proc = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
