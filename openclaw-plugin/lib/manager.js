@@ -79,6 +79,9 @@ export class MemoryRouterPlugin {
 
   async #fileUnderRoot(root, relPath) {
     if (path.isAbsolute(relPath)) throw new RouterError(`${relPath}: give a path relative to the memory root ${root}`, "INVALID_PATH");
+    const outside = () => new RouterError(`${relPath} is outside the memory root ${root}; memory_get reads only memory files`, "PATH_OUTSIDE_ROOT");
+    const lexical = path.resolve(root, relPath);
+    if (lexical !== path.resolve(root) && !lexical.startsWith(path.resolve(root) + path.sep)) throw outside();
     let realRoot;
     try {
       realRoot = await fs.promises.realpath(root);
@@ -91,9 +94,7 @@ export class MemoryRouterPlugin {
     } catch {
       return null;
     }
-    if (real !== realRoot && !real.startsWith(realRoot + path.sep)) {
-      throw new RouterError(`${relPath} is outside the memory root ${root}; memory_get reads only memory files`, "PATH_OUTSIDE_ROOT");
-    }
+    if (real !== realRoot && !real.startsWith(realRoot + path.sep)) throw outside(); // a symlink out of the root
     const st = await fs.promises.stat(real);
     if (!st.isFile()) return null;
     if (st.size > MAX_READ_BYTES) throw new RouterError(`${relPath} is ${st.size} bytes; memory_get reads files up to ${MAX_READ_BYTES}`, "FILE_TOO_LARGE");

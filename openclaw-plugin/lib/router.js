@@ -72,6 +72,7 @@ export class RouterClient {
   describe() {
     return {
       socket: this.socketPath,
+      socketPresent: fs.existsSync(this.socketPath),
       daemonPid: this.daemon?.pid ?? null,
       daemonVersion: this.daemon?.version ?? null,
       transport: this.connection && !this.connection.closed ? "daemon" : this.fallbackReason ? "exec" : "idle",
