@@ -7,21 +7,27 @@
    backend's work. Also the plugin's own share: the envelope-to-OpenClaw mapping alone.
 2. *The skill's exec path*: what an agent pays without the plugin, one ``memory-router query``
    process per query, in-process (no daemon) and as the thin client of a warm daemon.
-3. *`openclaw memory search --json`*: the whole CLI round trip with the plugin installed in a
-   scratch HOME (real OpenClaw from .tools/openclaw; skipped when absent). Most of it is
-   OpenClaw's own start-up.
+3. *Through OpenClaw* (real OpenClaw from .tools/openclaw; left out when absent or with
+   ``--skip-openclaw``), the plugin installed in a scratch HOME on the demo workspace: the whole
+   `openclaw memory search --json` round trip (mostly OpenClaw's own start-up), and the
+   memory_search tool through a running Gateway's ``POST /tools/invoke``.
 
     python bench/openclaw_plugin.py [--quick] [--repeat 200]
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
@@ -137,7 +143,28 @@ def exec_series(argv: list[str], env: dict[str, str], cwd: Path, n: int) -> list
     return out
 
 
-def openclaw_round_trip(root: Path, n: int) -> list[float] | str:
+QUIET = {  # OpenClaw's network features off (as tests/openclaw/_support.py)
+    "OPENCLAW_SKIP_CHANNELS": "1",
+    "OPENCLAW_DISABLE_BONJOUR": "1",
+    "OPENCLAW_NO_AUTO_UPDATE": "1",
+    "OPENCLAW_SKIP_PROVIDERS": "1",
+    "OPENCLAW_SKIP_CRON": "1",
+    "OPENCLAW_SKIP_CANVAS_HOST": "1",
+    "OPENCLAW_SKIP_BROWSER_CONTROL_SERVER": "1",
+    "OPENCLAW_SKIP_GMAIL_WATCHER": "1",
+    "OPENCLAW_SKIP_STARTUP_MODEL_PREWARM": "1",
+}
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def openclaw_round_trips(root: Path, n_cli: int, n_tool: int) -> dict[str, list[float]] | str:
+    """`openclaw memory search --json` processes, and the memory_search tool through a running
+    Gateway (POST /tools/invoke), on the demo workspace with the plugin installed as the README says."""
     if not OPENCLAW.exists() or not NODE24.exists():
         return "openclaw not installed (bash .ci/setup.d/50-openclaw.sh)"
     home = root / "home"
@@ -145,45 +172,75 @@ def openclaw_round_trip(root: Path, n: int) -> list[float] | str:
     demo = home / "demo"
     script = memory_router_script()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMORY_ROUTER_"))}
-    env.update(HOME=str(home), PATH=f"{script.parent}{os.pathsep}{env.get('PATH', '')}", NO_COLOR="1")
-    subprocess.run([str(script), "demo", "--dir", str(demo)], env=env, capture_output=True, check=True)
+    env.update(HOME=str(home), PATH=f"{script.parent}{os.pathsep}{env.get('PATH', '')}", NO_COLOR="1", **QUIET)
+    run = functools.partial(subprocess.run, env=env, cwd=home, capture_output=True, check=True)
+    run([str(script), "demo", "--dir", str(demo)])
     oc = [str(NODE24), str(OPENCLAW)]
-    subprocess.run(
-        [*oc, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN)],
-        env=env,
-        capture_output=True,
-        check=True,
-    )
+    run([*oc, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN)])
+    state = demo / "state"
     batch = [
         {"path": "plugins.entries.memory-core.enabled", "value": False},
         {"path": "agents.defaults.workspace", "value": str(demo)},
         {
             "path": "plugins.entries.memory-router.config",
-            "value": {"stateDir": str(demo / "state"), "config": str(demo / "state" / "router-config.json")},
+            "value": {"stateDir": str(state), "config": str(state / "router-config.json")},
         },
     ]
-    subprocess.run(
-        [*oc, "config", "set", "--batch-json", json.dumps(batch), "--strict-json"],
+    run([*oc, "config", "set", "--batch-json", json.dumps(batch), "--strict-json"])
+    out: dict[str, list[float]] = {"cli": [], "tool": []}
+    try:
+        for i in range(n_cli + 1):  # the first one starts the daemon: not counted
+            ms = timed(lambda i=i: run([*oc, "memory", "search", "--json", QUERIES[i % len(QUERIES)]]))
+            if i:
+                out["cli"].append(ms)
+        out["tool"] = gateway_tool_series(oc, env, home, n_tool)
+    finally:
+        subprocess.run([str(script), "daemon", "stop", "--state-dir", str(state)], env=env, capture_output=True)
+    return out
+
+
+def gateway_tool_series(oc: list[str], env: dict[str, str], home: Path, n: int) -> list[float]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "bench-token"
+    argv = [*oc, "gateway", "run", "--port", str(port), "--bind", "loopback", "--auth", "token", "--token", token]
+    gateway = subprocess.Popen(
+        [*argv, "--allow-unconfigured"],
         env=env,
-        capture_output=True,
-        check=True,
+        cwd=home,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
-    times = []
-    for i in range(n + 1):  # the first one starts the daemon: not counted
-        t0 = time.perf_counter()
-        subprocess.run(
-            [*oc, "memory", "search", "--json", QUERIES[i % len(QUERIES)]],
-            env=env,
-            cwd=home,
-            capture_output=True,
-            check=True,
-        )
-        if i:
-            times.append((time.perf_counter() - t0) * 1000)
-    subprocess.run(
-        [str(script), "daemon", "stop", "--state-dir", str(demo / "state")], env=env, capture_output=True, check=False
-    )
-    return times
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or gateway.poll() is not None:
+                    raise SystemExit("the Gateway did not start") from None
+                time.sleep(0.5)
+
+        def invoke(query: str) -> None:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/tools/invoke",
+                data=json.dumps({"tool": "memory_search", "args": {"query": query, "maxResults": 3}}).encode(),
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                assert json.loads(response.read())["ok"] is True
+
+        invoke(QUERIES[0])  # the Gateway's plugin connects: not counted
+        return [timed(lambda i=i: invoke(QUERIES[i % len(QUERIES)])) for i in range(n)]
+    finally:
+        os.killpg(gateway.pid, signal.SIGTERM)
+        try:
+            gateway.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(gateway.pid, signal.SIGKILL)
 
 
 def main() -> None:
@@ -197,6 +254,7 @@ def main() -> None:
     n = repeats(args, 200)
     n_exec = args.exec_repeat or (2 if args.quick else 20)
     n_oc = args.openclaw_repeat or (1 if args.quick else 3)
+    n_tool = 2 if args.quick else 40
     node = NODE24 if NODE24.exists() else NODE22
     if not node.exists():
         raise SystemExit("no Node >= 22 in .tools (bash .ci/setup.d/20-qmd.sh)")
@@ -247,12 +305,22 @@ def main() -> None:
             "",
         ],
     ]
-    oc = "left out (--skip-openclaw)" if args.skip_openclaw else openclaw_round_trip(root, n_oc)
+    oc = "left out (--skip-openclaw)" if args.skip_openclaw else openclaw_round_trips(root, n_oc, n_tool)
     if isinstance(oc, str):
         rows.append(["openclaw memory search --json", 0, oc, "", ""])
     else:
+        cli, tool = oc["cli"], oc["tool"]
         rows.append(
-            ["openclaw memory search --json (demo)", len(oc), fmt(median(oc), 0), fmt(percentile(oc, 95), 0), ""]
+            ["openclaw memory search --json (demo)", len(cli), fmt(median(cli), 0), fmt(percentile(cli, 95), 0), ""]
+        )
+        rows.append(
+            [
+                "memory_search tool, Gateway HTTP (demo)",
+                len(tool),
+                fmt(median(tool), 1),
+                fmt(percentile(tool, 95), 1),
+                "",
+            ]
         )
     table(
         "memory query cost: the OpenClaw plugin vs the skill's exec path (ms)",

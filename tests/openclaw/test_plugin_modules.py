@@ -163,6 +163,12 @@ def test_excerpt_pages_through_a_file(lines: list[str], start: int, count: int) 
 ROUTER = f'import {{ RouterClient }} from "{LIB}/router.js";'
 
 
+def stop_daemon(state: Path) -> None:
+    subprocess.run(
+        [str(memory_router_bin()), "daemon", "stop", "--state-dir", str(state)], capture_output=True, check=False
+    )
+
+
 def _settings(tmp_path: Path, **over: Any) -> dict[str, Any]:
     demo = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMORY_ROUTER_"))}
@@ -202,3 +208,38 @@ def test_a_missing_command_is_named_with_the_fix(tmp_path: Path) -> None:
     (tmp_path / "demo" / "state").mkdir(parents=True)
     out = node(QUERY, _settings(tmp_path, command=str(tmp_path / "no-such-memory-router")))
     assert "not found" in out["error"] and "plugins.entries.memory-router.config.command" in out["error"]
+
+
+TOOLS = (
+    f'import {{ MemoryRouterPlugin }} from "{LIB}/manager.js";'
+    f'import {{ createSearchTool, createGetTool }} from "{LIB}/tools.js";'
+    "const api = { pluginConfig: input, config: {}, logger: { info() {}, warn() {} } };"
+    "const plugin = new MemoryRouterPlugin(api);"
+    "const search = await createSearchTool(plugin, {}).execute('t1', { query: 'auth' });"
+    "const get = await createGetTool(plugin, {}).execute('t2', { path: '/etc/passwd' });"
+    "const runtime = (await import(`${input.lib}/manager.js`)).memoryRuntime(plugin);"
+    "const { manager } = await runtime.getMemorySearchManager({ cfg: {}, agentId: 'main' });"
+    "let thrown = null; try { await manager.search('auth'); } catch (e) { thrown = e.message; }"
+    "plugin.closeAll();"
+    "output = { search: search.details, text: search.content[0].text, get: get.details, thrown };"
+)
+
+
+def test_a_router_failure_is_an_answer_not_a_crash(tmp_path: Path) -> None:
+    """No backends.json: memory-router's own error (code and fix) reaches the tool's unavailable
+    payload and the manager's rejection (the Gateway turns it into UNAVAILABLE)."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "ws").mkdir()
+    cfg = {"stateDir": str(tmp_path / "state"), "memoryRoot": str(tmp_path / "ws"), "lib": str(LIB)}
+    cfg["command"] = str(memory_router_bin())
+    try:
+        out = node(TOOLS.replace("pluginConfig: input", "pluginConfig: { ...input, lib: undefined }"), cfg)
+    finally:
+        stop_daemon(tmp_path / "state")  # the plugin started one (it answers with the error)
+    search = out["search"]
+    assert search["results"] == [] and search["disabled"] is True and search["unavailable"] is True
+    assert "BACKENDS_JSON_MISSING" in search["error"] and "backends.json" in search["error"]
+    assert "memory-router query" in search["action"]
+    assert json.loads(out["text"]) == search  # the model reads the same payload as text
+    assert out["get"]["status"] == "error" and "relative to the memory root" in out["get"]["error"]
+    assert out["thrown"] and "BACKENDS_JSON_MISSING" in out["thrown"]
