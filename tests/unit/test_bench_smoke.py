@@ -35,6 +35,11 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
     "cognee_query.py": (["--quick"], []),
     "cognee_relations.py": (["--quick"], ["Cognee relationship answers, services graph, mode graph, paths auto"]),
+    # The real-OpenClaw row takes a minute of set-up: left out of the smoke run.
+    "openclaw_plugin.py": (
+        ["--quick", "--skip-openclaw"],
+        ["memory query cost: the OpenClaw plugin vs the skill's exec path (ms)"],
+    ),
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py"}
 
