@@ -5,9 +5,10 @@
 * a raw turn (Lossless message hit: ``message_id``; the BM25 baseline: ``dia_id``) -> that turn's
   id, from the bench's map (the id is never in the stored text);
 * a daily-note hit (qmd, Total Recall) -> every ``D<n>:<k>`` written in its content, plus, when the
-  result gives ``path`` and ``line``, the ids of every bullet on the lines its content spans
-  (``line`` .. ``line`` + content lines - 1) of that note. The second part keeps a label that
-  qmd's snippet cut off (or that a reader stripped) attached to its bullet.
+  result gives ``path`` and ``line``, the ids of the note's bullets that its content shows: the
+  bullets within a content's length of ``line`` whose text is a content line, or starts with one
+  (a line cut off by qmd's snippet, its label lost). The note is found by file name, so Total
+  Recall's ``memory/daily/`` symlink and qmd's collection path both lead to it.
 
 A result *hits* when one of its labels is an evidence id of the question. Per question:
 ``hit@k`` = some result of the first k hits; ``recall@k`` = the share of the question's evidence
@@ -16,10 +17,11 @@ ids found among the labels of the first k results. Both are averaged over questi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from _locomo_data import CATEGORIES
@@ -58,12 +60,35 @@ def label(result: dict[str, Any], ws: Workspace) -> list[str]:
     path, line = result.get("path"), result.get("line")
     if isinstance(path, str) and path.endswith(".md"):
         ids += labels_in(content)
-        lines = ws.note_lines.get(PurePosixPath(path).name, {})
-        if isinstance(line, int) and lines:
-            span = max(1, len(content.splitlines()))
-            for n in range(line, line + span):
-                ids += lines.get(n, ())
+        name = PurePosixPath(path).name
+        if isinstance(line, int) and name in ws.note_lines:
+            ids += covered_bullets(ws.note_lines[name], note_text(str(ws.memory / name)), line, content)
     return list(dict.fromkeys(ids))
+
+
+def covered_bullets(bullets: dict[int, tuple[str, ...]], note: tuple[str, ...], line: int, content: str) -> list[str]:
+    """The ids of the note's bullets that the content shows, near ``line``. qmd's ``line`` is its
+    best-matching line, not the snippet's first (which starts a line or so earlier), so lines are
+    matched by text around it: a content line equal to the bullet, or a cut-off start of it (a
+    label lost to truncation)."""
+    shown = [t.strip().removesuffix("...") for t in content.splitlines() if t.strip()]
+    ids: list[str] = []
+    for n in range(max(1, line - len(shown) - 1), line + len(shown) + 2):
+        if n not in bullets or n > len(note):
+            continue
+        bullet = note[n - 1].strip()
+        if any(t == bullet or (len(t) >= 8 and bullet.startswith(t)) for t in shown):
+            ids += bullets[n]
+    return ids
+
+
+@functools.lru_cache(maxsize=256)
+def note_text(path: str) -> tuple[str, ...]:
+    """A daily note's lines (empty when it cannot be read: then only labels in the content count)."""
+    try:
+        return tuple(Path(path).read_text(encoding="utf-8").split("\n"))
+    except OSError:
+        return ()
 
 
 def labelled_results(results: Sequence[dict[str, Any]], ws: Workspace, evidence: Iterable[str]) -> list[dict[str, Any]]:

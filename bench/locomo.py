@@ -54,7 +54,7 @@ from _locomo_score import (
     oracle,
     summarise,
 )
-from _locomo_workspace import LAYOUTS, Workspace, build, tool_env
+from _locomo_workspace import LAYOUTS, Workspace, _from_manifest, build, tool_env
 from memory_router.backends._words import STOPWORDS
 
 from memory_router.config_schema import ConfigSpec
@@ -450,14 +450,39 @@ def run_all(
     return by_variant
 
 
-def replay(variants: Sequence[Variant], records: Path) -> dict[str, list[dict[str, Any]]]:
+def replay(variants: Sequence[Variant], records: Path, work: Path) -> dict[str, list[dict[str, Any]]]:
+    """The records already in ``records``, labelled again by the current rule from the workspaces
+    in ``work`` (when they are there) and written back: a change of the labelling rule needs no
+    new run."""
+    workspaces: dict[str, Workspace | None] = {}
     by_variant = {}
     for v in variants:
         path = records / v.file_name
         if not path.is_file():
             raise SystemExit(f"--replay: no records for variant {v.name!r} ({path} is missing)")
-        by_variant[v.name] = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        recs = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        for r in recs:
+            if r["conv"] not in workspaces:
+                workspaces[r["conv"]] = existing_workspace(work, r["conv"])
+            ws = workspaces[r["conv"]]
+            if ws is not None:
+                r["results"] = labelled_results(r["results"], ws, r["evidence"])
+        scratch = path.with_suffix(".jsonl.tmp")
+        scratch.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+        scratch.replace(path)
+        by_variant[v.name] = recs
+    missing = sorted(conv for conv, ws in workspaces.items() if ws is None)
+    if missing:
+        progress(f"--replay: no workspace for conversations {missing} in {work}: their labels are kept as recorded")
     return by_variant
+
+
+def existing_workspace(work: Path, conv: str) -> Workspace | None:
+    try:
+        manifest = json.loads((work / conv / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return _from_manifest(conv, work / conv, manifest, reused=True)
 
 
 def progress(message: str) -> None:
@@ -519,7 +544,7 @@ def main() -> int:
     print(f"LoCoMo recall bench; {environment_line()}")
     started = time.perf_counter()
     if args.replay:
-        by_variant = replay(variants, records)
+        by_variant = replay(variants, records, args.work)
         evidence = {}
         print(f"replaying the records in {records}")
     else:

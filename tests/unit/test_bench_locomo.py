@@ -75,13 +75,25 @@ def test_a_malformed_file_names_the_question_it_skips(tmp_path: Path) -> None:
     assert any("99.json: qa[1] ('Is Bo an ally?'): no usable evidence" in p for p in conv.problems)
 
 
-def _workspace() -> Workspace:
+NOTE = """# 2023-05-08
+
+## Session 1, 13:56
+
+- Caroline went to a support group. [D1:3]
+- Melanie paints lake sunrises. [D1:5, D1:6]
+- Caroline wants to study counseling. [D1:9]
+"""
+
+
+def _workspace(tmp_path: Path) -> Workspace:
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "2023-05-08.md").write_text(NOTE)
     return Workspace(
         conv="t",
-        root=Path("/nonexistent"),
-        memory=Path("/nonexistent/memory"),
-        lcm_db=Path("/nonexistent/lcm.db"),
-        bm25_db=Path("/nonexistent/bm25.db"),
+        root=tmp_path,
+        memory=tmp_path / "memory",
+        lcm_db=tmp_path / "lcm.db",
+        bm25_db=tmp_path / "bm25.db",
         qmd={},
         message_dia={41: "D3:7"},
         note_lines={"2023-05-08.md": {5: ("D1:3",), 6: ("D1:5", "D1:6"), 7: ("D1:9",)}},
@@ -90,19 +102,24 @@ def _workspace() -> Workspace:
     )
 
 
-def test_a_truncated_note_snippet_is_labelled_by_the_lines_it_covers() -> None:
-    ws = _workspace()
-    # qmd cut the second bullet before its label: the line map still names D1:5 and D1:6.
-    snippet = "- Caroline went to a support group. [D1:3]\n- Melanie paints lake sunri"
+def test_a_truncated_note_snippet_is_labelled_by_the_bullets_it_shows(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    # qmd: `line` is the best-matching line, the snippet starts before it; the second bullet is
+    # cut before its label, the line map still names D1:5 and D1:6 - and not D1:9, not shown.
+    snippet = "## Session 1, 13:56\n\n- Caroline went to a support group. [D1:3]\n- Melanie paints lake sunri"
     assert label({"content": snippet, "path": "2023-05-08.md", "line": 5}, ws) == ["D1:3", "D1:5", "D1:6"]
     # Total Recall reports the daily/ symlink: the same note, by its file name
-    assert label({"content": "- x", "path": "memory/daily/2023-05-08.md", "line": 7}, ws) == ["D1:9"]
+    assert label(
+        {"content": "- Caroline wants to study counseling.", "path": "memory/daily/2023-05-08.md", "line": 7}, ws
+    ) == ["D1:9"]
+    # a line number whose text is not shown labels nothing
+    assert label({"content": "- something else entirely", "path": "2023-05-08.md", "line": 6}, ws) == []
     # a raw turn from Lossless, by the bench's message map; nothing from the text itself
     assert label({"content": "Caroline: see D1:3", "message_id": 41}, ws) == ["D3:7"]
 
 
-def test_hit_and_recall_count_evidence_among_the_first_k_results() -> None:
-    ws = _workspace()
+def test_hit_and_recall_count_evidence_among_the_first_k_results(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
     results = [
         {"content": "- a [D9:1]", "path": "x.md", "relevance": 0.9, "source": "qmd"},
         {"content": "Ann: hi", "message_id": 41, "relevance": 0.5, "source": "lossless"},
