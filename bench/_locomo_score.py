@@ -212,6 +212,7 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             str(k): v for k, v in sorted(Counter(r.get("fallbacks_used") or 0 for r in records).items())
         },
         "calibration": calibration(records),
+        "result_calibration": result_calibration(records),
     }
     return summary
 
@@ -252,6 +253,30 @@ def calibration(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, A
                 "hit@1": pct(sum(hit_at(r, 1) for r in above), len(above)),
             }
         )
+        out[name] = rows
+    return out
+
+
+def result_calibration(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per answering backend/mode, each *result's* own relevance bucket -> how many results and
+    the share of them that hold an evidence id (the per-result precision)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[answered_by(r)] += r["results"]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, results in sorted(groups.items()):
+        if not results:
+            continue
+        rows = []
+        for i, (lo, hi) in enumerate(BUCKETS):
+            inside = [x for x in results if bucket_of(float(x.get("relevance") or 0.0)) == i]
+            rows.append(
+                {
+                    "bucket": f"[{lo:.1f},{hi:.1f}{']' if i == len(BUCKETS) - 1 else ')'}",
+                    "results": len(inside),
+                    "hit": pct(sum(x["hit"] for x in inside), len(inside)),
+                }
+            )
         out[name] = rows
     return out
 

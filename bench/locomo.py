@@ -386,6 +386,15 @@ def report(
                 [[r["bucket"], r["answers"], fmt(r["share"]), fmt(r["hit@10"]), fmt(r["hit@1"])] for r in rows],
             )
     for name, s in summaries.items():
+        groups = s["result_calibration"]
+        if groups:
+            buckets = [r["bucket"] for r in next(iter(groups.values()))]
+            table(
+                f"Per-result calibration {name}: each result's relevance bucket -> % of results holding evidence (n)",
+                ["answered by", *buckets],
+                [[by, *[f"{fmt(r['hit'])} ({r['results']})" for r in rows]] for by, rows in groups.items()],
+            )
+    for name, s in summaries.items():
         print(f"{name}: status {s['status']}" + (f", error codes {s['error_codes']}" if s["error_codes"] else ""))
 
 
