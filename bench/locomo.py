@@ -420,7 +420,12 @@ def options() -> argparse.Namespace:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=DATA, help=f"LoCoMo files (default {DATA}, or $LOCOMO_DIR)")
     p.add_argument("--work", type=Path, default=None, help=f"workspaces, reused (default {WORK}/work)")
-    p.add_argument("--records", type=Path, default=None, help=f"records directory (default {WORK}/records)")
+    p.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        help=f"records directory (default {WORK}/records; with --conv/--questions {WORK}/records-subset)",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
     p.add_argument("--status", type=Path, default=None, help=f"status line file (default {WORK}/STATUS)")
     p.add_argument("--variant", action="append", default=None, help="router | alone:<b>[:<m>] | bm25 | NAME=JSON")
@@ -547,7 +552,9 @@ def main() -> int:
         raise SystemExit(f"variant names must be distinct: {names}")
     embed = not (args.no_embed or quick) and MODEL.is_file()
     args.work = args.work or (scratch_dir("mr-locomo-") if quick else WORK / "work")
-    records = args.records or ((args.work / "records") if quick else WORK / "records")
+    # A subset run never overwrites the full run's records (the calibration is fitted on those).
+    subset = bool(args.conv or args.questions) and not args.replay
+    records = args.records or (args.work / "records" if quick else WORK / ("records-subset" if subset else "records"))
     limit = args.questions or (QUICK_QUESTIONS if quick else None)
 
     print(f"LoCoMo recall bench; {environment_line()}")
