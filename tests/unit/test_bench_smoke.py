@@ -40,8 +40,13 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--quick", "--skip-openclaw"],
         ["memory query cost: the OpenClaw plugin vs the skill's exec path (ms)"],
     ),
+    # Reads the LoCoMo files outside the repository; without them it says so and exits 0
+    # (test_locomo_quick_run_scores_every_question_once checks its figures).
+    "locomo.py": (["--quick"], []),
 }
-NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py"}
+NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.py", "_locomo_score.py"}
+NOT_SCRIPTS |= {"_locomo_workspace.py"}
+LOCOMO = Path(os.environ.get("LOCOMO_DIR", Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev"))
 
 
 def test_every_script_is_smoke_tested() -> None:
@@ -82,3 +87,56 @@ def test_script_runs_tiny_and_prints_its_tables(script: str) -> None:
         assert f"## {title}" in proc.stdout, f"{script} did not print the table {title!r}:\n{proc.stdout}"
     # Each table has a header rule and at least one data row.
     assert proc.stdout.count("\n--") >= len(titles)
+
+
+RECORD_KEYS = {
+    "variant", "conv", "qid", "category", "question", "evidence", "status", "error_code", "normalized_relevance",
+    "rule", "routed_to", "routed_mode", "fallbacks_used", "duration_ms", "attempts", "results",
+}  # fmt: skip
+
+
+@pytest.mark.skipif(not (LOCOMO / "30.json").is_file(), reason=f"the LoCoMo development files are not in {LOCOMO}")
+def test_locomo_quick_run_scores_every_question_once(tmp_path: Path) -> None:
+    """bench/locomo.py --quick: one conversation, 20 questions, the router, qmd search alone and
+    BM25. The report has every metric, in range, and every question has exactly one record per
+    variant, labelled consistently with its evidence."""
+    import json
+
+    if not _qmd_installed():
+        pytest.skip("qmd is not installed (.ci/setup.d/20-qmd.sh)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORY_ROUTER_", "OPENCLAW_"))}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "locomo.py"), "--quick", "--json", str(tmp_path / "r.json")]
+        + ["--work", str(tmp_path / "work"), "--records", str(tmp_path / "records"), "--data", str(LOCOMO)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=BENCH.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for title in ("LoCoMo dev half", "Evidence recall@10 per category", "Router router: why", "Calibration bm25"):
+        assert f"## {title}" in proc.stdout, proc.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["questions"] == 20 and set(report["variants"]) == {"router", "alone:qmd:search", "bm25"}
+    for name, summary in report["variants"].items():
+        q = summary["overall"]
+        assert q["questions"] == 20
+        assert 0 <= q["hit@1"] <= q["hit@5"] <= q["hit@10"] <= 100, (name, q)
+        assert 0 <= q["recall@5"] <= q["recall@10"] <= 100, (name, q)
+        assert q["hit@10"] > 0, f"{name}: nothing labelled as a hit: the labelling is broken"
+        assert summary["latency_ms"]["median"] <= summary["latency_ms"]["p95"]
+        for rows in summary["calibration"].values():
+            buckets, usable = rows[:5], rows[5]  # [0,.2) .. [.8,1], then ">= 0.4"
+            assert usable["answers"] == sum(r["answers"] for r in buckets[2:])
+            assert sum(r["share"] for r in buckets) == pytest.approx(100.0)
+        records = [json.loads(line) for line in (tmp_path / "records" / f"{name}.jsonl").read_text().splitlines()]
+        assert len(records) == 20 and len({r["qid"] for r in records}) == 20  # each question answered once
+        for r in records:
+            assert set(r) == RECORD_KEYS and r["variant"] == name
+            assert [x["rank"] for x in r["results"]] == list(range(1, len(r["results"]) + 1))
+            assert len(r["results"]) <= 10
+            for x in r["results"]:
+                assert x["hit"] == bool(set(x["dia_ids"]) & set(r["evidence"]))
+    router = report["variants"]["router"]
+    assert sum(router["outcome"].values()) == 20 and sum(router["fallbacks_used"].values()) == 20
