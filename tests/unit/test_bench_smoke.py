@@ -46,6 +46,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.py", "_locomo_score.py"}
 NOT_SCRIPTS |= {"_locomo_workspace.py"}
+# Needs the records of a LoCoMo run: test_locomo_quick_run_scores_every_question_once runs it on them.
+NOT_SCRIPTS |= {"fit_calibration.py"}
 LOCOMO = Path(os.environ.get("LOCOMO_DIR", Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev"))
 
 
@@ -140,3 +142,21 @@ def test_locomo_quick_run_scores_every_question_once(tmp_path: Path) -> None:
                 assert x["hit"] == bool(set(x["dia_ids"]) & set(r["evidence"]))
     router = report["variants"]["router"]
     assert sum(router["outcome"].values()) == 20 and sum(router["fallbacks_used"].values()) == 20
+    # The calibration fitter takes these records as they are: it fits the one backend it has
+    # (qmd search alone), prints its tables, and writes a file the router can load.
+    from memory_router.calibration import parse
+
+    fitted = subprocess.run(
+        [sys.executable, str(BENCH / "fit_calibration.py"), "--records", str(tmp_path / "records")]
+        + ["--write", str(tmp_path / "calibration.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=BENCH.parent,
+    )
+    assert fitted.returncode == 0, fitted.stderr[-2000:]
+    assert "**qmd:search**" in fitted.stdout and "| spec table, calibrated |" in fitted.stdout
+    maps = parse(json.loads((tmp_path / "calibration.json").read_text()))
+    assert set(maps) == {"qmd:search", "default"}
+    assert all(m.native >= 0 and m.coverage >= 0 for m in maps.values())
