@@ -1,27 +1,18 @@
-"""Attempts: walk the plan, calling one backend at a time, until one is good enough.
+"""Attempts: one backend call under the router's timeout, and the two drivers of the fallback.
 
-An attempt is accepted iff its status is ``success`` and its ``normalized_relevance`` reaches the
-threshold. Anything else moves on to the next step: an ``error`` logs a FALLBACK line, a call
-that outlives ``timeout_ms`` is cancelled (the adapter's cleanup kills whatever it started),
-recorded as ``QUERY_TIMEOUT`` and logs a TIMEOUT line. Low relevance and ``empty`` move on
-quietly, as the spec says.
+An :class:`Attempt` is one step of a query's chain and what came of it. :func:`call_backend`
+makes one call and never raises for a backend's problem: a call that outlives its timeout is
+cancelled (the adapter's cleanup kills whatever it started) and answers ``QUERY_TIMEOUT``; an
+adapter that raises or returns something that is not a response answers ``BACKEND_ERROR``; an
+answer with more results than the request's limit is cut to it.
 
-Two optional brakes, both off unless asked for (the one-shot CLI uses neither by default):
-
-* an overall deadline (``Policy.deadline_s``): each call gets ``min(timeout, time left)``; when
-  the time is up the chain stops with a ``DEADLINE_EXCEEDED`` attempt (the call that was cut, or
-  the step that was not started) and the envelope is built from what was answered so far;
-* a :class:`~memory_router.cooldown.Cooldown` (the daemon's): a backend (per search mode: qmd's
-  ``search`` may work while ``vsearch`` has no model) that keeps failing is skipped with a
-  ``COOLDOWN`` attempt instead of being called.
-
-The walk itself (:func:`walk_attempts`) does no I/O: it yields each call to make and is sent
-back its outcome. Two drivers make the calls. :func:`run_attempts` awaits each backend's
-``search`` under an asyncio timeout (the daemon, ``serve``, MCP). :func:`run_attempts_blocking`
-runs a :class:`~memory_router.backends.base.BlockingBackend`'s search in a thread and waits for it
-with a timeout, without an event loop: the one-shot CLI, where importing asyncio would be a
-sixth of a cold query (README, *Cold start*); a backend that is only async gets a fresh event
-loop for its one call. Both drivers build the same attempts from the same outcomes (tested).
+Every decision (accept, move on, the deadline, cooldown, router.log) is the sans-IO machine's,
+:class:`~memory_router.fallback.Fallback`. Two drivers carry out its calls. :func:`drive` awaits
+each backend's ``search`` under an asyncio timeout (the daemon, ``serve``, MCP).
+:func:`drive_blocking` runs a :class:`~memory_router.backends.base.BlockingBackend`'s search in a
+thread and waits for it with a timeout, without an event loop: the one-shot CLI, where importing
+asyncio would be a sixth of a cold query (README, *Cold start*); a backend that is only async gets
+a fresh event loop for its one call. Both drivers give the machine the same outcomes (tested).
 """
 
 from __future__ import annotations
@@ -29,8 +20,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine, Generator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -41,10 +32,10 @@ from memory_router.backends.base import (
     BlockingBackend,
 )
 
-from .cooldown import Cooldown
-from .plan import Plan
-from .routerlog import RouterLog
 from .rules import Step
+
+if TYPE_CHECKING:  # the machine the drivers carry out; it imports this module's values
+    from .fallback import Call, Fallback
 
 # Router-side attempt codes (never produced by a backend).
 COOLDOWN = "COOLDOWN"
@@ -56,13 +47,6 @@ class Policy(NamedTuple):
     timeout_s: float = 5.0
     limit: int = 10
     deadline_s: float | None = None  # overall budget for the whole query; None: no deadline
-    started: float | None = None  # perf_counter() when the deadline began (None: when the chain starts)
-
-    def deadline_at(self) -> float | None:
-        """The ``time.perf_counter()`` by which the query must be done, or ``None``."""
-        if self.deadline_s is None:
-            return None
-        return (self.started if self.started is not None else time.perf_counter()) + self.deadline_s
 
 
 class Attempt(NamedTuple):
@@ -215,216 +199,38 @@ def _capped(response: BackendResponse, limit: int) -> BackendResponse:
     return response.replace(results=kept, result_count=len(kept))
 
 
-# One call for a driver to make: the backend, the request and the timeout it is given.
-Call = tuple[Backend, BackendRequest, float]
-# Puts a step's answer on the one relevance scale (memory_router.calibration); pure, no I/O.
-Calibrate = Callable[[Step, BackendResponse], BackendResponse]
-Walk = Generator[Call, tuple[BackendResponse, int], list[Attempt]]
-
-
-def walk_attempts(
-    query: str,
-    plan: Plan,
-    backend_for: Callable[[str], Backend],
-    policy: Policy,
-    log: RouterLog,
-    *,
-    log_query: str | None = None,
-    cooldown: Cooldown | None = None,
-    calibrate: Calibrate | None = None,
-) -> Walk:
-    """The chain walk without I/O: yields each :data:`Call` and is sent back ``(response,
-    elapsed ms)``; returns the attempts. An exception thrown in at a call (the caller's own
-    cancellation) gives the cooldown slot back and propagates."""
-    attempts: list[Attempt] = []
-    steps = plan.steps
-    shown = log_query if log_query is not None else query
-    deadline = policy.deadline_at()
-    for index, step in enumerate(steps):
-        budget = _budget(policy, deadline)
-        refused = _refused(step, query, policy, budget, cooldown)
-        if refused is not None:
-            attempts.append(refused)
-            if budget is None:
-                break
-            continue
-        assert budget is not None  # _refused answers for a spent deadline
-        request = _request(query, step, policy, plan, budget[0])
+async def drive(machine: Fallback, backend_for: Callable[[str], Backend]) -> None:
+    """Carry out a :class:`~.fallback.Fallback`'s calls on the running event loop, each awaited
+    under its timeout with :func:`call_backend` (a batch concurrently): the daemon, ``serve``, MCP."""
+    while calls := machine.next_calls(time.perf_counter()):
         try:
-            response, elapsed = yield (backend_for(step.backend), request, budget[0])
+            outcomes = await _calls(calls, backend_for)
         except BaseException:
-            if cooldown is not None:
-                cooldown.release(step.health_key)
+            machine.cancel()  # our own cancellation: the calls out give their cooldown slots back
             raise
-        response = _settle(step, response, policy, budget[1], calibrate, cooldown)
-        accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
-        attempts.append(Attempt(step, response, elapsed, accepted))
-        if accepted:
-            break
-        if response.status == "error" and _log_error(log, shown, steps, index, response, elapsed):
-            break
-    return attempts
+        machine.receive(outcomes)
 
 
-def _refused(
-    step: Step, query: str, policy: Policy, budget: tuple[float, bool] | None, cooldown: Cooldown | None
-) -> Attempt | None:
-    """The attempt of a step that is not called: the query's deadline is spent, or the backend is
-    cooling down (its slot is taken otherwise: a call must follow)."""
-    if budget is None:
-        message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
-        return Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
-    if cooldown is not None and (why := cooldown.admit(step.health_key)) is not None:
-        return Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False)
-    return None
-
-
-def _request(query: str, step: Step, policy: Policy, plan: Plan, timeout_s: float) -> BackendRequest:
-    return BackendRequest(
-        query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s, signal=plan.match.signal
-    )
-
-
-def _settle(
-    step: Step,
-    response: BackendResponse,
-    policy: Policy,
-    cut_by_deadline: bool,
-    calibrate: Calibrate | None,
-    cooldown: Cooldown | None,
-) -> BackendResponse:
-    """A call's answer as the router judges it: a deadline's cut named, the relevance calibrated,
-    and the outcome counted for the backend's cooldown."""
-    if cut_by_deadline:
-        response = _deadline_cut(response, policy)
-    if calibrate is not None:
-        response = calibrate(step, response)
-    if cooldown is not None:
-        _settle_cooldown(cooldown, step.health_key, response)
-    return response
-
-
-async def run_attempts(walk: Walk) -> list[Attempt]:
-    """Drive a :func:`walk_attempts`, each call awaited with :func:`call_backend`."""
-    try:
-        call = next(walk)
-        while True:
-            try:
-                outcome = await call_backend(*call)
-            except BaseException as exc:
-                walk.throw(exc)  # the walk releases its cooldown slot and re-raises
-                raise  # pragma: no cover - throw() re-raised already
-            call = walk.send(outcome)
-    except StopIteration as done:
-        return done.value
-
-
-def run_attempts_blocking(walk: Walk) -> list[Attempt]:
-    """Drive a :func:`walk_attempts`, each call made with :func:`call_backend_blocking`."""
-    try:
-        call = next(walk)
-        while True:
-            try:
-                outcome = call_backend_blocking(*call)
-            except BaseException as exc:
-                walk.throw(exc)
-                raise  # pragma: no cover - throw() re-raised already
-            call = walk.send(outcome)
-    except StopIteration as done:
-        return done.value
-
-
-def _budget(policy: Policy, deadline: float | None) -> tuple[float, bool] | None:
-    """This attempt's timeout and whether the query's deadline cut it; ``None``: no time left."""
-    if deadline is None:
-        return policy.timeout_s, False
-    left = deadline - time.perf_counter()
-    if left <= 0:
-        return None
-    if left < policy.timeout_s:
-        return left, True
-    return policy.timeout_s, False
-
-
-def _deadline_cut(response: BackendResponse, policy: Policy) -> BackendResponse:
-    """A timeout that the query's deadline (not the backend's own timeout) imposed says so."""
-    if response.error_code != QUERY_TIMEOUT:
-        return response
-    return response.replace(
-        error_code=DEADLINE_EXCEEDED,
-        error_message=f"cut short: the query's {_ms(policy.deadline_s)} ms deadline was reached",
-    )
-
-
-def _settle_cooldown(cooldown: Cooldown, health_key: str, response: BackendResponse) -> None:
-    """Count the attempt's outcome for its backend (a deadline cut says nothing about its health)."""
-    if response.error_code == DEADLINE_EXCEEDED:
-        cooldown.release(health_key)
-    else:
-        cooldown.record(
-            health_key, response.status == "error", response.error_code or BACKEND_ERROR, response.error_message or ""
-        )
-
-
-def _log_error(
-    log: RouterLog, shown: str, steps: tuple[Step, ...], index: int, response: BackendResponse, elapsed: int
-) -> bool:
-    """Write the router.log line of the failed attempt ``steps[index]``; ``True``: the chain stops here
-    (the query's deadline is spent)."""
-    step = steps[index]
-    if response.error_code == DEADLINE_EXCEEDED:
-        log.timeout(shown, step.backend, elapsed, None)
-        return True
-    next_backend = steps[index + 1].backend if index + 1 < len(steps) else None
-    if response.error_code == QUERY_TIMEOUT:
-        log.timeout(shown, step.backend, elapsed, next_backend)
-    else:
-        log.fallback(
-            shown, step.backend, response.error_code or BACKEND_ERROR, response.error_message or "", next_backend
-        )
-    return False
-
-
-def _ms(seconds: float | None) -> int:
-    return int(round((seconds or 0) * 1000))
-
-
-async def fuse_attempts(
-    query: str,
-    plan: Plan,
-    backend_for: Callable[[str], Backend],
-    policy: Policy,
-    log: RouterLog,
-    *,
-    log_query: str | None = None,
-    cooldown: Cooldown | None = None,
-    calibrate: Calibrate | None = None,
-) -> list[Attempt]:
-    """The fused strategy's calls (:mod:`.fuse`): every step at once, each under its timeout and
-    the deadline, with the same cooldown, calibration and router.log lines as the walk. An
-    attempt is ``accepted`` when it answered with results (it then takes part in the merge)."""
+async def _calls(calls: tuple[Call, ...], backend_for: Callable[[str], Backend]) -> list[tuple[BackendResponse, int]]:
+    if len(calls) == 1:
+        call = calls[0]
+        return [await call_backend(backend_for(call.backend), call.request, call.timeout_s)]
     import asyncio
 
-    steps = plan.steps
-    shown = log_query if log_query is not None else query
-    budget = _budget(policy, policy.deadline_at())
-    slots: list[Attempt | None] = [_refused(step, query, policy, budget, cooldown) for step in steps]
-    calls = {
-        index: call_backend(backend_for(step.backend), _request(query, step, policy, plan, budget[0]), budget[0])
-        for index, step in enumerate(steps)
-        if slots[index] is None and budget is not None
-    }
-    try:
-        outcomes = await asyncio.gather(*calls.values())
-    except BaseException:
-        if cooldown is not None:
-            for index in calls:
-                cooldown.release(steps[index].health_key)
-        raise
-    for index, (response, elapsed) in zip(calls, outcomes, strict=True):
-        step = steps[index]
-        response = _settle(step, response, policy, budget is not None and budget[1], calibrate, cooldown)
-        slots[index] = Attempt(step, response, elapsed, response.status == "success")
-        if response.status == "error":
-            _log_error(log, shown, steps, index, response, elapsed)
-    return [attempt for attempt in slots if attempt is not None]
+    return list(await asyncio.gather(*(call_backend(backend_for(c.backend), c.request, c.timeout_s) for c in calls)))
+
+
+def drive_blocking(machine: Fallback, backend_for: Callable[[str], Backend]) -> None:
+    """:func:`drive` without an event loop (the one-shot CLI): one call at a time with
+    :func:`call_backend_blocking`; a batch (the fused strategy) on an event loop of its own."""
+    while calls := machine.next_calls(time.perf_counter()):
+        try:
+            if len(calls) == 1:
+                call = calls[0]
+                outcomes = [call_backend_blocking(backend_for(call.backend), call.request, call.timeout_s)]
+            else:
+                outcomes = run_on_new_loop(_calls(calls, backend_for))
+        except BaseException:
+            machine.cancel()
+            raise
+        machine.receive(outcomes)

@@ -210,7 +210,9 @@ def _fmt_step(step: Any) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @common_options
 def backends(as_json: bool, **kw: Any) -> None:
-    """Each configured backend: listed in backends.json? runs here? which relevance map?
+    """Each configured backend: listed in backends.json? runs here?
+
+    Shows which relevance map (calibration) each mode goes through.
 
     Exit 1 when backends.json marks a backend usable (ready, degraded) that cannot run here: the
     router would try it and fail. Exit 2 for a broken configuration."""

@@ -13,7 +13,6 @@ import orjson
 from memory_router.backends._frozen import Frozen
 from memory_router.backends.base import Result, check_relevance
 
-from .attempts import DEADLINE_EXCEEDED, Attempt
 from .plan import Plan
 
 Status = Literal["success", "partial", "empty", "error"]
@@ -209,94 +208,6 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 
 def _is(value: Any, kinds: tuple[type, ...]) -> bool:
     return isinstance(value, kinds) and not isinstance(value, bool)
-
-
-def from_attempts(
-    query: str, plan: Plan, attempts: list[Attempt], router_ms: int, log_hint: str | None = None
-) -> Envelope:
-    """Decide the outcome of a routed query (the spec's Fallback Logic, steps 2-5)."""
-    winner = next((a for a in attempts if a.accepted), None)
-    if winner is not None:
-        status: Status = "success"
-    else:
-        with_results = [a for a in attempts if a.response.results]
-        if with_results:
-            # Best across all attempts; the earliest wins a tie (it was planned first).
-            winner = max(with_results, key=lambda a: a.response.normalized_relevance)
-            status = "partial"
-        elif attempts and all(a.failed for a in attempts):
-            status = "error"
-        else:
-            status = "empty"
-    rejected = sum(1 for a in attempts if not a.accepted)
-    error_code = error_message = None
-    if status == "error" and attempts[-1].response.error_code == DEADLINE_EXCEEDED:
-        # The chain was stopped by the overall deadline, not exhausted: say so.
-        error_code = DEADLINE_EXCEEDED
-        error_message = (
-            f"No backend answered before the query's deadline ({attempts[-1].response.error_message}). "
-            "Raise deadline_ms, or see attempts for where the time went."
-        )
-    elif status == "error":
-        error_code = ALL_BACKENDS_FAILED
-        error_message = (
-            ALL_BACKENDS_FAILED_MESSAGE
-            if log_hint is None
-            else (f"All backends in the fallback chain failed. Check {log_hint} for details.")
-        )
-    response = winner.response if winner else None
-    return Envelope(
-        query_echo=query,
-        routed_to=winner.step.backend if winner else None,
-        routed_mode=winner.step.mode if winner else None,
-        fallback_chain=plan.fallback_chain,
-        fallbacks_used=rejected,
-        results=list(response.results) if response else [],
-        result_count=response.result_count if response else 0,
-        normalized_relevance=response.normalized_relevance if response else 0.0,
-        status=status,
-        error_code=error_code,
-        error_message=error_message,
-        router_duration_ms=max(router_ms, winner.duration_ms if winner else 0),
-        backend_duration_ms=winner.duration_ms if winner else 0,
-        rule=plan.match.as_dict(),
-        attempts=[a.as_dict() for a in attempts],
-    )
-
-
-def from_fused(
-    query: str,
-    plan: Plan,
-    attempts: list[Attempt],
-    router_ms: int,
-    *,
-    limit: int,
-    threshold: float,
-    log_hint: str | None = None,
-) -> Envelope:
-    """The envelope of the fused strategy: how its fields read is in :mod:`.fuse`."""
-    from .fuse import fuse_results
-
-    results, top = fuse_results([a for a in attempts if a.accepted], limit)
-    if top is None:  # nothing to merge: the sequential rules say empty or error
-        return from_attempts(query, plan, attempts, router_ms, log_hint)
-    best = max(r.relevance for r in results)
-    contributed = [a for a in attempts if a.accepted]
-    return Envelope(
-        query_echo=query,
-        routed_to=top.step.backend,
-        routed_mode=top.step.mode,
-        fallback_chain=plan.fallback_chain,
-        fallbacks_used=len(attempts) - len(contributed),
-        results=results,
-        result_count=len(results),
-        normalized_relevance=best,
-        status="success" if best >= threshold else "partial",
-        router_duration_ms=router_ms,
-        backend_duration_ms=max(a.duration_ms for a in contributed),
-        rule=plan.match.as_dict(),
-        attempts=[a.as_dict() for a in attempts],
-    )
 
 
 def error_envelope(

@@ -8,7 +8,8 @@ Tests and embedders can pass ``backends={"qmd": MockBackend(...)}`` to replace a
 
 :meth:`Router.route` (the daemon, ``serve``, MCP) and :meth:`Router.route_blocking` (the one-shot
 CLI: no event loop, so a cold query does not import asyncio) build the same plan and the same
-chain walk (:func:`~.attempts.walk_attempts`); only the driver that makes the calls differs.
+fallback machine (:class:`~.fallback.Fallback`, which makes every decision); only the driver that
+makes the calls differs (:mod:`.attempts`).
 
 The rule match is bounded by one budget per query (see :mod:`.rules`), at most half the query's
 deadline so the chain keeps the other half; the deadline counts from the start of :meth:`route`.
@@ -28,22 +29,13 @@ from typing import TYPE_CHECKING
 from memory_router.backends import BackendContext, adapter_module
 from memory_router.backends.base import Backend, BackendResponse
 
-from .attempts import (
-    Attempt,
-    Calibrate,
-    Policy,
-    Walk,
-    fuse_attempts,
-    run_attempts,
-    run_attempts_blocking,
-    run_on_new_loop,
-    walk_attempts,
-)
+from .attempts import Policy, drive, drive_blocking
 from .calibration import Calibration
 from .config import RouterConfig
 from .cooldown import Cooldown
-from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope, from_attempts, from_fused
+from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope
 from .errors import InvalidQuery
+from .fallback import Calibrate, Fallback
 from .installed import Installed
 from .plan import Plan, make_plan
 from .query import check_query
@@ -144,21 +136,15 @@ class Router:
         return await loop.run_in_executor(self.match_executor, lambda: rules.match(clean, left, concurrent=True))
 
     def policy(
-        self,
-        *,
-        timeout_ms: int | None = None,
-        limit: int | None = None,
-        deadline_ms: int | None = None,
-        started: float | None = None,
+        self, *, timeout_ms: int | None = None, limit: int | None = None, deadline_ms: int | None = None
     ) -> Policy:
-        """The chain's policy; ``started`` (a ``time.perf_counter()``) is when the deadline began."""
+        """The chain's policy: the config's values, or the request's where it gives them."""
         deadline_ms = deadline_ms or self.config.deadline_ms
         return Policy(
             threshold=self.config.threshold,
             timeout_s=(timeout_ms or self.config.timeout_ms) / 1000,
             limit=limit or self.config.result_limit,
             deadline_s=deadline_ms / 1000 if deadline_ms else None,
-            started=started,
         )
 
     async def route(
@@ -177,12 +163,11 @@ class Router:
         except InvalidQuery as exc:
             return error_envelope(query, exc.error_code, str(exc))
         plan = make_plan(await self.match(clean, deadline_ms), installed)
-        if self.config.strategy_for(plan.match.rule.id) == "fuse":
-            return await self._fuse(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
-        walk = self._walk(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
-        if isinstance(walk, Envelope):
-            return walk
-        return self._envelope(query, plan, await run_attempts(walk), started)
+        machine = self._machine(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
+        if isinstance(machine, Envelope):
+            return machine
+        await drive(machine, self.backend)
+        return self._finish(query, machine, started)
 
     def route_blocking(
         self,
@@ -193,24 +178,21 @@ class Router:
         limit: int | None = None,
         deadline_ms: int | None = None,
     ) -> Envelope:
-        """:meth:`route` without an event loop (the one-shot CLI): the same envelope, each backend
-        called by :func:`~.attempts.run_attempts_blocking`."""
+        """:meth:`route` without an event loop (the one-shot CLI): the same machine, its calls made
+        by :func:`~.attempts.drive_blocking`."""
         started = time.perf_counter()
         try:
             clean = check_query(query, self.config.max_query_chars)
         except InvalidQuery as exc:
             return error_envelope(query, exc.error_code, str(exc))
         plan = make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
-        if self.config.strategy_for(plan.match.rule.id) == "fuse":  # opt-in: concurrency needs asyncio
-            fused = self._fuse(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
-            envelope: Envelope = run_on_new_loop(fused)
-            return envelope
-        walk = self._walk(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
-        if isinstance(walk, Envelope):
-            return walk
-        return self._envelope(query, plan, run_attempts_blocking(walk), started)
+        machine = self._machine(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
+        if isinstance(machine, Envelope):
+            return machine
+        drive_blocking(machine, self.backend)
+        return self._finish(query, machine, started)
 
-    async def _fuse(
+    def _machine(
         self,
         query: str,
         clean: str,
@@ -220,66 +202,34 @@ class Router:
         timeout_ms: int | None,
         limit: int | None,
         deadline_ms: int | None,
-    ) -> Envelope:
-        """The fused strategy (:mod:`.fuse`): every usable step at once, merged."""
+    ) -> Fallback | Envelope:
+        """The query's fallback machine, or the error envelope of a plan with no usable step."""
         if not plan.steps:
-            return self._no_backend(query, plan, installed, started)
-        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
-        attempts = await fuse_attempts(
+            reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
+            return error_envelope(
+                query,
+                NO_BACKEND_AVAILABLE,
+                f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
+                f"Install one of them or mark it ready in {installed.path}.",
+                plan=plan,
+                router_ms=_ms(started),
+            )
+        return Fallback(
             clean,
             plan,
-            self.backend,
-            policy,
-            self.log,
-            log_query=query,
-            cooldown=self.cooldown,
-            calibrate=self._calibrate(clean),
-        )
-        log_hint = str(self.log.path) if self.log.path else None
-        return from_fused(
-            query, plan, attempts, _ms(started), limit=policy.limit, threshold=policy.threshold, log_hint=log_hint
-        )
-
-    def _walk(
-        self,
-        query: str,
-        clean: str,
-        plan: Plan,
-        installed: Installed,
-        started: float,
-        timeout_ms: int | None,
-        limit: int | None,
-        deadline_ms: int | None,
-    ) -> Walk | Envelope:
-        """The chain walk both drivers run, or the error envelope of a plan with no usable step."""
-        if not plan.steps:
-            return self._no_backend(query, plan, installed, started)
-        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
-        return walk_attempts(
-            clean,
-            plan,
-            self.backend,
-            policy,
-            self.log,
-            log_query=query,
+            self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms),
+            now=started,  # the deadline counts from the start of the query, its rule match included
+            echo=query,
+            strategy=self.config.strategy_for(plan.match.rule.id),
             cooldown=self.cooldown,
             calibrate=self._calibrate(clean),
         )
 
-    def _no_backend(self, query: str, plan: Plan, installed: Installed, started: float) -> Envelope:
-        reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
-        return error_envelope(
-            query,
-            NO_BACKEND_AVAILABLE,
-            f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
-            f"Install one of them or mark it ready in {installed.path}.",
-            plan=plan,
-            router_ms=_ms(started),
-        )
-
-    def _envelope(self, query: str, plan: Plan, attempts: list[Attempt], started: float) -> Envelope:
-        log_hint = str(self.log.path) if self.log.path else None
-        return from_attempts(query, plan, attempts, _ms(started), log_hint)
+    def _finish(self, query: str, machine: Fallback, started: float) -> Envelope:
+        """Write what the machine asks router.log to say, and build the envelope."""
+        for event in machine.events:
+            event.write(self.log, query)
+        return machine.envelope(_ms(started), str(self.log.path) if self.log.path else None)
 
 
 def _ms(started: float) -> int:

@@ -9,6 +9,7 @@ raises, or returns something that is not a contract at all.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -215,11 +216,20 @@ def _timeless(value):
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(OUTCOME, min_size=1, max_size=5), QUERY)
 def test_the_one_shot_driver_answers_exactly_as_the_daemons(tmp_path_factory, outcomes, query) -> None:
-    """Same outcomes, same envelope: the CLI's blocking driver and the daemon's async one share
-    the chain walk (attempts.walk_attempts) and differ only in how a call is made and timed out."""
+    """Same outcomes, same envelope and the same router.log lines: the CLI's blocking driver and
+    the daemon's async one carry out one fallback machine (fallback.Fallback) and differ only in
+    how a call is made and timed out."""
     tmp = tmp_path_factory.mktemp("drivers")  # one state dir: envelopes name their router.log
-    by_driver = {d: _route(tmp, outcomes, query, d) for d in ("async", "blocking")}
+    log = tmp / "state" / "router.log"
+    by_driver, lines = {}, {}
+    for driver in ("async", "blocking"):
+        log.unlink(missing_ok=True)
+        by_driver[driver] = _route(tmp, outcomes, query, driver)
+        # A line minus its time stamp and measured duration (the only things two drivers may differ in).
+        text = log.read_text() if log.exists() else ""
+        lines[driver] = [re.sub(r"duration_ms=\d+", "duration_ms=N", ln.split("] ", 1)[1]) for ln in text.splitlines()]
     assert _timeless(by_driver["blocking"].as_dict()) == _timeless(by_driver["async"].as_dict())
+    assert lines["blocking"] == lines["async"]
 
 
 def test_every_outcome_kind_was_exercised() -> None:

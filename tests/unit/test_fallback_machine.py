@@ -1,0 +1,218 @@
+"""The fallback state machine, driven directly: no backend, no event loop, no clock but ours.
+
+Each case is a chain, what each call answers, and the time the driver reports; the machine says
+which calls to make, with which timeouts, what router.log must say and what the envelope is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from memory_router.backends.base import BACKEND_ERROR, QUERY_TIMEOUT, BackendResponse, Result
+
+from memory_router.attempts import COOLDOWN, DEADLINE_EXCEEDED, Policy
+from memory_router.cooldown import Cooldown
+from memory_router.fallback import Call, Fallback, LogEvent
+from memory_router.plan import Plan
+from memory_router.rules import Rule, RuleMatch, Step
+
+STEPS = (Step("qmd", "query"), Step("totalrecall"), Step("lossless", None, True))
+
+
+def plan(steps: Sequence[Step] = STEPS) -> Plan:
+    rule = Rule(7, "default", "", (), (), tuple(steps))
+    return Plan(RuleMatch(rule, "default", None, None, None), tuple(steps), ())
+
+
+def good(backend: str, relevance: float, n: int = 1) -> BackendResponse:
+    hits = [Result(f"{backend} hit {i}", relevance, backend) for i in range(n)]
+    return BackendResponse.from_results(backend, "q", hits)
+
+
+def error(backend: str, code: str = BACKEND_ERROR, message: str = "boom") -> BackendResponse:
+    return BackendResponse.failure(backend, "q", code, message)
+
+
+def empty(backend: str) -> BackendResponse:
+    return BackendResponse.from_results(backend, "q", [])
+
+
+class FakeClock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run(machine: Fallback, answers: dict[str, BackendResponse], clock: FakeClock, spend: float = 0.0) -> list[Call]:
+    """Drive ``machine`` as a driver would, each call costing ``spend`` seconds of the fake clock."""
+    made: list[Call] = []
+    while calls := machine.next_calls(clock()):
+        made.extend(calls)
+        clock.now += spend
+        machine.receive([(answers[c.backend], int(spend * 1000)) for c in calls])
+    return made
+
+
+@pytest.mark.parametrize(
+    ("answers", "called", "status", "routed_to", "events"),
+    [
+        # The first answer at or above the threshold is accepted: nothing after it is called.
+        ({"qmd": good("qmd", 0.8)}, ["qmd"], "success", "qmd", []),
+        # Low relevance and empty move on quietly; the extension step is the last resort.
+        (
+            {"qmd": good("qmd", 0.2), "totalrecall": empty("totalrecall"), "lossless": good("lossless", 0.5)},
+            ["qmd", "totalrecall", "lossless"],
+            "success",
+            "lossless",
+            [],
+        ),
+        # Nothing good enough: the best answer across attempts, partial.
+        (
+            {"qmd": good("qmd", 0.3), "totalrecall": good("totalrecall", 0.35), "lossless": empty("lossless")},
+            ["qmd", "totalrecall", "lossless"],
+            "partial",
+            "totalrecall",
+            [],
+        ),
+        # An error logs a FALLBACK line naming the next backend, a timeout a TIMEOUT line.
+        (
+            {
+                "qmd": error("qmd"),
+                "totalrecall": error("totalrecall", QUERY_TIMEOUT, ""),
+                "lossless": error("lossless"),
+            },
+            ["qmd", "totalrecall", "lossless"],
+            "error",
+            None,
+            [
+                ("fallback", "qmd", "totalrecall"),
+                ("timeout", "totalrecall", "lossless"),
+                ("fallback", "lossless", None),
+            ],
+        ),
+        # Errors and empties only: empty, not error.
+        (
+            {"qmd": error("qmd"), "totalrecall": empty("totalrecall"), "lossless": empty("lossless")},
+            ["qmd", "totalrecall", "lossless"],
+            "empty",
+            None,
+            [("fallback", "qmd", "totalrecall")],
+        ),
+    ],
+)
+def test_the_sequential_walk(answers, called, status, routed_to, events):
+    clock = FakeClock()
+    machine = Fallback("q", plan(), Policy(threshold=0.4, timeout_s=5.0), now=clock())
+    made = run(machine, answers, clock)
+    assert [c.backend for c in made] == called
+    assert all(c.timeout_s == 5.0 and c.request.limit == 10 for c in made)
+    envelope = machine.envelope(router_ms=7)
+    assert (envelope.status, envelope.routed_to) == (status, routed_to)
+    assert envelope.fallbacks_used == sum(1 for a in envelope.attempts if not a["accepted"])
+    assert [(e.kind, e.backend, e.next) for e in machine.events] == events
+
+
+def test_the_deadline_cuts_the_timeout_then_stops_the_chain():
+    clock = FakeClock(10.0)
+    machine = Fallback("q", plan(), Policy(timeout_s=5.0, deadline_s=7.0), now=clock())
+    first = machine.next_calls(clock())
+    assert [(c.backend, c.timeout_s) for c in first] == [("qmd", 5.0)]
+    clock.now += 5.0
+    machine.receive([(error("qmd", QUERY_TIMEOUT, "slow"), 5000)])
+    second = machine.next_calls(clock())
+    assert [(c.backend, c.timeout_s) for c in second] == [("totalrecall", pytest.approx(2.0))]  # cut to the rest
+    clock.now += 2.0
+    machine.receive([(error("totalrecall", QUERY_TIMEOUT, "slow"), 2000)])
+    assert machine.next_calls(clock()) == ()
+    codes = [a.response.error_code for a in machine.attempts]
+    assert codes == [QUERY_TIMEOUT, DEADLINE_EXCEEDED]  # the cut call says the deadline did it; lossless never ran
+    envelope = machine.envelope(router_ms=7000)
+    assert (envelope.status, envelope.error_code) == ("error", DEADLINE_EXCEEDED)
+    assert [(e.kind, e.next) for e in machine.events] == [("timeout", "totalrecall"), ("timeout", None)]
+
+
+def test_a_deadline_spent_before_a_step_records_it_as_not_tried():
+    clock = FakeClock(0.0)
+    machine = Fallback("q", plan(), Policy(timeout_s=5.0, deadline_s=1.0), now=clock())
+    run(machine, {"qmd": good("qmd", 0.1)}, clock, spend=1.5)
+    attempts = machine.attempts
+    assert [a.step.backend for a in attempts] == ["qmd", "totalrecall"]
+    assert attempts[1].response.error_code == DEADLINE_EXCEEDED and "not tried" in attempts[1].response.error_message
+    assert machine.envelope(1500).status == "partial"  # qmd's answer is still the best found
+
+
+def test_a_backend_cooling_down_is_skipped_and_its_failures_counted():
+    clock = FakeClock()
+    cooldown = Cooldown(failures=1, seconds=30.0, clock=clock)
+    for expected in (["qmd", "totalrecall"], ["totalrecall"]):
+        machine = Fallback("q", plan(STEPS[:2]), Policy(), now=clock(), cooldown=cooldown)
+        made = run(machine, {"qmd": error("qmd"), "totalrecall": good("totalrecall", 0.9)}, clock)
+        assert [c.backend for c in made] == expected
+    assert machine.attempts[0].response.error_code == COOLDOWN  # the second query skipped qmd
+    clock.now += 31.0  # cooled down: one trial call
+    machine = Fallback("q", plan(STEPS[:2]), Policy(), now=clock(), cooldown=cooldown)
+    assert [c.backend for c in run(machine, {"qmd": good("qmd", 0.9)}, clock)] == ["qmd"]
+
+
+def test_a_cancelled_query_gives_its_cooldown_slot_back():
+    clock = FakeClock()
+    cooldown = Cooldown(failures=1, seconds=1.0, clock=clock)
+    Fallback("q", plan(STEPS[:1]), Policy(), now=clock(), cooldown=cooldown)  # nothing admitted yet
+    first = Fallback("q", plan(STEPS[:1]), Policy(), now=clock(), cooldown=cooldown)
+    run(first, {"qmd": error("qmd")}, clock)
+    clock.now += 2.0
+    trial = Fallback("q", plan(STEPS[:1]), Policy(), now=clock(), cooldown=cooldown)
+    assert trial.next_calls(clock())  # the trial call is out
+    other = Fallback("q", plan(STEPS[:1]), Policy(), now=clock(), cooldown=cooldown)
+    assert other.next_calls(clock()) == ()  # ... so another query skips qmd meanwhile
+    trial.cancel()
+    again = Fallback("q", plan(STEPS[:1]), Policy(), now=clock(), cooldown=cooldown)
+    assert again.next_calls(clock())  # the slot came back
+
+
+def test_fuse_asks_every_step_in_one_batch_and_merges():
+    clock = FakeClock()
+    machine = Fallback("q", plan(), Policy(limit=3), now=clock(), strategy="fuse")
+    calls = machine.next_calls(clock())
+    assert [c.backend for c in calls] == ["qmd", "totalrecall", "lossless"]
+    machine.receive([(good("qmd", 0.3, 2), 5), (error("totalrecall"), 3), (good("lossless", 0.6, 2), 9)])
+    assert machine.next_calls(clock()) == ()
+    envelope = machine.envelope(router_ms=10)
+    assert envelope.status == "success" and envelope.result_count == 3
+    assert (envelope.routed_to, envelope.fallbacks_used, envelope.backend_duration_ms) == ("lossless", 1, 9)
+    assert [a["accepted"] for a in envelope.attempts] == [True, False, True]
+    assert machine.events == [LogEvent("fallback", "totalrecall", BACKEND_ERROR, "boom", 3, "lossless")]
+
+
+def test_calibration_is_applied_before_the_verdict():
+    clock = FakeClock()
+
+    def halve(step, response):
+        return response.replace(normalized_relevance=response.normalized_relevance / 2)
+
+    machine = Fallback("q", plan(STEPS[:2]), Policy(threshold=0.4), now=clock(), calibrate=halve)
+    made = run(machine, {"qmd": good("qmd", 0.6), "totalrecall": good("totalrecall", 0.9)}, clock)
+    assert [c.backend for c in made] == ["qmd", "totalrecall"]  # 0.6 -> 0.3: not good enough any more
+    assert machine.envelope(1).routed_to == "totalrecall"
+
+
+def test_the_protocol_is_enforced():
+    clock = FakeClock()
+    machine = Fallback("q", plan(), Policy(), now=clock())
+    machine.next_calls(clock())
+    with pytest.raises(RuntimeError, match="before receive"):
+        machine.next_calls(clock())
+    with pytest.raises(ValueError, match="expected 1 outcomes, got 2"):
+        machine.receive([(empty("qmd"), 1), (empty("qmd"), 1)])
+
+
+def test_the_echo_is_the_users_text_and_the_backends_get_the_normalised_query():
+    clock = FakeClock()
+    machine = Fallback("auth  token", plan(STEPS[:1]), Policy(), now=clock(), echo="  auth\ttoken ")
+    (call,) = machine.next_calls(clock())
+    assert call.request.query == "auth  token"
+    machine.receive([(good("qmd", 0.9), 1)])
+    assert machine.envelope(1).query_echo == "  auth\ttoken "
