@@ -171,6 +171,7 @@ for line in sys.stdin:
 """
 
 
+@needs_qmd  # the FAKE engine stands in for qmd's engine, but the backend still resolves qmd.js
 def test_1_an_unreadable_engine_line_fails_only_its_own_call(emoji_index, tmp_path: Path) -> None:
     fake = tmp_path / "fake-node-unreadable-line"
     fake.write_text(FAKE_ENGINE.format(python=sys.executable))
