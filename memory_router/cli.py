@@ -318,8 +318,10 @@ def config() -> None:
 @config.command("check")
 @common_options
 def config_check(**kw: Any) -> None:
-    """Validate router-config.json and backends.json, and that every rule has a backend that
-    can run here; exit 2 with the problems."""
+    """Validate both config files and that each rule can be answered.
+
+    Checks router-config.json and backends.json, then that every rule has a backend backends.json
+    allows and that can run here; exit 2 with the problems, naming each rule and backend."""
     from .readiness import probe_all, rules_without_an_answer
 
     try:

@@ -21,6 +21,8 @@ _NUMBER = re.compile(
 )
 _ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "0": "\0"}
 _LITERALS = {"true": True, "false": False, "null": None}
+# Where a string's plain run ends: its quote, an escape or a line break.
+_STRING_STOP = {q: re.compile(f"[{q}\\\\\n\r]") for q in ("'", '"')}
 
 
 class JSON5Error(ValueError):
@@ -103,9 +105,8 @@ class _Parser:
         text, i = self.text, self.pos + 1
         out: list[str] = []
         while True:
-            j = i
-            while j < len(text) and text[j] not in (quote, "\\", "\n", "\r"):
-                j += 1
+            stop = _STRING_STOP[quote].search(text, i)
+            j = stop.start() if stop else len(text)
             out.append(text[i:j])
             if j >= len(text) or text[j] in "\n\r":
                 self.pos = j
