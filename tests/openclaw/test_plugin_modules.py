@@ -260,3 +260,17 @@ def test_a_daemon_that_dies_at_start_is_reported_and_not_restarted_per_query(tmp
     assert "the daemon exited (1) before listening" in out["d"]["fallbackReason"]
     assert out["d"]["spawns"] == 1 and out["d"]["execQueries"] == 2
     assert all("exited 1 without an envelope" in e for e in out["errors"])
+
+
+def test_the_prompt_section_tells_the_agent_when_to_search() -> None:
+    script = (
+        f'import {{ memoryPromptSection }} from "{LIB}/prompt.js";'
+        "output = input.map(([tools, citationsMode]) =>"
+        " memoryPromptSection({ availableTools: new Set(tools), citationsMode }));"
+    )
+    both, none, off = node(
+        script, [[["memory_search", "memory_get"], None], [["exec"], None], [["memory_search"], "off"]]
+    )
+    assert both[0] == "## Memory Recall" and "run memory_search" in both[1] and "memory_get" in both[1]
+    assert none == []  # without the tools (a policy removed them) the section is left out
+    assert "Citations are disabled" in off[-2] and "memory_get" not in off[1]
