@@ -190,7 +190,7 @@ def openclaw_round_trips(root: Path, n_cli: int, n_tool: int) -> dict[str, list[
     out: dict[str, list[float]] = {"cli": [], "tool": []}
     try:
         for i in range(n_cli + 1):  # the first one starts the daemon: not counted
-            ms = timed(lambda i=i: run([*oc, "memory", "search", "--json", QUERIES[i % len(QUERIES)]]))
+            ms = timed(functools.partial(run, [*oc, "memory", "search", "--json", QUERIES[i % len(QUERIES)]]))
             if i:
                 out["cli"].append(ms)
         out["tool"] = gateway_tool_series(oc, env, home, n_tool)
@@ -234,7 +234,7 @@ def gateway_tool_series(oc: list[str], env: dict[str, str], home: Path, n: int) 
                 assert json.loads(response.read())["ok"] is True
 
         invoke(QUERIES[0])  # the Gateway's plugin connects: not counted
-        return [timed(lambda i=i: invoke(QUERIES[i % len(QUERIES)])) for i in range(n)]
+        return [timed(functools.partial(invoke, QUERIES[i % len(QUERIES)])) for i in range(n)]
     finally:
         os.killpg(gateway.pid, signal.SIGTERM)
         try:

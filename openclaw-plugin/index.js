@@ -4,6 +4,7 @@
 // query unless the socket cannot be used.
 import { registerMemoryCli } from "./lib/cli.js";
 import { MemoryRouterPlugin, memoryRuntime } from "./lib/manager.js";
+import { memoryPromptSection } from "./lib/prompt.js";
 import { createGetTool, createSearchTool } from "./lib/tools.js";
 
 export default {
@@ -12,7 +13,7 @@ export default {
   description: "Memory search through memory-router's warm daemon",
   register(api) {
     const plugin = new MemoryRouterPlugin(api);
-    api.registerMemoryCapability({ runtime: memoryRuntime(plugin) });
+    api.registerMemoryCapability({ runtime: memoryRuntime(plugin), promptBuilder: memoryPromptSection });
     api.registerTool((ctx) => createSearchTool(plugin, ctx), { names: ["memory_search"] });
     api.registerTool((ctx) => createGetTool(plugin, ctx), { names: ["memory_get"] });
     api.registerCli((ctx) => registerMemoryCli(plugin, ctx), {

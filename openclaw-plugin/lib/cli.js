@@ -84,7 +84,7 @@ export function registerMemoryCli(plugin, { program, config }) {
               `provider:    memory-router (${m.transport}${m.fallbackReason ? `: ${m.fallbackReason}` : ""})`,
               `memory root: ${m.memoryRoot}`,
               `state dir:   ${m.stateDir}`,
-              `socket:      ${m.socket}${m.daemonPid ? ` (daemon pid ${m.daemonPid})` : ""}`,
+              `socket:      ${m.socket}${m.daemonPid ? ` (daemon pid ${m.daemonPid})` : m.socketPresent ? " (present)" : " (no daemon yet: the first search starts one)"}`,
               `command:     ${m.command}`,
             ].join("\n") + "\n",
           );

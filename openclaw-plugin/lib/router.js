@@ -14,6 +14,7 @@ const SOCKET_NAME = "router.sock"; // memory_router/wire.py SOCKET_NAME: shared 
 const IDLE_EXIT_S = 600; // a daemon nobody uses exits (as `query --spawn`'s default)
 const START_WAIT_MS = 15000; // how long a starting daemon may take to listen (wire.wait_for_daemon)
 const MAX_SOCKET_PATH = 107; // bytes in a Unix socket path
+const RETRY_AFTER_MS = 30000; // after the daemon could not be used: exec until then, then try again
 
 export class RouterError extends Error {
   constructor(message, code = "MEMORY_ROUTER_ERROR") {
@@ -34,6 +35,7 @@ export class RouterClient {
     this.fallbackReason = null; // why queries go through exec, when they do
     this.counters = { connections: 0, spawns: 0, daemonQueries: 0, execQueries: 0 };
     this.warned = new Set();
+    this.retryAt = 0; // a daemon that failed to start is not started again for every query
   }
 
   /** The router envelope for `query`, and how it was answered ("daemon" or "exec"). */
@@ -43,13 +45,14 @@ export class RouterClient {
     if (limit) request.limit = Math.min(1000, limit);
     // A chain tries up to three backends, each up to timeout_ms; leave the daemon room to answer.
     const wait = Math.max(10000, 4 * perBackend + 2000);
-    for (let attempt = 0; attempt < 2; attempt++) {
+    for (let attempt = 0; attempt < 2 && Date.now() >= this.retryAt; attempt++) {
       let conn;
       try {
         conn = await this.#connection();
       } catch (err) {
         this.#warnOnce(`exec:${err.message}`, `memory-router: ${err.message}; answering through \`${this.settings.command} query\` instead`);
         this.fallbackReason = err.message;
+        this.retryAt = Date.now() + RETRY_AFTER_MS;
         break;
       }
       try {
@@ -60,6 +63,9 @@ export class RouterClient {
         this.counters.daemonQueries++;
         return { envelope, via: "daemon" };
       } catch (err) {
+        // Slow, not broken: another process would be as slow. The connection stays (a late
+        // answer to a forgotten id is dropped).
+        if (err.code === "QUERY_TIMEOUT") throw new RouterError(`memory-router: ${err.message}`, "QUERY_TIMEOUT");
         // The daemon went away (idle exit, restart) or broke: drop the connection, try once more.
         this.#drop(conn);
         if (attempt === 1) this.fallbackReason = err.message;
@@ -144,8 +150,8 @@ export class RouterClient {
       await conn.open();
     } catch (err) {
       if (!(err instanceof DaemonError) || !err.absent || !mayStart) throw err;
-      await this.#start(socketPath);
-      conn = await this.#waitFor(socketPath);
+      const child = await this.#start(socketPath);
+      conn = await this.#waitFor(socketPath, child);
     }
     this.counters.connections++;
     let hello;
@@ -164,15 +170,20 @@ export class RouterClient {
     return conn;
   }
 
-  async #waitFor(socketPath) {
+  async #waitFor(socketPath, child) {
     const deadline = Date.now() + START_WAIT_MS;
+    const log = path.join(this.settings.stateDir, "daemon.log");
     for (;;) {
       const conn = new Connection(socketPath);
       try {
         return await conn.open();
       } catch (err) {
+        // Exit 2 is also "another daemon already serves this socket": it may still be starting.
+        if (child.exited !== null && child.exited !== 2) {
+          throw new DaemonError(`the daemon exited (${child.exited}) before listening on ${socketPath}; see ${log}`);
+        }
         if (Date.now() > deadline) {
-          throw new DaemonError(`the daemon did not start listening on ${socketPath} within ${START_WAIT_MS / 1000} s; see ${path.join(this.settings.stateDir, "daemon.log")}`);
+          throw new DaemonError(`the daemon did not start listening on ${socketPath} within ${START_WAIT_MS / 1000} s; see ${log}`);
         }
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -207,9 +218,14 @@ export class RouterClient {
         child.once("spawn", resolve);
         child.once("error", (err) => reject(new DaemonError(this.#commandError(err))));
       });
+      const started = { pid: child.pid, exited: null };
+      child.once("exit", (code, signal) => {
+        started.exited = code ?? signal;
+      });
       child.unref();
       this.counters.spawns++;
       this.logger.info?.(`memory-router: started a daemon (pid ${child.pid}) on ${socketPath}`);
+      return started;
     } finally {
       fs.closeSync(log);
     }

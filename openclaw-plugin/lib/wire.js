@@ -85,7 +85,7 @@ export class Connection {
       const timer = setTimeout(() => {
         this.pending.delete(id);
         this.#idle();
-        reject(new DaemonError(`the daemon at ${this.path} did not answer within ${Math.round(timeoutMs / 1000)} s`));
+        reject(new DaemonError(`the daemon at ${this.path} did not answer within ${Math.round(timeoutMs / 1000)} s`, { code: "QUERY_TIMEOUT" }));
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
       // A pending request keeps the host's event loop alive; an idle connection must not

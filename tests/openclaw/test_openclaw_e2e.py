@@ -245,27 +245,17 @@ def test_status_all_shows_the_plugin_s_memory_block(setup: Setup) -> None:
 
 def test_gateway_memory_search_rpc_and_close_cost_no_daemon(setup: Setup) -> None:
     gateway_ready(setup)
-    params = json.dumps({"query": AUTH, "maxResults": 3})
-    call = (
-        "gateway",
-        "call",
-        "memory.search",
-        "--port",
-        str(setup.port),
-        "--token",
-        TOKEN,
-        "--params",
-        params,
-        "--json",
-    )
-    first = json.loads(ok(openclaw(setup.env, setup.home, *call)).stdout)
-    assert first["provider"] == "memory-router"
-    assert_same_answer(first["results"], router_query(setup, AUTH, 3), 3)
-    # The Gateway closed its manager after that search. Another search must reuse the same
-    # daemon and the Gateway's one connection to it.
+    invoke(setup, "memory_search", {"query": AUTH})  # the Gateway's plugin instance connects
     pids, before = daemons(setup.state), clients(setup.state)
-    second = json.loads(ok(openclaw(setup.env, setup.home, *call)).stdout)
-    assert [r["path"] for r in second["results"]] == [r["path"] for r in first["results"]]
+    params = json.dumps({"query": AUTH, "maxResults": 3})
+    call = ["gateway", "call", "memory.search", "--port", str(setup.port), "--token", TOKEN, "--params", params]
+    call += ["--json", "--timeout", "90000"]  # its default 10 s is too short on a loaded machine
+    answer = json.loads(ok(openclaw(setup.env, setup.home, *call)).stdout)
+    assert answer["provider"] == "memory-router"
+    assert_same_answer(answer["results"], router_query(setup, AUTH, 3), 3)
+    # The Gateway got a manager for that search and closed it afterwards: still the same one
+    # daemon, and the Gateway's connection is still open (a close() that dropped it would leave
+    # one client fewer; the `gateway call` CLI never talks to the daemon).
     assert daemons(setup.state) == pids and len(pids) == 1
     assert clients(setup.state) == before
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,33 @@ def test_a_router_failure_is_an_answer_not_a_crash(tmp_path: Path) -> None:
     assert json.loads(out["text"]) == search  # the model reads the same payload as text
     assert out["get"]["status"] == "error" and "relative to the memory root" in out["get"]["error"]
     assert out["thrown"] and "BACKENDS_JSON_MISSING" in out["thrown"]
+
+
+def test_a_daemon_that_dies_at_start_is_reported_and_not_restarted_per_query(tmp_path: Path) -> None:
+    """A `memory-router` that cannot serve (here `false`): the plugin does not wait out the start
+    timeout, says why in its status, and does not start another daemon for the next query."""
+    (tmp_path / "demo" / "state").mkdir(parents=True)
+    script = (
+        f"{ROUTER} const c = new RouterClient(input, {{ info() {{}}, warn() {{}} }});"
+        "const errors = [];"
+        "for (const q of ['a', 'b']) { try { await c.query(q); } catch (e) { errors.push(e.message); } }"
+        "output = { errors, d: c.describe() }; c.close();"
+    )
+    out = node(script, _settings(tmp_path, command=shutil.which("false")))
+    assert "the daemon exited (1) before listening" in out["d"]["fallbackReason"]
+    assert out["d"]["spawns"] == 1 and out["d"]["execQueries"] == 2
+    assert all("exited 1 without an envelope" in e for e in out["errors"])
+
+
+def test_the_prompt_section_tells_the_agent_when_to_search() -> None:
+    script = (
+        f'import {{ memoryPromptSection }} from "{LIB}/prompt.js";'
+        "output = input.map(([tools, citationsMode]) =>"
+        " memoryPromptSection({ availableTools: new Set(tools), citationsMode }));"
+    )
+    both, none, off = node(
+        script, [[["memory_search", "memory_get"], None], [["exec"], None], [["memory_search"], "off"]]
+    )
+    assert both[0] == "## Memory Recall" and "run memory_search" in both[1] and "memory_get" in both[1]
+    assert none == []  # without the tools (a policy removed them) the section is left out
+    assert "Citations are disabled" in off[-2] and "memory_get" not in off[1]
