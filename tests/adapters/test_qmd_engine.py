@@ -353,8 +353,10 @@ def test_daemons_own_their_engines_and_take_them_down_when_they_exit(corpus: dic
     two, _ = serve(tmp_path, corpus, "two")
     try:
         for proc in (one, two):
-            stats = request(proc, {"id": 0, "op": "stats"})["stats"]
-            assert stats["runtime"] == {}  # no qmd call yet: no engine (not started at daemon start)
+            qmd = request(proc, {"id": 0, "op": "stats"})["stats"]["runtime"]["qmd"]
+            # no qmd call yet and no embedding model to warm up: no engine process at daemon start
+            assert qmd["engine"]["state"] == "not started" and qmd["engine"]["pid"] is None
+            assert qmd.get("warmup", {}).get("state") in (None, "skipped")
             answer = request(proc, {"id": 1, "query": "find the function leader election"})
             assert answer["attempts"][0]["backend"] == "qmd"
         pids = []
@@ -468,7 +470,8 @@ def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corp
                 assert time.monotonic() < deadline and daemon.poll() is None, "serve --socket did not start"
                 time.sleep(0.05)
         status = subprocess.run([*cli, "daemon", "status"], env=env, capture_output=True, text=True, timeout=30)
-        assert "qmd:" not in status.stdout  # no engine before the first qmd call
+        # no engine before the first qmd call: no embedding model here, so nothing to warm up
+        assert "qmd: engine not started" in status.stdout and "engine running" not in status.stdout
         answer = subprocess.run(
             [*cli, "query", "find the function leader election"], env=env, capture_output=True, timeout=60
         )
