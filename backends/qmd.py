@@ -26,8 +26,10 @@ score/best)``, vsearch ``(cosine - 0.3) / 0.5``, query the reranker's score (els
 vector/BM25 evidence). 0.4 means "usable" as for every backend.
 
 **Failing fast.** vsearch/query load GGUF models; when one is missing qmd retries the download
-for ~12 minutes. The adapter checks the model cache first and answers ``BACKEND_UNAVAILABLE``
-with the fix (``qmd pull``) at once. With ``CI`` set qmd refuses model work ("LLM operations are
+for ~12 minutes. The adapter checks the model cache first. The generate (query expansion) and
+rerank models are optional: when one is absent the call skips it (a typed ``lex:``/``vec:``
+document, ``--no-rerank``) and the attempt's ``note`` says so. A missing embedding model answers
+``BACKEND_UNAVAILABLE`` with the fix (``qmd pull``) at once. With ``CI`` set qmd refuses model work ("LLM operations are
 disabled in CI"); that, a missing qmd/Node, and an index without embeddings are
 ``BACKEND_UNAVAILABLE`` too; other failures are ``BACKEND_ERROR`` with qmd's stderr tail.
 
