@@ -131,6 +131,31 @@ def test_engine_starts_on_first_call_and_answers_like_the_cli(corpus: dict, tmp_
     asyncio.run(main())
 
 
+def test_keyword_query_does_not_wait_for_an_engine_still_starting(corpus: dict, tmp_path: Path) -> None:
+    """While the daemon's warm-up is starting the engine (here one that never gets ready), a
+    keyword query is answered at once by a qmd process, as the CLI would answer it."""
+
+    async def main() -> None:
+        backend = warm(corpus, tmp_path)
+        transport = backend.answering()
+        assert isinstance(transport, qmd_adapter.EngineTransport)
+        transport.engine.argv = [sys.executable, "-c", "import time; time.sleep(60)"]  # never says ready
+        transport.cwd.mkdir(parents=True)
+        starting = asyncio.ensure_future(transport.engine.request({"op": "health"}))  # as warm() does
+        await asyncio.sleep(0.2)
+        try:
+            assert transport.engine.starting
+            cli = qmd_adapter.QmdBackend("qmd", backend.settings, BackendContext(state_dir=tmp_path / "c", environ=ENV))
+            got, want = await ask(backend, "leader election"), await ask(cli, "leader election")
+            assert got.status == "success" and [r.path for r in got.results] == [r.path for r in want.results]
+            assert transport.engine.starting and transport.engine.health == {}  # the engine never answered it
+        finally:
+            starting.cancel()
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
 def test_index_updated_by_qmd_update_is_seen_without_restart(corpus: dict, tmp_path: Path) -> None:
     async def main() -> None:
         backend = warm(corpus, tmp_path)
