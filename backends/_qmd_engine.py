@@ -117,6 +117,11 @@ class QmdEngine:
             self.health = answer["health"]
         return answer
 
+    @property
+    def starting(self) -> bool:
+        """A start is in progress: the process is being spawned or has not reported ready yet."""
+        return self._starting is not None and not self._starting.done()
+
     def facts(self) -> dict[str, Any]:
         """pid, RSS, uptime, model state: for ``daemon status`` and ``backends``."""
         proc = self._proc

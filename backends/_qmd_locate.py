@@ -57,14 +57,14 @@ DEFAULT_MODELS = {
 }
 MODEL_ENV = {"embed": "QMD_EMBED_MODEL", "generate": "QMD_GENERATE_MODEL", "rerank": "QMD_RERANK_MODEL"}
 MODES_NEED = {
+    # What a call needs on disk (qmd.SemanticPlan.needs): `qmd vsearch` always expands; a vector
+    # search without expansion (the engine, or the CLI's typed `vec:` query) needs the embedding
+    # model only; hybrid search with expansion needs the generate model too. The reranker is
+    # never required: without it the call runs with --no-rerank.
     "vsearch": ("embed", "generate"),
-    "query": ("embed", "generate", "rerank"),
-    # `qmd query` given a typed lex:/vec: document skips the expansion (generate) model.
-    "query-structured": ("embed", "rerank"),
-    # The warm engine: vector search without expansion, hybrid search with it, and the reranker
-    # (optional there: without it the engine ranks by retrieval evidence).
     "embed": ("embed",),
     "query-expand": ("embed", "generate"),
+    # One optional model each, to find out whether it is on disk.
     "rerank": ("rerank",),
     "generate": ("generate",),
 }

@@ -4,7 +4,8 @@ Everything above this module (rules, plan, attempts, envelope, CLI, daemon) know
 as an object with a ``name``, an async :meth:`Backend.search` that returns the stack's nine-field
 backend contract, and a cheap synchronous :meth:`Backend.probe`; optionally
 :class:`BlockingBackend` (a blocking search the one-shot CLI calls without an event loop),
-:class:`ClosableBackend`, :class:`WatchableBackend` and :class:`DescribedBackend`. An adapter module has the
+:class:`ClosableBackend`, :class:`WatchableBackend`, :class:`DescribedBackend` and
+:class:`WarmableBackend`. An adapter module has the
 :class:`AdapterModule` shape and is created with a :class:`BackendContext`. Subprocesses, SQLite,
 HTTP and markdown parsing all live below this line, in one adapter module each.
 
@@ -349,6 +350,20 @@ class DescribedBackend(Protocol):
     ``daemon status`` and ``memory-router backends`` print what :meth:`runtime_facts` returns."""
 
     async def runtime_facts(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class WarmableBackend(Protocol):
+    """Optional: a backend that can get ready for its first query ahead of it (qmd: start the warm
+    engine and load the models its semantic modes use, so the first semantic query does not pay
+    the load). A long-lived router (``serve``, ``serve --socket``, ``mcp``) awaits :meth:`warm`
+    once, in a background task, at start-up, for each backend backends.json lets it use.
+
+    It must never delay another query (a keyword query is answered while models load), never
+    raise for a backend-side problem (what went wrong is kept and shown by
+    :meth:`DescribedBackend.runtime_facts`), and do nothing where there is nothing to warm."""
+
+    async def warm(self) -> None: ...
 
 
 @runtime_checkable

@@ -26,8 +26,10 @@ score/best)``, vsearch ``(cosine - 0.3) / 0.5``, query the reranker's score (els
 vector/BM25 evidence). 0.4 means "usable" as for every backend.
 
 **Failing fast.** vsearch/query load GGUF models; when one is missing qmd retries the download
-for ~12 minutes. The adapter checks the model cache first and answers ``BACKEND_UNAVAILABLE``
-with the fix (``qmd pull``) at once. With ``CI`` set qmd refuses model work ("LLM operations are
+for ~12 minutes. The adapter checks the model cache first. The generate (query expansion) and
+rerank models are optional: when one is absent the call skips it (a typed ``lex:``/``vec:``
+document, ``--no-rerank``) and the attempt's ``note`` says so. A missing embedding model answers
+``BACKEND_UNAVAILABLE`` with the fix (``qmd pull``) at once. With ``CI`` set qmd refuses model work ("LLM operations are
 disabled in CI"); that, a missing qmd/Node, and an index without embeddings are
 ``BACKEND_UNAVAILABLE`` too; other failures are ``BACKEND_ERROR`` with qmd's stderr tail.
 
@@ -39,11 +41,13 @@ rewriting and scoring are the same over all three.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -77,6 +81,7 @@ from ._settings import Limits, settings_from_json
 from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Stopwatch
 
 ENV_VARS: frozenset[str] = QMD  # the environment variables it reads: memory_router.envvars
+WARM_TIMEOUT_S = 300.0  # a start-up model load longer than this is reported as failed
 
 MODES = frozenset({"search", "vsearch", "query"})
 DEFAULT_MODE = "query"
@@ -116,6 +121,9 @@ class Settings:
     """``auto``: a long-lived router (``serve``, ``serve --socket``, ``mcp``) answers through one
     warm qmd engine process that keeps the index and models loaded; ``off``: a ``qmd`` process per
     call everywhere. The one-shot CLI always runs ``qmd`` per call."""
+    engine_warmup: bool = True
+    """With the engine: start it and load the models at daemon start, in the background, so the
+    first semantic query does not pay the load (3-5 s on a CPU); false: on the first qmd call."""
     engine_idle_s: Annotated[float, Limits(ge=0)] = 300.0
     """The engine unloads its models after this many idle seconds (0: never); the next semantic
     query loads them again."""
@@ -502,6 +510,7 @@ class QmdBackend:
         self._transport: CliTransport | None = None
         self._engine: EngineTransport | None = None
         self._http: HttpTransport | None = None
+        self._warmup: dict[str, Any] = {}  # what warm() did, for runtime_facts
 
     # -- environment -------------------------------------------------------------------
 
@@ -605,15 +614,62 @@ class QmdBackend:
             await self._engine.engine.aclose()
 
     async def runtime_facts(self) -> dict[str, Any]:
-        """The warm engine's state (pid, RSS, loaded models), asked of the engine itself."""
+        """The warm engine's state (pid, RSS, loaded models), asked of the engine itself, and the
+        start-up warm-up's (:meth:`warm`)."""
         if self.settings.http_url:
             return {"transport": "http", "url": _public_url(self.settings.http_url)}
+        warmup = {"warmup": dict(self._warmup)} if self._warmup else {}
         if self._engine is None:
             return {
                 "transport": "engine" if self.context.long_lived and self.settings.engine == "auto" else "cli",
                 "engine": {"state": "not started"},
+                **warmup,
             }
-        return {"transport": "engine", "engine": await self._engine.engine.refresh()}
+        return {"transport": "engine", "engine": await self._engine.engine.refresh(), **warmup}
+
+    async def warm(self) -> None:
+        """:class:`~.base.WarmableBackend`: in a long-lived router whose semantic modes can run
+        (the embedding model is on disk, the index exists), start the warm engine and load the
+        models the configured modes use - the embedding model, the reranker and, when expansion is
+        on, the generate model, each only if its file is on disk - so the first semantic query does
+        not pay the load (3-5 s on a CPU). The outcome (``warming``, ``ready`` with the load time
+        per model, ``failed`` with why, or ``skipped`` with why) is in :meth:`runtime_facts`.
+        Never raises; a keyword query meanwhile is answered as usual (the engine runs searches
+        beside model work)."""
+        if not self.settings.engine_warmup:
+            return
+        try:
+            transport = self.answering()
+        except QmdNotFound:
+            return  # nothing to warm; queries say what is missing
+        if not isinstance(transport, EngineTransport):
+            return  # the CLI (a process per call) or a qmd server: nothing of ours to warm
+        env = transport.env
+        if missing := missing_models("embed", self.config_file(env), env):
+            self._warmup = {"state": "skipped", "reason": f"no embedding model ({missing[0]})"}
+            return
+        if why := await transport.follow_index():
+            self._warmup = {"state": "skipped", "reason": why}
+            return
+        transport.cwd.mkdir(parents=True, exist_ok=True)  # qmd's working directory (search() makes it too)
+        absent = self.optional_models(env)
+        expands = self.settings.query_expansion or self.settings.vsearch_expansion
+        roles = ["embed"] + [r for r in ("rerank", "generate") if absent[r] is None and (r != "generate" or expands)]
+        self._warmup = {"state": "warming", "models": roles}
+        started = time.perf_counter()
+        try:
+            answer = await asyncio.wait_for(transport.engine.request({"op": "warm", "roles": roles}), WARM_TIMEOUT_S)
+        except (EngineFailed, asyncio.TimeoutError) as exc:
+            why = str(exc) or f"no answer within {WARM_TIMEOUT_S:.0f} s"
+            self._warmup = {"state": "failed", "models": roles, "error": why[:300]}
+            return
+        seconds = round(time.perf_counter() - started, 2)
+        if answer.get("ok") is True:
+            loaded = answer.get("loaded_ms") if isinstance(answer.get("loaded_ms"), dict) else {}
+            self._warmup = {"state": "ready", "models": roles, "seconds": seconds, "loaded_ms": loaded}
+        else:
+            error = str(answer.get("error") or "no message")[:300]
+            self._warmup = {"state": "failed", "models": roles, "seconds": seconds, "error": error}
 
     # -- the seam ------------------------------------------------------------------------
 
@@ -695,6 +751,10 @@ class QmdBackend:
         return SemanticPlan(sent, needs, expand, rerank, "; ".join(notes) or None)
 
     async def _keyword_search(self, request: BackendRequest, transport: Transport, watch: Stopwatch) -> BackendResponse:
+        if isinstance(transport, EngineTransport) and transport.engine.starting:
+            # The engine is still starting (the daemon's warm-up): a qmd process answers this
+            # keyword query (~0.2 s) rather than making it wait for Node and qmd to load.
+            transport = self.transport()
         forms = keyword_forms(request.query, request.signal, self.settings.max_search_calls)
         if not forms:
             # Nothing but stopwords ("what was the last thing"): ANDing them would match noise.

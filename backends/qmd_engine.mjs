@@ -9,7 +9,9 @@
 // cosine for vsearch, the reranker's score in `explain` for query. stdout carries protocol lines
 // only (console.* goes to stderr). It exits when stdin closes, i.e. when the daemon is gone.
 //
-// Requests:  {"id": 1, "op": "search"|"vsearch"|"query"|"health"|"unload", ...}
+// Requests:  {"id": 1, "op": "search"|"vsearch"|"query"|"warm"|"health"|"unload", ...}
+//            warm: {"roles": ["embed", "rerank", "generate"]} loads those models (the daemon asks at
+//            start-up, naming only models whose files are on disk), answered {"loaded_ms": {role: ms}}
 // Answers:   {"id": 1, "ok": true, "hits": [...], "warnings": [...]} or
 //            {"id": 1, "ok": false, "error": "...", "kind": "error"|"expired"|"collection"|"no_vectors"}
 import { createInterface } from "node:readline";
@@ -148,6 +150,29 @@ async function query(req) {
   return hits.map((r) => row(r, req.query, true));
 }
 
+// Load the named models now, as the first query would: the embedding model with its contexts (by
+// embedding a word), the reranker's contexts, the generate model. Milliseconds per role.
+async function warm(req) {
+  const loaded = {};
+  for (const role of req.roles || ["embed"]) {
+    const started = Date.now();
+    if (role === "embed") {
+      const text = llm_.formatQueryForEmbedding("warm up", llm.embedModelName);
+      const embedding = (await llm.embed(text, { isQuery: true }))?.embedding;
+      // qmd's embed() answers null when the model cannot load: that is a failed warm-up.
+      if (!embedding) throw new Error(`the embedding model did not load (${llm.embedModelName})`);
+      // One vector search too, so sqlite-vec and the vectors' pages are loaded before the first query.
+      try {
+        await store.searchVec("warm up", llm.embedModelName, 1, undefined, undefined, embedding);
+      } catch {} // an index without vectors yet: the first vsearch says so
+    } else if (role === "rerank") await llm.ensureRerankContexts();
+    else if (role === "generate") await llm.ensureGenerateModel();
+    else throw new Refusal("error", `unknown model role ${JSON.stringify(role)}`);
+    loaded[role] = Date.now() - started;
+  }
+  return loaded;
+}
+
 function health() {
   return {
     pid: process.pid,
@@ -187,6 +212,17 @@ async function handle(req) {
     else if (req.op === "unload") {
       await llm.unloadIdleResources();
       answer = { id: req.id, ok: true, health: health() };
+    } else if (req.op === "warm") {
+      // In the model-work queue like a query: a semantic query that arrives meanwhile waits for
+      // the load instead of starting a second one; keyword searches do not wait.
+      const load = async () => {
+        warnings = [];
+        const loaded = await llm_.withLLMSession(() => warm(req), { maxDuration: 10 * 60 * 1000, name: "warm" });
+        return { id: req.id, ok: true, loaded_ms: loaded, warnings, health: health() };
+      };
+      const turn = chain.then(load, load);
+      chain = turn.catch(() => {});
+      answer = await turn;
     } else if (!handlers[req.op]) answer = { id: req.id, ok: false, kind: "error", error: `unknown op ${JSON.stringify(req.op)}` };
     else if (req.op === "search") answer = await run();
     else {

@@ -377,9 +377,10 @@ def _scan(root: Path) -> list[tuple[str, str, os.stat_result]]:
     not descended into, unreadable directories are skipped), sorted as pathlib sorts paths
     (by path components).
     """
-    out: list[tuple[str, str, os.stat_result, bool]] = []
+    out: list[tuple[str, str, os.stat_result]] = []
+    links: set[str] = set()  # the relative paths that are symlinks
     base = os.fspath(root)
-    _scan_top_file(base, "CLAUDE.local.md", "working", out)
+    _scan_top_file(base, "CLAUDE.local.md", "working", out, links)
     memory = os.path.join(base, "memory")
     has_memory = os.path.isdir(memory)
     if has_memory:
@@ -391,70 +392,81 @@ def _scan(root: Path) -> list[tuple[str, str, os.stat_result]]:
             top = os.path.join(memory, folder)
             if not os.path.isdir(top):
                 continue
-            found: list[tuple[tuple[str, ...], os.stat_result, bool]] = []
-            _scan_dir(top, ("memory", folder), recursive, found)
+            found: list[tuple[tuple[str, ...], os.stat_result]] = []
+            _scan_dir(top, ("memory", folder), recursive, found, links)
             found.sort(key=lambda item: item[0])
-            out.extend((tier, "/".join(parts), st, link) for parts, st, link in found)
+            out.extend((tier, "/".join(parts), st) for parts, st in found)
     for name in OPENCLAW_LONG_TERM:
-        _scan_top_file(base, name, "longterm", out)
+        _scan_top_file(base, name, "longterm", out, links)
     if has_memory:
         found = []
-        _scan_dir(memory, ("memory",), True, found, skip=TOTAL_RECALL_FOLDERS)
+        _scan_dir(memory, ("memory",), True, found, links, skip=TOTAL_RECALL_FOLDERS)
         found.sort(key=lambda item: item[0])
-        for parts, st, link in found:
+        for parts, st in found:
             tier = "daily" if len(parts) == 2 and _DAILY_NAME.match(parts[1]) else "notes"
-            out.append((tier, "/".join(parts), st, link))
-    return _distinct_files(out)
+            out.append((tier, "/".join(parts), st))
+    return _distinct_files(out, links)
 
 
-def _scan_top_file(base: str, name: str, tier: str, out: list[tuple[str, str, os.stat_result, bool]]) -> None:
+def _scan_top_file(
+    base: str, name: str, tier: str, out: list[tuple[str, str, os.stat_result]], links: set[str]
+) -> None:
     path = os.path.join(base, name)
     try:
         st = os.stat(path)
         if stat.S_ISREG(st.st_mode):
-            out.append((tier, name, st, os.path.islink(path)))
+            out.append((tier, name, st))
+            if os.path.islink(path):
+                links.add(name)
     except OSError:
         pass
 
 
-def _distinct_files(found: list[tuple[str, str, os.stat_result, bool]]) -> list[tuple[str, str, os.stat_result]]:
+def _distinct_files(
+    found: list[tuple[str, str, os.stat_result]], links: set[str]
+) -> list[tuple[str, str, os.stat_result]]:
     """``found`` without the second and later paths to one file (same device and inode): the
     path that is not a symlink stays, in its place (``memory/2026-05-01.md`` rather than the
     ``memory/daily/2026-05-01.md`` link to it), else the first one."""
+    longterm = sum(1 for tier, _, _ in found if tier == "longterm")  # MEMORY.md, memory.md: one file?
+    if not links and longterm < 2 and not any(st.st_nlink > 1 for _, _, st in found):
+        return found  # no second path to any file: the usual case, and the cheap one
     chosen: dict[tuple[int, int], int] = {}
-    for i, (_, _, st, link) in enumerate(found):
+    for i, (_, rel, st) in enumerate(found):
         key = (st.st_dev, st.st_ino)
         first = chosen.get(key)
-        if first is None or (found[first][3] and not link):
+        if first is None or (found[first][1] in links and rel not in links):
             chosen[key] = i
     if len(chosen) == len(found):
-        return [(tier, rel, st) for tier, rel, st, _ in found]
+        return found
     keep = set(chosen.values())
-    return [(tier, rel, st) for i, (tier, rel, st, _) in enumerate(found) if i in keep]
+    return [item for i, item in enumerate(found) if i in keep]
 
 
 def _scan_dir(
     directory: str,
     parts: tuple[str, ...],
     recursive: bool,
-    found: list[tuple[tuple[str, ...], os.stat_result, bool]],
+    found: list[tuple[tuple[str, ...], os.stat_result]],
+    links: set[str],
     skip: frozenset[str] = frozenset(),
 ) -> None:
-    """Append ``(path parts, stat, is a symlink)`` of the ``*.md`` files under ``directory``;
-    ``skip``: names of subfolders not to enter (at this level only)."""
+    """Append ``(path parts, stat)`` of the ``*.md`` files under ``directory`` (and add the
+    relative path of each symlink to ``links``); ``skip``: subfolders not to enter, at this
+    level only."""
     try:
         with os.scandir(directory) as it:
             entries = list(it)
-    except PermissionError:
-        return
-    except OSError:
+    except OSError:  # unreadable (EACCES) or gone: skipped, as pathlib's glob skips it
         return
     for entry in entries:
         name = entry.name
         if name.endswith(".md") and name != "_index.md":
             try:
                 if entry.is_file():
-                    found.append(((*parts, name), entry.stat(), entry.is_symlink()))
+                    found.append(((*parts, name), entry.stat()))
+                    if entry.is_symlink():
+                        links.add("/".join((*parts, name)))
             except OSError:
                 pass  # vanished or unreadable between the listing and the stat: not a file now
         if recursive and name not in skip:
@@ -463,7 +475,7 @@ def _scan_dir(
             except OSError:
                 is_dir = False
             if is_dir:
-                _scan_dir(entry.path, (*parts, name), True, found)
+                _scan_dir(entry.path, (*parts, name), True, found, links)
 
 
 class _Index:

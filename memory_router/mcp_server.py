@@ -10,10 +10,12 @@ Two tools:
 Both are served by the daemon's transport-independent
 :class:`~memory_router.daemon.service.Service`, so an MCP session gets what ``serve`` gets: one
 warm router (adapters and their caches kept), hot reload of router-config.json and backends.json,
-the dead-backend cooldown and the deadline. The service is created on the first call: a broken
-config or a missing backends.json is answered per call (an error envelope naming the file) rather
-than killing the server before the host can show why. stdout belongs to the JSON-RPC stream, so
-every diagnostic goes to stderr.
+the dead-backend cooldown and the deadline. The service is created when the server starts, and its
+backends warmed up in the background (qmd's engine loads its models, so the first semantic query
+does not pay for it); when that fails (a broken config) it is created again on each call, so a
+broken config or a missing backends.json is answered per call (an error envelope naming the file)
+rather than killing the server before the host can show why. stdout belongs to the JSON-RPC
+stream, so every diagnostic goes to stderr.
 
 The SDK is an optional extra (``pip install 'memory-router[mcp]'``; pipx and ``uv tool`` installs
 are told their own command, :func:`memory_router.installation.extra_command`); this module is
@@ -23,6 +25,8 @@ imported only when the ``mcp`` subcommand runs.
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import click
@@ -61,7 +65,21 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
             state["service"] = created
         return state["service"]
 
-    server = MCPServer(name="memory-router", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    @asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        try:
+            (await service()).warm_up()
+        except RouterError as exc:
+            print(f"memory-router mcp: {exc}", file=sys.stderr)  # each call answers it
+        try:
+            yield {}
+        finally:
+            if "service" in state:
+                await state["service"].aclose()  # qmd's engine stops with the session
+
+    server = MCPServer(
+        name="memory-router", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan
+    )
     # Both tools only read memory: hosts (OpenClaw's `mcp doctor`, approval postures) may run them
     # without asking. The world is closed: the configured memory backends, nothing else.
     read_only = ToolAnnotations(

@@ -40,7 +40,7 @@ from typing import Any
 
 from memory_router import paths
 from memory_router.backends import BackendContext
-from memory_router.backends.base import Backend, DescribedBackend
+from memory_router.backends.base import Backend, DescribedBackend, WarmableBackend
 
 from .. import jsonout
 from ..config import load_config
@@ -102,6 +102,7 @@ class Service:
         # instances given by the caller (tests), the file watcher, the match pool, the cooldown.
         self.overrides = dict(backends or {})
         self._in_flight = 0
+        self._warming: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self.watcher = Watcher((self.config_path, backends_path), lambda: self.reload(), lambda m: self.say(m))
@@ -321,9 +322,45 @@ class Service:
         self.reload()
         await self.watcher.watch_backends(self.router.instances())
 
+    def warm_up(self) -> int:
+        """Start each usable backend's warm-up (:class:`~memory_router.backends.base.WarmableBackend`:
+        qmd's engine and models) in the background; returns how many were started. Every
+        transport calls it once its own start-up is done: nothing waits for it, and a failure is
+        only reported (stderr, router.log, ``daemon status``), never fatal."""
+        installed = self.installed
+        if installed is None:
+            return 0
+        started = 0
+        for name in self.router.config.backends:
+            if installed.unusable_reason(name) is not None:
+                continue
+            instance = self.router.backend(name)  # created now rather than on its first query
+            if isinstance(instance, WarmableBackend):
+                task = asyncio.create_task(self._warm(name, instance), name=f"warm-{name}")
+                self._warming.add(task)
+                task.add_done_callback(self._warming.discard)
+                started += 1
+        return started
+
+    async def _warm(self, name: str, instance: WarmableBackend) -> None:
+        try:
+            await instance.warm()
+            facts = await instance.runtime_facts() if isinstance(instance, DescribedBackend) else {}
+        except Exception as exc:  # noqa: BLE001 - a warm-up never takes the daemon down
+            self.say(f"warning: warming up {name} failed: {type(exc).__name__}: {exc}")
+            self.log.event("warm_failed", f"backend={name} {type(exc).__name__}: {exc}")
+            return
+        warmup = facts.get("warmup")
+        if isinstance(warmup, dict) and warmup.get("state"):
+            from .control import describe_warmup  # the CLI's wording (daemon status), loaded once here
+
+            self.say(f"{name}: warm-up {describe_warmup(warmup)}")
+
     async def aclose(self) -> None:
         """Stop watching and stop the backends' helper processes (qmd's warm engine); in-flight
         requests are the transport's business."""
+        for task in list(self._warming):
+            task.cancel()
         for instance in self.router.instances().values():
             await aclose_quietly(instance)
         await self.watcher.stop()

@@ -189,6 +189,8 @@ class SocketServer:
         self._inode = os.lstat(self.path).st_ino
         if reload:
             await self.service.start()
+        if hasattr(self.service, "warm_up"):
+            self.service.warm_up()  # qmd's engine and models load in the background
         _say(
             f"listening on {self.path} (pid {os.getpid()}, protocol {PROTOCOL}, memory-router {__version__}"
             + (f", exits after {self.idle_exit_s:g} s idle" if self.idle_exit_s else "")

@@ -322,6 +322,7 @@ def serve_stdio(
     async def main() -> int:
         if reload:
             await service.start()
+        service.warm_up()  # qmd's engine and models load in the background; queries are read at once
         service.say(
             f"ready: pid {os.getpid()}, config {service.config_path}, backends.json {service.backends_path}, "
             f"concurrency {service.concurrency}{', ordered' if ordered else ''}"

@@ -131,6 +131,31 @@ def test_engine_starts_on_first_call_and_answers_like_the_cli(corpus: dict, tmp_
     asyncio.run(main())
 
 
+def test_keyword_query_does_not_wait_for_an_engine_still_starting(corpus: dict, tmp_path: Path) -> None:
+    """While the daemon's warm-up is starting the engine (here one that never gets ready), a
+    keyword query is answered at once by a qmd process, as the CLI would answer it."""
+
+    async def main() -> None:
+        backend = warm(corpus, tmp_path)
+        transport = backend.answering()
+        assert isinstance(transport, qmd_adapter.EngineTransport)
+        transport.engine.argv = [sys.executable, "-c", "import time; time.sleep(60)"]  # never says ready
+        transport.cwd.mkdir(parents=True)
+        starting = asyncio.ensure_future(transport.engine.request({"op": "health"}))  # as warm() does
+        await asyncio.sleep(0.2)
+        try:
+            assert transport.engine.starting
+            cli = qmd_adapter.QmdBackend("qmd", backend.settings, BackendContext(state_dir=tmp_path / "c", environ=ENV))
+            got, want = await ask(backend, "leader election"), await ask(cli, "leader election")
+            assert got.status == "success" and [r.path for r in got.results] == [r.path for r in want.results]
+            assert transport.engine.starting and transport.engine.health == {}  # the engine never answered it
+        finally:
+            starting.cancel()
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
 def test_index_updated_by_qmd_update_is_seen_without_restart(corpus: dict, tmp_path: Path) -> None:
     async def main() -> None:
         backend = warm(corpus, tmp_path)
@@ -353,8 +378,10 @@ def test_daemons_own_their_engines_and_take_them_down_when_they_exit(corpus: dic
     two, _ = serve(tmp_path, corpus, "two")
     try:
         for proc in (one, two):
-            stats = request(proc, {"id": 0, "op": "stats"})["stats"]
-            assert stats["runtime"] == {}  # no qmd call yet: no engine (not started at daemon start)
+            qmd = request(proc, {"id": 0, "op": "stats"})["stats"]["runtime"]["qmd"]
+            # no qmd call yet and no embedding model to warm up: no engine process at daemon start
+            assert qmd["engine"]["state"] == "not started" and qmd["engine"]["pid"] is None
+            assert qmd.get("warmup", {}).get("state") in (None, "skipped")
             answer = request(proc, {"id": 1, "query": "find the function leader election"})
             assert answer["attempts"][0]["backend"] == "qmd"
         pids = []
@@ -468,7 +495,8 @@ def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corp
                 assert time.monotonic() < deadline and daemon.poll() is None, "serve --socket did not start"
                 time.sleep(0.05)
         status = subprocess.run([*cli, "daemon", "status"], env=env, capture_output=True, text=True, timeout=30)
-        assert "qmd:" not in status.stdout  # no engine before the first qmd call
+        # no engine before the first qmd call: no embedding model here, so nothing to warm up
+        assert "qmd: engine not started" in status.stdout and "engine running" not in status.stdout
         answer = subprocess.run(
             [*cli, "query", "find the function leader election"], env=env, capture_output=True, timeout=60
         )

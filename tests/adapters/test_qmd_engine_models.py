@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -291,3 +292,109 @@ def test_default_rule_through_the_daemon_answers_and_the_attempt_says_expansion_
     finally:
         proc.kill()
         proc.wait(10)
+
+
+# ------------------------------------------------ a warm daemon is warm (the start-up warm-up)
+
+
+def daemon_state(embedded: dict, tmp_path: Path, **qmd: object) -> Path:
+    config = json.loads((REPO / "router-config.json").read_text())
+    config["backends"]["qmd"] = {"type": "qmd", **embedded["settings"], **qmd}
+    config["backends"]["totalrecall"]["root"] = str(tmp_path / "memory")
+    (tmp_path / "router-config.json").write_text(json.dumps(config))
+    (tmp_path / "backends.json").write_text(json.dumps({"backends": {"qmd": {"status": "ready"}}}))
+    return tmp_path
+
+
+def wait_for_warmup(ask_stats, timeout_s: float = 180.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        qmd = ask_stats()["runtime"]["qmd"]
+        if qmd.get("warmup", {}).get("state") not in (None, "warming") or time.monotonic() > deadline:
+            return qmd
+        time.sleep(0.2)
+
+
+def test_serve_loads_the_models_at_start_up_before_any_query(embedded: dict, tmp_path: Path) -> None:
+    proc = start_serve(daemon_state(embedded, tmp_path))
+    try:
+        qmd = wait_for_warmup(lambda: request(proc, {"id": 0, "op": "stats"})["stats"])
+        warmup, engine = qmd["warmup"], qmd["engine"]
+        # loaded before anything was asked of qmd: no query served, one engine start, embed loaded
+        assert warmup["state"] == "ready" and warmup["models"] == ["embed"], warmup  # no reranker/generate here
+        assert warmup["loaded_ms"]["embed"] > 0 and engine["served"] == 0 and engine["starts"] == 1
+        assert engine["models"] == {"embed": True, "generate": False, "rerank": False}
+        answer = request(proc, {"id": 1, "query": CONCEPT, "timeout_ms": 30000})
+        assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "vsearch", "success")
+        engine = request(proc, {"id": 2, "op": "stats"})["stats"]["runtime"]["qmd"]["engine"]
+        assert engine["starts"] == 1 and engine["served"] == 1  # the query used the warmed engine
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_engine_warmup_false_keeps_the_engine_for_the_first_call(embedded: dict, tmp_path: Path) -> None:
+    proc = start_serve(daemon_state(embedded, tmp_path, engine_warmup=False))
+    try:
+        request(proc, {"id": 0, "query": "find the function mapErrors", "timeout_ms": 30000})  # a keyword call
+        qmd = request(proc, {"id": 1, "op": "stats"})["stats"]["runtime"]["qmd"]
+        assert "warmup" not in qmd and qmd["engine"]["models"]["embed"] is False  # started by the call, no load
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_a_failed_warm_up_is_reported_and_the_daemon_keeps_answering(embedded: dict, tmp_path: Path) -> None:
+    model: Path = embedded["model"]
+    good = model.read_bytes()
+    model.write_bytes(good[:4096])  # a download cut short
+    proc = start_serve(daemon_state(embedded, tmp_path))
+    try:
+        qmd = wait_for_warmup(lambda: request(proc, {"id": 0, "op": "stats"})["stats"])
+        assert qmd["warmup"]["state"] == "failed" and qmd["warmup"]["error"], qmd
+        answer = request(proc, {"id": 1, "query": "find the function mapErrors", "timeout_ms": 30000})
+        assert answer["attempts"][0]["backend"] == "qmd" and answer["attempts"][0]["status"] != "error", answer
+    finally:
+        proc.kill()
+        proc.wait(10)
+        model.write_bytes(good)
+
+
+def test_mcp_starts_the_engine_and_loads_the_model_before_the_first_tool_call(embedded: dict, tmp_path: Path) -> None:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    state = daemon_state(embedded, tmp_path)
+    index = embedded["settings"]["index_path"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memory_router", "mcp", "--state-dir", str(state), "--config", str(state / "router-config.json")],
+        env={**ENV, "MEMORY_ROUTER_DAEMON": "off"},
+    )
+
+    def model_mapped() -> bool:
+        """Whether this session's engine (its argv names our index) has the model file mapped."""
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if any(b"qmd_engine.mjs" in a for a in argv) and any(index.encode() in a for a in argv):
+                    return MODEL.name in Path(f"/proc/{pid}/maps").read_text()
+            except OSError:
+                continue
+        return False
+
+    async def run() -> dict:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                deadline = time.monotonic() + 180
+                # the engine runs and has loaded (mapped) the model before any tool was called
+                while not model_mapped() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.5)
+                assert model_mapped(), "no warmed engine before the first tool call"
+                result = await session.call_tool("memory_query", {"query": CONCEPT, "timeout_ms": 30000})
+                return result.structured_content or {}
+
+    answer = asyncio.run(asyncio.wait_for(run(), timeout=300))
+    assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "vsearch", "success")

@@ -30,6 +30,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "qmd_search.py": (["--repeats", "1"], []),
     # Builds a qmd index embedded with the MiniLM GGUF; without the model it says so and exits 0.
     "qmd_engine.py": (["--quick"], ["Warm engine versus a process per call (median ratio)"]),
+    # Starts fresh `serve` daemons on a MiniLM-embedded qmd index; without qmd or the model it exits 0.
+    "warm_start.py": (["--quick"], []),
     # Real qmd; without it the script says so and exits 0.
     "definition_first.py": (["--quick"], []),
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.

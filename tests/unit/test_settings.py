@@ -193,6 +193,7 @@ QMD = st.fixed_dictionaries(
         "max_search_calls": _int(1, 8),
         "query_expansion": st.booleans(),
         "engine": st.sampled_from(["auto", "off"]),
+        "engine_warmup": st.booleans(),
         "engine_idle_s": st.one_of(_int(0, 10**6), st.floats(0, 1e9, allow_nan=False, allow_infinity=False)),
         "vsearch_expansion": st.booleans(),
         "http_url": _path,
