@@ -403,3 +403,53 @@ def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path:
         f"query {statistics.median(walls):.0f} ms wall (median of 3; cache off: {statistics.median(off):.0f} ms); "
         "was: a 1.6 MB cache, never read, rewritten on every query",
     )
+
+
+# --------------------------------------------------------------------------- 9. a Cognee path
+
+
+@pytest.fixture(scope="module")
+def cognee_server():
+    """A REAL Cognee 1.6.5 API server (tests/cognee_support: FAKE hashed embeddings, no LLM) with
+    the 16-entity "services" graph, refusing Cypher as Cognee does by default: paths are found by
+    the adapter's expansion."""
+    import shutil
+
+    from ..cognee_support import cognee_server as harness
+
+    python = harness.cognee_python()
+    if python is None:
+        pytest.skip("the Cognee venv (.tools/cognee-venv) is not installed: run `bash .ci/setup.d/40-cognee.sh`")
+    srv = harness.start(python, access_control=True, allow_cypher=False)
+    yield srv
+    srv.stop()
+    shutil.rmtree(srv.root, ignore_errors=True)
+
+
+def test_a_cognee_path_beyond_the_first_frontier_comes_back_whole(tmp_path: Path, cognee_server) -> None:
+    from ..cognee_support import relation_questions as rq
+
+    backends = {"cognee": {"type": "cognee", "base_url": cognee_server.base_url, "datasets": ["services"]}}
+    state, config = write_setup(tmp_path, backends, ["cognee"], timeout_ms=5000)  # the router's default
+    env = _env(COGNEE_API_KEY=cognee_server.api_key)
+    walls, missing = [], []
+    for q in rq.FAR_PATH_QUESTIONS:
+        run = run_cli(["query", q.query, "--state-dir", str(state), "--config", str(config)], env=env)
+        assert run.returncode == 0, run.stderr
+        first = run.envelope["results"][0]
+        walls.append(run.envelope["attempts"][0]["duration_ms"])
+        if rq.path_of(first) != q.nodes:
+            missing.append((q.query, first["content"]))
+            continue
+        assert first["found_by"] == "expand" and len(first["path"]) == len(q.nodes) - 1
+        assert first["relevance"] >= 0.75
+    assert not missing, missing
+    row(
+        "22.9-cognee-path",
+        "#22.9: 3 path questions (4-5 hops) on the 16-entity services graph whose ends the first expansion round "
+        "did not join, real Cognee refusing Cypher, the default 5 s timeout",
+        "cli",
+        "every hop of each path, as one result at rank 1 (found_by expand)",
+        f"adapter {min(walls)}-{max(walls)} ms; was: the second round cut by the budget, the answer only the "
+        "edges near the ends",
+    )
