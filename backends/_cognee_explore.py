@@ -13,8 +13,9 @@ adapter passes in, until the answer is complete or the budget is spent:
    names two entities no single edge joins ("how does A relate to B"). First one Cypher
    ``ALL SHORTEST`` query (exact; directed first for "from A to B"), unless the server
    refuses Cypher (Cognee's default) or ``paths`` is ``expand``; then, or instead, expansion
-   from both ends: each round searches the nearest not-yet-searched entities reached from
-   either end (``PER_ROUND`` at once) and looks for a path in everything fetched so far.
+   from both ends: each round searches the nearest not-yet-searched entity reached from each
+   end (``EXPAND_PER_ROUND``), widely (its whole neighbourhood, not the few triplets nearest
+   to its name), and looks for a path in everything fetched so far.
 
 Searches that fail or time out just end the exploration: the first answer stands.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,14 +37,21 @@ from ._cognee_paths import (
     find_paths,
     matching,
 )
-from ._cognee_question import SEARCH_PHRASES, Mention, Question, known_mentions, score_edge
+from ._cognee_question import SEARCH_PHRASES, Mention, Question, family, known_mentions, score_edge
 
 PathsMode = Literal["auto", "cypher", "expand"]
-GraphSearch = Callable[[str], Coroutine[Any, Any, list[Relationship]]]
+GraphSearch = Callable[[str, bool], Coroutine[Any, Any, list[Relationship]]]
+"""Searches the graph for a text: its relationships. The flag asks for a wide answer (an
+entity's whole neighbourhood, for the expansion) rather than the few nearest triplets."""
 CypherSearch = Callable[[str], Coroutine[Any, Any, list[Path] | None]]
 """Runs a :func:`cypher_path` statement: its paths, or ``None`` when the server refuses Cypher."""
 PER_ROUND = 4
-MAX_ROUNDS = 4
+# An expansion round searches this many entities (the nearest unsearched one at each end), each
+# for its whole neighbourhood (a wide search). Cognee answers concurrent searches one after the
+# other: a round of four narrow searches took ~2 s on 2 loaded CPUs, and the second round of a
+# path two rounds away was cut by the budget, leaving hops out (issue 22, item 9).
+EXPAND_PER_ROUND = 2
+MAX_ROUNDS = 8
 MIN_SLICE_S = 0.05
 
 
@@ -118,10 +125,10 @@ class _Exploration:
         # the search functions answer [] / None for a failed search, in call order
         return [t.result() for t in tasks if t in done], not pending
 
-    async def search_all(self, texts: list[str]) -> bool:
+    async def search_all(self, texts: list[str], *, wide: bool = False) -> bool:
         """Search each text once; ``False`` when out of time."""
         texts = [t for t in dict.fromkeys(texts) if t not in self.searched]
-        got, complete = await self.run([self.search(t) for t in texts])
+        got, complete = await self.run([self.search(t, wide) for t in texts])
         self.searched |= set(texts)
         for rels in got:
             self.out.rels += rels
@@ -162,10 +169,10 @@ class _Exploration:
         for _ in range(MAX_ROUNDS):
             if self.joined(start, end):
                 return
-            frontier = _frontier(self.found, (start, end), self.searched)
+            frontier = _frontier(self.found, (start, end), self.searched, EXPAND_PER_ROUND, self.question.families)
             if not frontier:
                 return
-            if not await self.search_all(frontier):
+            if not await self.search_all(frontier, wide=True):
                 break  # out of time: what did arrive may still join them
         self.joined(start, end)
 
@@ -184,30 +191,58 @@ def _exact(question: Question, found: Sequence[Relationship]) -> bool:
     )
 
 
-def _frontier(found: Sequence[Relationship], ends: tuple[Mention, Mention], searched: set[str]) -> list[str]:
-    """The next entities to search: nearest to either end first, the two ends taking turns."""
-    edges = [r for r in found if r.relation not in STRUCTURAL_RELATIONS]
-    adjacent: dict[str, list[str]] = {}
-    for e in edges:
-        adjacent.setdefault(e.source, []).append(e.target)
-        adjacent.setdefault(e.target, []).append(e.source)
-    names = entity_names(edges) | entity_names(r for r in found if r.relation == "is_a")
-    sides: list[list[str]] = []
-    for mention in ends:
-        order: list[str] = []
-        queue = deque(sorted(matching(mention, names)))
-        seen = set(queue)
-        while queue:
-            node = queue.popleft()
-            order.append(node)
-            for nxt in adjacent.get(node, ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    queue.append(nxt)
-        sides.append([n for n in order if n not in searched])
+def _frontier(
+    found: Sequence[Relationship],
+    ends: tuple[Mention, Mention],
+    searched: set[str],
+    per_round: int,
+    families: frozenset[str] = frozenset(),
+) -> list[str]:
+    """The next entities to search: nearest to either end first, the two ends taking turns.
+
+    "Nearest" counts an edge of a relation the question names ("trace the *call* chain") as one
+    step and any other edge as three, so the walk follows the chain asked about before the leaves
+    hanging off it (a service's database, its team): with several neighbours per node, a plain
+    breadth-first order spent the budget on those leaves (issue 22, item 9)."""
+    adjacent: dict[str, list[tuple[str, int]]] = {}
+    for e in found:
+        if e.relation in STRUCTURAL_RELATIONS:
+            continue
+        step = 1 if not families or family(e.relation) in families else 3
+        adjacent.setdefault(e.source, []).append((e.target, step))
+        adjacent.setdefault(e.target, []).append((e.source, step))
+    names = entity_names(r for r in found if r.relation not in STRUCTURAL_RELATIONS)
+    names |= entity_names(r for r in found if r.relation == "is_a")
+    sides = [
+        [n for n in _nearest_first(adjacent, sorted(matching(mention, names))) if n not in searched] for mention in ends
+    ]
     picked: list[str] = []
-    for pair in zip(*(side + [""] * PER_ROUND for side in sides), strict=False):
+    for pair in zip(*(side + [""] * per_round for side in sides), strict=False):
         for name in pair:
-            if name and name not in picked and len(picked) < PER_ROUND:
+            if name and name not in picked and len(picked) < per_round:
                 picked.append(name)
     return picked
+
+
+def _nearest_first(adjacent: dict[str, list[tuple[str, int]]], starts: list[str]) -> list[str]:
+    """Every node reachable from ``starts``, cheapest first (Dijkstra over the step costs; a tie
+    goes to the node reached first)."""
+    import heapq
+
+    heap = [(0, i, name) for i, name in enumerate(starts)]
+    best = dict.fromkeys(starts, 0)
+    order: list[str] = []
+    done: set[str] = set()
+    pushed = len(heap)
+    while heap:
+        cost, _, node = heapq.heappop(heap)
+        if node in done:
+            continue
+        done.add(node)
+        order.append(node)
+        for nxt, step in adjacent.get(node, ()):
+            if nxt not in best or cost + step < best[nxt]:
+                best[nxt] = cost + step
+                heapq.heappush(heap, (cost + step, pushed, nxt))
+                pushed += 1
+    return order

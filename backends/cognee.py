@@ -78,6 +78,9 @@ ENV_VARS: frozenset[str] = COGNEE  # the environment variables it reads: memory_
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 MODES = frozenset({"graph", "completion", "chunks", "lexical", "cypher"})
 RELATION_MODES = frozenset({"graph", "cypher"})  # answers made of relationships, scored against the question
+# A path question's first search and its expansion's searches ask for top_k * WIDE_FACTOR
+# triplets: whole neighbourhoods, not just the triplets nearest to a name (issue 22, item 9).
+WIDE_FACTOR = 4
 GRAPH_SEARCH_TYPES = (
     "GRAPH_COMPLETION",
     "GRAPH_COMPLETION_COT",
@@ -184,10 +187,11 @@ class CogneeBackend:
             self.name, request.query, code, self.redact(message), duration_ms=sw.ms, query_sent=query_sent
         )
 
-    def _body(self, mode: str, query: str) -> tuple[dict[str, Any], str | None]:
+    def _body(self, mode: str, query: str, top_k: int | None = None) -> tuple[dict[str, Any], str | None]:
         """The search request for a mode, and the query actually sent when it differs."""
         s = self.settings
-        body: dict[str, Any] = {"query": query, "topK": s.top_k}
+        top_k = top_k or s.top_k
+        body: dict[str, Any] = {"query": query, "topK": top_k}
         if s.datasets:
             body["datasets"] = list(s.datasets)
         sent = None
@@ -200,10 +204,22 @@ class CogneeBackend:
         elif mode == "lexical":
             body["searchType"] = "CHUNKS_LEXICAL"
         else:  # cypher
-            sent = cypher_for(query, s.top_k)
+            sent = cypher_for(query, top_k)
             body.update(searchType="CYPHER", query=sent)
             body.pop("topK")
         return body, sent
+
+    def _first_top_k(self, mode: str, query: str) -> int | None:
+        """A path question's first graph search is wide (``top_k * WIDE_FACTOR`` triplets): a path
+        needs the neighbourhoods of both ends, not the few triplets nearest to the question, and
+        one wide search costs Cognee about what a narrow one does, while each follow-up round
+        costs a round trip of the budget (issue 22, item 9). ``None``: the setting's ``top_k``."""
+        if mode != "graph":
+            return None
+        from ._cognee_question import parse_question
+
+        question = parse_question(query)
+        return self.settings.top_k * WIDE_FACTOR if question.path and question.ends else None
 
     async def _auth_headers(self, client: Any, *, fresh: bool = False) -> dict[str, str] | str:
         """Headers for the configured auth, or an error message (str) when a login fails."""
@@ -245,7 +261,7 @@ class CogneeBackend:
         mode = request.mode or self.settings.default_mode
         if mode not in MODES:
             return self._fail(request, BACKEND_ERROR, f"unknown cognee mode {mode!r}; use one of {sorted(MODES)}", sw)
-        body, sent = self._body(mode, request.query)
+        body, sent = self._body(mode, request.query, self._first_top_k(mode, request.query))
         if sent == "":
             return BackendResponse.from_results(self.name, request.query, [], duration_ms=sw.ms)
         # Just past the router's budget: the router's cancellation ends a stalled call first.
@@ -307,8 +323,8 @@ class CogneeBackend:
         except ValueError:
             return None
 
-        async def search(text: str) -> list[Relationship]:
-            body, sent = self._body(mode, text)
+        async def search(text: str, wide: bool = False) -> list[Relationship]:
+            body, sent = self._body(mode, text, self.settings.top_k * WIDE_FACTOR if wide else None)
             payload = None if sent == "" else await self._post_json(client, headers, body)
             return [] if payload is None else graph_answer(payload, mode)[0]
 

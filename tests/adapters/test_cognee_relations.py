@@ -217,7 +217,7 @@ def test_a_question_cannot_change_the_path_statement(a, b):
 
 
 def _graph_search(edges: list[Relationship], calls: list[str], delay: float = 0.0):
-    async def search(text: str) -> list[Relationship]:
+    async def search(text: str, wide: bool = False) -> list[Relationship]:
         calls.append(text)
         await asyncio.sleep(delay)
         words = {w.lower() for w in text.split()}
@@ -263,3 +263,35 @@ def test_cypher_that_finds_no_path_is_the_answer():
 
     out = asyncio.run(explore(q, [EDGES[0], EDGES[4]], _graph_search(EDGES, calls), no_path, budget_s=5))
     assert out.paths == [] and calls == []  # exact: no expansion after it
+
+
+def _serial_search(edges: list[Relationship], calls: list[tuple[str, bool]], seconds: float, top_k: int = 10):
+    """Like Cognee on a loaded machine (measured: four concurrent searches took four times one):
+    one search at a time, ``seconds`` each; ``top_k`` triplets incident to a searched name (a wide
+    search: four times as many)."""
+    lock = asyncio.Lock()
+
+    async def search(text: str, wide: bool = False) -> list[Relationship]:
+        async with lock:
+            calls.append((text, wide))
+            await asyncio.sleep(seconds)
+        words = {w.lower() for w in text.split()}
+        hits = [e for e in edges if e.source.lower() in words or e.target.lower() in words]
+        return hits[: top_k * (4 if wide else 1)]
+
+    return search
+
+
+def test_a_path_beyond_the_first_frontier_is_found_within_the_budget():
+    """Issue 22, item 9: WebGateway -> 4 services -> LedgerService, every node with side edges,
+    the first answer holding only edges at the two ends. Two frontiers out from each end are
+    needed; four narrow searches a round did not fit the budget and left hops out."""
+    chain = ["WebGateway", "CheckoutService", "OrderService", "BillingService", "PostingService", "LedgerService"]
+    edges = [Relationship(a, "calls", b) for a, b in zip(chain, chain[1:], strict=False)]
+    edges += [Relationship(n, "depends_on", f"Store{3 * k + i}") for k, n in enumerate(chain) for i in range(3)]
+    first = [edges[0], edges[4], *(e for e in edges if e.source in (chain[0], chain[-1]) and e.relation != "calls")]
+    q = parse_question("trace the call chain from the web gateway to the ledger")
+    calls: list[tuple[str, bool]] = []
+    out = asyncio.run(explore(q, first, _serial_search(edges, calls, 0.4), None, budget_s=3.0, paths="expand"))
+    assert out.paths and out.paths[0].nodes == tuple(chain), (calls, out.paths)
+    assert all(wide for _, wide in calls) and len(calls) <= 6  # three rounds of two wide searches

@@ -133,6 +133,24 @@ PATH_QUESTIONS: tuple[PathQuestion, ...] = (
     ),
 )
 
+# Paths whose ends the first answer and the first expansion round (four narrow searches) did not
+# join: the expansion has to go beyond its first frontier (issue 22, item 9). By Cypher they are
+# one query; tests/faults/test_faults_round3b.py asks them of a server that refuses Cypher.
+FAR_PATH_QUESTIONS: tuple[PathQuestion, ...] = (
+    PathQuestion(
+        "path between SessionCache and LedgerService",
+        ("SessionCache", "CartService", "WebGateway", "CheckoutService", "BillingService", "LedgerService"),
+    ),
+    PathQuestion(
+        "how is the cart service connected to the payment service",
+        ("CartService", "WebGateway", "CheckoutService", "BillingService", "PaymentService"),
+    ),
+    PathQuestion(
+        "path between NotificationService and LedgerService",
+        ("NotificationService", "OrderEventsTopic", "CheckoutService", "BillingService", "LedgerService"),
+    ),
+)
+
 UNKNOWN_QUESTIONS: tuple[UnknownQuestion, ...] = (
     UnknownQuestion("how does CheckoutService relate to the FraudDetector"),
     UnknownQuestion("what depends on the RecommendationEngine"),

@@ -373,6 +373,7 @@ def test_a_cache_with_the_right_key_and_a_bad_body_is_not_trusted(tmp_path: Path
 
 def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path: Path) -> None:
     import statistics
+    import subprocess
 
     from memory_router import config_cache
 
@@ -386,20 +387,81 @@ def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path:
     cache = state / config_cache.CACHE_NAME
     written = cache.stat()
     assert written.st_size <= config_cache.MAX_CACHE_BYTES
-    walls = []
     for _ in range(3):
         run = run_cli(["query", "auth", *args], env=_env())
         assert (run.returncode, run.envelope["routed_to"]) == (0, "rule1")
-        walls.append(run.wall_ms)
     after = cache.stat()
     assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)  # read, never rewritten
-    off = [run_cli(["query", "auth", *args], env=_env(MEMORY_ROUTER_CONFIG_CACHE="off")).wall_ms for _ in range(3)]
+    # What the cache saves a fresh process (CPU time, so the machine's load does not count).
+    load = (
+        "import sys, time; t = time.process_time(); from pathlib import Path; "
+        "from memory_router.config_cache import load_config_cached; "
+        "load_config_cached(Path(sys.argv[1]), Path(sys.argv[2])); print((time.process_time() - t) * 1000)"
+    )
+
+    def cpu_ms(**env: str) -> float:
+        argv = [sys.executable, "-c", load, str(path), str(state)]
+        return float(subprocess.run(argv, env=_env(**env), capture_output=True, check=True).stdout)
+
+    cached = statistics.median(cpu_ms() for _ in range(3))
+    full = statistics.median(cpu_ms(MEMORY_ROUTER_CONFIG_CACHE="off") for _ in range(3))
     row(
         "22.7-size",
         "#22.7: an 800 KB router-config.json (a long rule description)",
         "cli",
         f"the cache ({written.st_size // 1024} KiB, under the {config_cache.MAX_CACHE_BYTES // 1024} KiB cap) is "
         "read by each later query and never rewritten",
-        f"query {statistics.median(walls):.0f} ms wall (median of 3; cache off: {statistics.median(off):.0f} ms); "
+        f"loading it in a fresh process: {cached:.0f} ms CPU from the cache, {full:.0f} ms validated in full "
+        "(pydantic imported; medians of 3); "
         "was: a 1.6 MB cache, never read, rewritten on every query",
+    )
+
+
+# --------------------------------------------------------------------------- 9. a Cognee path
+
+
+@pytest.fixture(scope="module")
+def cognee_server():
+    """A REAL Cognee 1.6.5 API server (tests/cognee_support: FAKE hashed embeddings, no LLM) with
+    the 16-entity "services" graph, refusing Cypher as Cognee does by default: paths are found by
+    the adapter's expansion."""
+    import shutil
+
+    from ..cognee_support import cognee_server as harness
+
+    python = harness.cognee_python()
+    if python is None:
+        pytest.skip("the Cognee venv (.tools/cognee-venv) is not installed: run `bash .ci/setup.d/40-cognee.sh`")
+    srv = harness.start(python, access_control=True, allow_cypher=False)
+    yield srv
+    srv.stop()
+    shutil.rmtree(srv.root, ignore_errors=True)
+
+
+def test_a_cognee_path_beyond_the_first_frontier_comes_back_whole(tmp_path: Path, cognee_server) -> None:
+    from ..cognee_support import relation_questions as rq
+
+    backends = {"cognee": {"type": "cognee", "base_url": cognee_server.base_url, "datasets": ["services"]}}
+    state, config = write_setup(tmp_path, backends, ["cognee"], timeout_ms=5000)  # the router's default
+    env = _env(COGNEE_API_KEY=cognee_server.api_key)
+    walls, missing = [], []
+    for q in rq.FAR_PATH_QUESTIONS:
+        run = run_cli(["query", q.query, "--state-dir", str(state), "--config", str(config)], env=env)
+        assert run.returncode == 0, run.stderr
+        first = run.envelope["results"][0]
+        walls.append(run.envelope["attempts"][0]["duration_ms"])
+        if rq.path_of(first) != q.nodes:
+            missing.append((q.query, first["content"]))
+            continue
+        assert first["found_by"] == "expand" and len(first["path"]) == len(q.nodes) - 1
+        assert first["relevance"] >= 0.75
+    assert not missing, missing
+    row(
+        "22.9-cognee-path",
+        "#22.9: 3 path questions (4-5 hops) on the 16-entity services graph whose ends the first expansion round "
+        "did not join, real Cognee refusing Cypher, the default 5 s timeout",
+        "cli",
+        "every hop of each path, as one result at rank 1 (found_by expand)",
+        f"adapter {min(walls)}-{max(walls)} ms; was: the second round cut by the budget, the answer only the "
+        "edges near the ends",
     )
