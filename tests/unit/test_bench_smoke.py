@@ -31,7 +31,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Builds a qmd index embedded with the MiniLM GGUF; without the model it says so and exits 0.
     "qmd_engine.py": (["--quick"], ["Warm engine versus a process per call (median ratio)"]),
     # Starts fresh `serve` daemons on a MiniLM-embedded qmd index; without qmd or the model it exits 0.
-    "warm_start.py": (["--quick"], []),
+    "warm_start.py": (["--quick"], ["First query of a fresh `serve`, medians of 1 daemons"]),
     # Real qmd; without it the script says so and exits 0.
     "definition_first.py": (["--quick"], []),
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
@@ -67,9 +67,12 @@ def _qmd_installed() -> bool:
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_runs_tiny_and_prints_its_tables(script: str) -> None:
-    if script in ("qmd_search.py", "qmd_engine.py") and not _qmd_installed():
+    if script in ("qmd_search.py", "qmd_engine.py", "warm_start.py") and not _qmd_installed():
         pytest.skip("qmd is not installed (.ci/setup.d/20-qmd.sh)")
-    if script == "qmd_engine.py" and not (BENCH.parent / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf").is_file():
+    if (
+        script in ("qmd_engine.py", "warm_start.py")
+        and not (BENCH.parent / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf").is_file()
+    ):
         pytest.skip("the MiniLM GGUF is not built (.ci/setup.d/30-qmd-models.sh)")
     args, titles = SCRIPTS[script]
     env = {

@@ -97,6 +97,7 @@ FULL: dict[str, dict[str, Any]] = {
         "max_search_calls": 8,
         "query_expansion": False,
         "engine": "off",
+        "engine_warmup": False,
         "engine_idle_s": 0,  # an int for a float field: 0.0
         "vsearch_expansion": True,
         "http_url": "http://127.0.0.1:8181",
