@@ -4,7 +4,8 @@ process group killed on timeout or cancellation.
 Used by the qmd and command adapters. A backend program is started in its own session
 (``start_new_session=True``) so that it and everything it spawns share one process group, which
 is the unit we kill: the ``qmd`` launcher, for example, leaves its ``node`` child running if only
-the launcher is killed.
+the launcher is killed. Live groups are listed in :mod:`._groups`, for the one-shot CLI's signal
+handler, which must kill them before it exits (a signal to our group never reaches theirs).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from . import _groups
 
 DEFAULT_MAX_STDOUT = 8 * 1024 * 1024
 DEFAULT_MAX_STDERR = 64 * 1024
@@ -52,6 +55,7 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    _groups.LIVE.discard(pid)
 
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int, *, strict: bool) -> bytes:
@@ -100,15 +104,17 @@ async def run(
     """
     started = time.perf_counter()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        with _groups.spawning():  # a Ctrl-C meanwhile waits until this group can be killed too
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+            _groups.LIVE.add(proc.pid)
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise ExecutableNotFound(f"{argv[0]}: {exc.strerror or exc}") from exc
     readers: list[asyncio.Task[bytes]] = []

@@ -10,7 +10,9 @@ queries share it. Its lifecycle, as the README's "Warm qmd engine" section expla
   the failures meanwhile);
 * a request given up by its caller (the router's timeout) makes the engine *suspect*: the next
   request first pings it, and a silent engine is killed and restarted;
-* stdout that is not a protocol line is a protocol violation: the engine is killed;
+* stdout that is not a protocol line is a protocol violation: the engine is killed; an answer
+  line that cannot be read fails only its own request, and a lone surrogate (qmd cutting a
+  snippet inside an emoji) is read as U+FFFD (``_lenient_json``);
 * :meth:`aclose` closes its stdin (it unloads and exits) and kills its process group after a
   grace period; the engine also exits by itself when its stdin closes, so a daemon killed with
   SIGKILL leaves no engine behind.
@@ -23,6 +25,7 @@ import atexit
 import contextlib
 import itertools
 import os
+import re
 import signal
 import time
 from collections import deque
@@ -32,9 +35,13 @@ from typing import Any
 
 import orjson
 
+from . import _lenient_json as lenient_json
+
 ENGINE_SCRIPT = Path(__file__).resolve().parent / "qmd_engine.mjs"
 MAX_LINE_BYTES = 16 << 20  # an answer of 1000 hits with 300-character snippets is ~1 MiB
 STDERR_LINES = 40
+# How the engine starts every answer line (JSON.stringify keeps the key order of qmd_engine.mjs).
+_ANSWER_START = re.compile(rb'\{"id":(\d+),')
 
 # Process groups of live engines, killed at interpreter exit whatever path it takes.
 _LIVE_GROUPS: set[int] = set()
@@ -138,10 +145,15 @@ class QmdEngine:
         return self.facts()
 
     async def aclose(self, grace_s: float = 2.0) -> None:
-        """Stop the engine: close its stdin (it frees its models and exits), then kill its group."""
+        """Stop the engine: close its stdin (it frees its models and exits), then kill its group.
+
+        Only this process's reader tasks and requests are ended: a request made while it closes
+        starts a new engine, whose readers and requests must survive (a replaced index)."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        tasks, self._tasks = self._tasks, []
+        pending, self._pending = self._pending, {}
         if proc.returncode is None:
             with contextlib.suppress(Exception):
                 assert proc.stdin is not None
@@ -153,10 +165,9 @@ class QmdEngine:
         _killpg(proc.pid)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 2.0)
-        self._fail_pending("the qmd engine was stopped")
-        for task in self._tasks:
+        _fail(pending, "the qmd engine was stopped")
+        for task in tasks:
             task.cancel()
-        self._tasks.clear()
 
     # ------------------------------------------------------------------ process
 
@@ -235,11 +246,22 @@ class QmdEngine:
                 self._fail_pending(str(failure))
 
     def _dispatch(self, line: bytes, ready: asyncio.Future[dict[str, Any]]) -> str | None:
-        """Hand one stdout line to whoever waits for it; a reason to stop the engine, or None."""
+        """Hand one stdout line to whoever waits for it; a reason to stop the engine, or None.
+
+        A line that starts as an answer (``{"id":N,``, how the engine writes every answer) but
+        cannot be read fails that request only: the engine itself is fine. Anything else that is
+        not a protocol line is a real protocol break, and the engine is stopped."""
         try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            message = lenient_json.loads(line)  # a snippet cut inside an emoji: U+FFFD, not a kill
+        except ValueError:
             message = None
+        if message is None and (answer := _ANSWER_START.match(line)) is not None:
+            future = self._pending.pop(int(answer.group(1)), None)
+            if future is not None and not future.done():
+                future.set_exception(
+                    EngineFailed(f"the qmd engine's answer could not be read: {line[:120]!r}{self._stderr_tail()}")
+                )
+            return None
         if not isinstance(message, dict):
             return f"it printed something that is not a protocol line: {line[:120]!r}"
         event = message.get("event")
@@ -288,9 +310,7 @@ class QmdEngine:
 
     def _fail_pending(self, message: str) -> None:
         pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(EngineFailed(message))
+        _fail(pending, message)
 
     def _pending_model_work(self) -> bool:
         return bool(self._pending)
@@ -333,6 +353,12 @@ class QmdEngine:
     def _stderr_tail(self) -> str:
         lines = [ln for ln in self._stderr if ln]
         return f" (stderr: {' | '.join(lines[-3:])[-300:]})" if lines else ""
+
+
+def _fail(pending: dict[int, asyncio.Future[dict[str, Any]]], message: str) -> None:
+    for future in pending.values():
+        if not future.done():
+            future.set_exception(EngineFailed(message))
 
 
 def _killpg(pid: int) -> None:

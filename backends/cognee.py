@@ -399,6 +399,11 @@ class CogneeBackend:
             self.name, request.query, results[: request.limit], duration_ms=sw.ms, query_sent=sent
         )
 
+    def calibration_key(self, mode: str | None) -> str:
+        """The calibration map (memory_router.calibration): ``cognee``, which LoCoMo could not
+        fit (no Cognee in its tier), so the pooled ``default`` map answers for it."""
+        return "cognee"
+
     def probe(self) -> Probe:
         """``GET /health`` with a short timeout (no query, no auth needed)."""
         shown = strip_userinfo(self.base_url)

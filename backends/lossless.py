@@ -408,6 +408,10 @@ class LosslessBackend:
     async def aclose(self) -> None:
         self._pool.close()  # ClosableBackend: a reload replaced this instance, or the daemon stops
 
+    def calibration_key(self, mode: str | None) -> str:
+        """The calibration map (memory_router.calibration): one mode, one map."""
+        return "lossless"
+
     def probe(self) -> Probe:
         loc = self.location()
         if loc.path is None:

@@ -65,7 +65,14 @@ from ._qmd_locate import (
     qmd_version,
     resolve_command,
 )
-from ._qmd_parse import CollectionFiles, QmdOutputError, definitions_first, parse_hits, to_results
+from ._qmd_parse import (
+    VSEARCH_FLOOR,
+    CollectionFiles,
+    QmdOutputError,
+    definitions_first,
+    parse_hits,
+    to_results,
+)
 from ._settings import Limits, settings_from_json
 from .base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse, Probe, Stopwatch
 
@@ -129,6 +136,21 @@ def create(name: str, settings: Settings, context: BackendContext) -> QmdBackend
 
 
 @dataclass(frozen=True, slots=True)
+class SemanticPlan:
+    """How one vsearch/query call runs: the text ``sent`` (the question, or a typed ``lex:``/``vec:``
+    document when qmd does not expand it), the models that must be on disk (``needs``, a key of
+    ``_qmd_locate.MODES_NEED``: the embedding model, plus the generate model when expanding),
+    whether qmd expands the query and reranks, and a ``note`` saying what was skipped and why
+    (the attempt shows it)."""
+
+    sent: str
+    needs: str
+    expand: bool
+    rerank: bool
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """One qmd call's outcome: hits, or a failure already classified into a contract code."""
 
@@ -144,10 +166,20 @@ class Transport(Protocol):
     """How a qmd search reaches qmd: a ``qmd`` process per call (:class:`CliTransport`), the
     daemon's warm engine (:class:`EngineTransport`) or a running ``qmd mcp --http``
     (:class:`HttpTransport`). ``query`` is the text to send (a keyword form for ``search``, a
-    typed ``lex:``/``vec:`` document or the question for ``query``)."""
+    typed ``lex:``/``vec:`` document or the question for ``query``). ``expand`` and ``rerank``
+    say whether qmd may use its generate and rerank models for this call (the backend decides
+    from the models on disk; ``None``: the transport's own default)."""
 
     async def search(
-        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
+        self,
+        mode: str,
+        query: str,
+        limit: int,
+        collections: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        expand: bool | None = None,
+        rerank: bool | None = None,
     ) -> Answer: ...
 
 
@@ -167,17 +199,39 @@ class CliTransport:
             argv += ["--", query]
         return argv
 
-    async def search(
-        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
-    ) -> Answer:
+    @staticmethod
+    def command_for(
+        mode: str, query: str, limit: int, collections: Sequence[str], expand: bool | None, rerank: bool | None
+    ) -> tuple[str, list[str], str]:
+        """(qmd subcommand, options, query) for one call."""
         options = ["--json", "-n", str(limit)]
         for collection in collections:
             options += ["-c", collection]
+        if mode == "vsearch" and expand is False:
+            # `qmd vsearch` always expands the query (generate model). Without expansion: the same
+            # vector search as a typed `vec:` query without reranking, scored by its cosine.
+            return "query", [*options, "--explain", "--no-rerank"], f"vec: {vec_text(query)}"
         if mode == "query":
             options.append("--explain")
+            if rerank is False:
+                options.append("--no-rerank")  # else qmd would try to download the reranker
+        return mode, options, query
+
+    async def search(
+        self,
+        mode: str,
+        query: str,
+        limit: int,
+        collections: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        expand: bool | None = None,
+        rerank: bool | None = None,
+    ) -> Answer:
+        subcommand, options, query = self.command_for(mode, query, limit, collections, expand, rerank)
         self.cwd.mkdir(parents=True, exist_ok=True)
         try:
-            proc = await run(self.argv(mode, options, query), cwd=self.cwd, env=self.env)
+            proc = await run(self.argv(subcommand, options, query), cwd=self.cwd, env=self.env)
         except ExecutableNotFound as exc:
             return Answer(None, BACKEND_UNAVAILABLE, f"cannot start qmd: {exc}. {INSTALL_HINT}")
         except OutputTooLarge as exc:
@@ -189,6 +243,8 @@ class CliTransport:
             hits = parse_hits(proc.stdout)
         except QmdOutputError as exc:
             return Answer(None, BACKEND_ERROR, f"qmd {mode}: {exc}", stderr=stderr)
+        if subcommand != mode:
+            hits = cosine_hits(hits)
         if not hits and mode != "search" and (m := _NEEDS_EMBEDDINGS.search(stderr)) and m.group(2) == "100":
             return Answer(
                 None,
@@ -232,22 +288,32 @@ class EngineTransport:
                 f"no qmd index at {self.index_file}. Create it with `qmd collection add <folder> --name <name>` "
                 "(with the same INDEX_PATH/--index), or point backends.qmd.index_path in router-config.json at it."
             )
-        identity = (st.st_dev, st.st_ino)
-        if self._index_id is not None and identity != self._index_id:
-            await self.engine.aclose()
+        identity, known = (st.st_dev, st.st_ino), self._index_id
+        # Noted before the restart: concurrent calls that see the new file meanwhile go on to the
+        # restarted engine instead of each closing it again.
         self._index_id = identity
+        if known is not None and identity != known:
+            await self.engine.aclose()
         return None
 
     async def search(
-        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
+        self,
+        mode: str,
+        query: str,
+        limit: int,
+        collections: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        expand: bool | None = None,
+        rerank: bool | None = None,
     ) -> Answer:
         payload: dict[str, Any] = {"op": mode, "query": query, "limit": limit, "collections": list(collections)}
         if timeout_s:
             payload["deadline_ms"] = int(timeout_s * 1000)
         if mode == "vsearch":
-            payload["expand"] = self.expand_vsearch
+            payload["expand"] = self.expand_vsearch if expand is None else expand
         elif mode == "query":
-            payload["rerank"] = self.has_reranker()
+            payload["rerank"] = self.has_reranker() if rerank is None else rerank
             if (searches := typed_searches(query)) is not None:
                 payload["searches"] = searches
         self.cwd.mkdir(parents=True, exist_ok=True)
@@ -272,7 +338,15 @@ class HttpTransport:
         self.url = url.rstrip("/")
 
     async def search(
-        self, mode: str, query: str, limit: int, collections: Sequence[str], *, timeout_s: float | None = None
+        self,
+        mode: str,
+        query: str,
+        limit: int,
+        collections: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        expand: bool | None = None,
+        rerank: bool | None = None,
     ) -> Answer:
         import httpx
 
@@ -349,11 +423,31 @@ def _classify_engine_refusal(mode: str, answer: Mapping[str, Any]) -> tuple[str,
 _VEC_UNSAFE = re.compile(r"(^|\s)-+(?=[\w\"])")
 
 
+def vec_text(query: str) -> str:
+    """The query as a ``vec:`` line: one line, without ``-term`` negations (qmd rejects those)."""
+    return _VEC_UNSAFE.sub(r"\1", " ".join(query.split()))
+
+
+def cosine_hits(hits: list[dict]) -> list[dict]:
+    """Hits of a typed ``vec:`` query (``--explain``, no rerank) as ``qmd vsearch`` reports them:
+    the score is the hit's best vector score (a cosine), hits under qmd's vsearch floor of 0.3 are
+    dropped, best first."""
+    out = []
+    for hit in hits:
+        explain = hit.get("explain")
+        if not isinstance(explain, dict):
+            continue
+        scores = [v for v in explain.get("vectorScores") or () if isinstance(v, (int, float))]
+        if scores and max(scores) >= VSEARCH_FLOOR:
+            out.append({k: v for k, v in hit.items() if k != "explain"} | {"score": round(max(scores), 2)})
+    return sorted(out, key=lambda h: -h["score"])
+
+
 def structured_query(query: str, signal: str | None = None) -> str:
     """A typed query document for ``qmd query``: the strict keyword form as ``lex:`` (when there
     is one) and the whole query, on one line and without ``-term`` negations (qmd rejects those
     in ``vec:``), as ``vec:``."""
-    vec = _VEC_UNSAFE.sub(r"\1", " ".join(query.split()))
+    vec = vec_text(query)
     forms = keyword_forms(query, signal, 1)
     lines = [f"lex: {forms[0].text}"] if forms else []
     return "\n".join([*lines, f"vec: {vec}"])
@@ -542,10 +636,10 @@ class QmdBackend:
             )
         if mode == "search":
             return await self._keyword_search(request, transport, watch)
-        sent, needs = self._semantic_plan(mode, request, transport)
+        plan = self._semantic_plan(mode, request, transport)
         if isinstance(transport, (CliTransport, EngineTransport)):  # local qmd: its models must be on disk
-            missing = missing_models(needs, self.config_file(transport.env), transport.env)
-            if missing:
+            missing = missing_models(plan.needs, self.config_file(transport.env), transport.env)
+            if missing:  # only the embedding model can be missing here: the optional ones were dropped
                 return BackendResponse.failure(
                     self.name,
                     request.query,
@@ -554,23 +648,51 @@ class QmdBackend:
                     f"({'; '.join(missing)}); without them qmd would retry the download for ~12 minutes. "
                     "Run `qmd pull` (with network access), then `qmd embed`.",
                     duration_ms=watch.ms,
-                    query_sent=sent,
+                    query_sent=plan.sent,
                 )
         answer = await transport.search(
-            mode, sent, request.limit, self.settings.collections, timeout_s=request.timeout_s
+            mode,
+            plan.sent,
+            request.limit,
+            self.settings.collections,
+            timeout_s=request.timeout_s,
+            expand=plan.expand,
+            rerank=plan.rerank,
         )
-        return self._respond(request, answer, mode, sent, 1.0, watch)
+        return self._respond(request, answer, mode, plan.sent, 1.0, watch, note=plan.note)
 
-    def _semantic_plan(self, mode: str, request: BackendRequest, transport: Transport) -> tuple[str, str]:
-        """What to send for vsearch/query over this transport, and which models that needs
-        (a key of ``_qmd_locate.MODES_NEED``)."""
-        structured = mode == "query" and (not self.settings.query_expansion or isinstance(transport, HttpTransport))
-        sent = structured_query(request.query, request.signal) if structured else request.query
-        if not isinstance(transport, EngineTransport):
-            return sent, "query-structured" if structured else mode
+    def optional_models(self, env: Mapping[str, str]) -> dict[str, str | None]:
+        """``{"generate": why it is not used or None, "rerank": ...}``: qmd's optional models
+        (query expansion, reranking) are used only when their file is on disk (a missing one would
+        make qmd retry its download for ~12 minutes)."""
+        config = self.config_file(env)
+        out: dict[str, str | None] = {}
+        for role in ("generate", "rerank"):
+            missing = missing_models(role, config, env)
+            out[role] = f"no {role} model in {models_dir(env)} ({missing[0].partition(': ')[2]})" if missing else None
+        return out
+
+    def _semantic_plan(self, mode: str, request: BackendRequest, transport: Transport) -> SemanticPlan:
+        """What to send for vsearch/query over this transport, whether qmd may expand the query
+        and rerank, and which models must be on disk for it (see :class:`SemanticPlan`)."""
+        if not isinstance(transport, (CliTransport, EngineTransport)):  # a qmd server: its own models
+            sent = structured_query(request.query, request.signal) if mode == "query" else request.query
+            return SemanticPlan(sent, "", False, mode == "query")
+        absent = self.optional_models(transport.env)
         if mode == "vsearch":
-            return sent, "vsearch" if transport.expand_vsearch else "embed"
-        return sent, "embed" if structured else "query-expand"
+            # `qmd vsearch` (CLI) always expands; the engine only with vsearch_expansion.
+            wanted = transport.expand_vsearch if isinstance(transport, EngineTransport) else True
+        else:
+            wanted = self.settings.query_expansion
+        expand = wanted and absent["generate"] is None
+        rerank = mode == "query" and absent["rerank"] is None
+        notes = [f"query expansion skipped: {absent['generate']}"] if wanted and not expand else []
+        if mode == "query" and not rerank:
+            notes.append(f"reranking skipped: {absent['rerank']}; ranked by retrieval evidence")
+        structured = mode == "query" and not expand
+        sent = structured_query(request.query, request.signal) if structured else request.query
+        needs = ("vsearch" if mode == "vsearch" else "query-expand") if expand else "embed"
+        return SemanticPlan(sent, needs, expand, rerank, "; ".join(notes) or None)
 
     async def _keyword_search(self, request: BackendRequest, transport: Transport, watch: Stopwatch) -> BackendResponse:
         forms = keyword_forms(request.query, request.signal, self.settings.max_search_calls)
@@ -587,7 +709,14 @@ class QmdBackend:
         return self._respond(request, answer, "search", forms[-1].text, forms[-1].coverage, watch)
 
     def _respond(
-        self, request: BackendRequest, answer: Answer, mode: str, sent: str, coverage: float, watch: Stopwatch
+        self,
+        request: BackendRequest,
+        answer: Answer,
+        mode: str,
+        sent: str,
+        coverage: float,
+        watch: Stopwatch,
+        note: str | None = None,
     ) -> BackendResponse:
         if answer.hits is None:
             return BackendResponse.failure(
@@ -597,6 +726,7 @@ class QmdBackend:
                 answer.error_message or "qmd failed",
                 duration_ms=watch.ms,
                 query_sent=sent,
+                note=note,
             )
         reranked = mode == "query" and really_reranked(answer.hits, answer.stderr)
         results = to_results(
@@ -605,7 +735,26 @@ class QmdBackend:
         # "find the function X": hits defining X first (files read from the collections' folders).
         files = CollectionFiles(self.config_file(self.env()) if self.index_name() else None)
         results = definitions_first(request.query, answer.hits, results, files)
-        return BackendResponse.from_results(self.name, request.query, results, duration_ms=watch.ms, query_sent=sent)
+        return BackendResponse.from_results(
+            self.name, request.query, results, duration_ms=watch.ms, query_sent=sent, note=note
+        )
+
+    def calibration_key(self, mode: str | None) -> str:
+        """The calibration map of a mode (memory_router.calibration). Vector scores depend on the
+        embedding model, and ``query``'s on whether a reranker is on disk, so those modes name
+        them: ``qmd:search``, ``qmd:vsearch:<embed model>``, ``qmd:query:<embed model>[:rerank]``
+        (the model's file name without ``.gguf``). A configuration that was not measured falls
+        to the calibration's pooled ``default`` map."""
+        mode = mode or DEFAULT_MODE
+        if mode == "search":
+            return "qmd:search"
+        env = self.env()
+        config = self.config_file(env)
+        embed = configured_models(config, env)["embed"].rsplit("/", 1)[-1].removesuffix(".gguf")
+        key = f"qmd:{mode}:{embed}"
+        if mode == "query" and not missing_models("rerank", config, env):
+            key += ":rerank"
+        return key
 
     def probe(self) -> Probe:
         try:
@@ -614,7 +763,13 @@ class QmdBackend:
             return Probe(False, str(exc))
         env = transport.env
         command = transport.command
-        missing = missing_models("query", self.config_file(env), env)
+        missing = missing_models("embed", self.config_file(env), env)
+        absent = self.optional_models(env)
+        expansion = f"skipped: {absent['generate']}" if absent["generate"] else "on"
+        skipped = {
+            "query_expansion": expansion if self.settings.query_expansion else "off (query_expansion: false)",
+            "rerank": f"skipped: {absent['rerank']}" if absent["rerank"] else "on",
+        }
         index_file = self.index_file(env)
         facts = {
             "qmd": str(command.qmd),
@@ -627,16 +782,24 @@ class QmdBackend:
             "config_file": str(self.config_file(env)),
             "collections": list(self.settings.collections),
             "models_dir": str(models_dir(env)),
-            "models_missing": missing,
+            "models_missing": missing + [f"{role}: {why}" for role, why in absent.items() if why],
             "modes_ready": ["search"] + ([] if missing else ["vsearch", "query"]),
+            **skipped,
         }
         if missing:
             detail = (
                 f"qmd {facts['qmd_version']} on Node {command.node_version}: search ready; "
-                f"vsearch/query need `qmd pull` ({len(missing)} model(s) missing)"
+                f"vsearch/query need the embedding model (`qmd pull`; {missing[0]})"
             )
         else:
             detail = f"qmd {facts['qmd_version']} on Node {command.node_version}: search, vsearch, query ready"
+            gaps = []
+            if self.settings.query_expansion and absent["generate"]:
+                gaps.append("query expansion (no generate model)")
+            if absent["rerank"]:
+                gaps.append("reranking (no rerank model)")
+            if gaps:
+                detail += f"; skipped on their own: {', '.join(gaps)}"
         if index_file is not None and not index_file.is_file():
             detail += (
                 f"; no index at {index_file} yet (`qmd collection add <dir> --name <name>`), searches will be empty"

@@ -1,14 +1,27 @@
 """Total Recall: markdown memory tiers in the project, searched in-process.
 
-Layout under the memory root (Total Recall's own format)::
+Layout under the memory root: Total Recall's own tiers, then OpenClaw's memory files (what
+memory-core indexes by default; docs/backends-openclaw-layout.md)::
 
-    CLAUDE.local.md            working memory            tier weight 1.00
-    memory/registers/*.md      decisions, people, ...    tier weight 0.95
-    memory/daily/YYYY-MM-DD.md timestamped daily log     tier weight 0.90
-    memory/archive/**/*.md     history                   tier weight 0.75
+    CLAUDE.local.md            working memory            tier working    weight 1.00
+    memory/registers/*.md      decisions, people, ...    tier registers  weight 0.95
+    MEMORY.md, memory.md       OpenClaw long-term memory tier longterm   weight 0.95
+    memory/daily/YYYY-MM-DD.md timestamped daily log     tier daily      weight 0.90
+    memory/YYYY-MM-DD[-x].md   OpenClaw daily notes      tier daily      weight 0.90
+    memory/**/*.md (others)    OpenClaw topic notes      tier notes      weight 0.85
+    memory/archive/**/*.md     history                   tier archive    weight 0.75
+
+A daily note is dated by its file name (and ``[HH:MM]`` lines by their time); other files by
+their frontmatter (``event_time``/``record_time``), a claim by its ``last_verified``, else by
+the file's mtime. One file reached by two paths (``memory/daily/X.md`` a symlink to
+``memory/X.md``) is read once, under the path that is not a symlink. A root holding no memory
+file at all answers ``BACKEND_UNAVAILABLE`` ("no memory files under <root>: ..."), not ``empty``.
 
 The root is ``settings.root``, else ``$OPENCLAW_REPO_ROOT``, else the git top level of the
-working directory (found by walking up to ``.git``, no subprocess).
+working directory (found by walking up to ``.git``, no subprocess), else OpenClaw's agent
+workspace when that folder exists (``agents.defaults.workspace`` in openclaw.json, default
+``~/.openclaw/workspace``: :func:`memory_router.paths.openclaw_workspace`), which is where an
+OpenClaw agent's exec tool runs and is not a git repository.
 
 **Entries.** Each file is split into entries: a top-level list item with its indented children,
 a ``[HH:MM] ...`` daily line, a paragraph, or a run of ``- **key**: value`` claim lines (one
@@ -53,7 +66,7 @@ import re
 import stat
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -62,6 +75,7 @@ from pathlib import Path
 from typing import Annotated, NamedTuple
 
 from ..envvars import TOTALRECALL
+from ..paths import openclaw_workspace
 from ..timefmt import iso_z
 from . import BackendContext
 from ._definitions import Definition, definition_target, definitions_first_relevances, find_definition
@@ -82,7 +96,9 @@ from .base import (
 
 ENV_VARS: frozenset[str] = TOTALRECALL  # the environment variables it reads: memory_router.envvars
 
-TIER_WEIGHTS = {"working": 1.0, "registers": 0.95, "daily": 0.9, "archive": 0.75}
+TIER_WEIGHTS = {"working": 1.0, "registers": 0.95, "longterm": 0.95, "daily": 0.9, "notes": 0.85, "archive": 0.75}
+TOTAL_RECALL_FOLDERS = frozenset({"registers", "daily", "archive"})  # memory/<these>: Total Recall's tiers
+OPENCLAW_LONG_TERM = ("MEMORY.md", "memory.md")  # memory-core's long-term files, at the root
 SUPERSEDED_FACTOR = 0.6
 NO_TERMS_RELEVANCE = 0.35
 MAX_CONTENT_CHARS = 2000
@@ -100,7 +116,7 @@ class Settings:
     __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     root: str | None = None
-    """Memory root (the project directory holding CLAUDE.local.md and memory/)."""
+    """Memory root: the project or OpenClaw workspace holding CLAUDE.local.md, MEMORY.md, memory/."""
     max_file_bytes: Annotated[int, Limits(ge=1, le=1 << 40)] = DEFAULT_MAX_FILE_BYTES
     """A memory file larger than this is skipped (and listed by ``memory-router backends``)."""
 
@@ -121,7 +137,15 @@ def resolve_root(settings: Settings, context: BackendContext) -> Path | None:
     for directory in (context.cwd, *context.cwd.parents):
         if (directory / ".git").exists():
             return directory
-    return None
+    workspace, _ = openclaw_workspace(context.environ)
+    return Path(workspace) if os.path.isdir(workspace) else None
+
+
+# What to do when no root is found (the probe's and an unavailable search's message).
+NO_ROOT_FIX = (
+    "set backends.{name}.root in router-config.json or OPENCLAW_REPO_ROOT, run it inside a git "
+    "repository, or give OpenClaw an agent workspace (agents.defaults.workspace, ~/.openclaw/workspace)"
+)
 
 
 # --------------------------------------------------------------------------- text handling
@@ -190,7 +214,9 @@ _DAILY_TIME = re.compile(r"^\s*(?:[-*+]\s+)?\[(\d{1,2}):(\d{2})\]\s*(.*)$")
 _CLAIM = re.compile(r"^\s*[-*+]\s+\*\*([\w ]+)\*\*\s*:\s*(.*)$")
 _SUPERSEDED = re.compile(r"^\[superseded\b", re.IGNORECASE)
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?)?")
-_DAILY_NAME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\.md$")
+# A daily note's name: Total Recall's memory/daily/YYYY-MM-DD.md, OpenClaw's memory/YYYY-MM-DD.md
+# and its session notes memory/YYYY-MM-DD-<slug>.md.
+_DAILY_NAME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-[^/]*)?\.md$")
 
 
 def _parse_date(text: str) -> datetime | None:
@@ -337,6 +363,13 @@ def memory_files(root: Path) -> Iterator[tuple[str, Path]]:
 def _scan(root: Path) -> list[tuple[str, str, os.stat_result]]:
     """(tier, relative posix path, stat) of every memory file, in :func:`memory_files` order.
 
+    Total Recall's tiers first (``CLAUDE.local.md``, ``memory/registers/*.md``,
+    ``memory/daily/*.md``, ``memory/archive/**/*.md``), then what OpenClaw's memory-core indexes
+    by default: ``MEMORY.md`` and ``memory.md`` (``longterm``), then every other ``memory/**/*.md``
+    (``daily`` when named ``YYYY-MM-DD[-slug].md`` directly under ``memory/``, else ``notes``).
+    One file reached by several paths (a symlink, a hard link, ``memory.md`` on a case-insensitive
+    disk) is listed once, under the path that is not a symlink (else the first one).
+
     One ``os.scandir`` walk instead of pathlib's glob + is_file + stat: the daemon runs this on
     every query to notice changed files, and with 10,000 files pathlib's per-path objects cost
     more than the system calls. Same selection as ``folder.glob("*.md")`` /
@@ -344,32 +377,71 @@ def _scan(root: Path) -> list[tuple[str, str, os.stat_result]]:
     not descended into, unreadable directories are skipped), sorted as pathlib sorts paths
     (by path components).
     """
-    out: list[tuple[str, str, os.stat_result]] = []
+    out: list[tuple[str, str, os.stat_result, bool]] = []
     base = os.fspath(root)
+    _scan_top_file(base, "CLAUDE.local.md", "working", out)
+    memory = os.path.join(base, "memory")
+    has_memory = os.path.isdir(memory)
+    if has_memory:
+        for tier, folder, recursive in (
+            ("registers", "registers", False),
+            ("daily", "daily", False),
+            ("archive", "archive", True),
+        ):
+            top = os.path.join(memory, folder)
+            if not os.path.isdir(top):
+                continue
+            found: list[tuple[tuple[str, ...], os.stat_result, bool]] = []
+            _scan_dir(top, ("memory", folder), recursive, found)
+            found.sort(key=lambda item: item[0])
+            out.extend((tier, "/".join(parts), st, link) for parts, st, link in found)
+    for name in OPENCLAW_LONG_TERM:
+        _scan_top_file(base, name, "longterm", out)
+    if has_memory:
+        found = []
+        _scan_dir(memory, ("memory",), True, found, skip=TOTAL_RECALL_FOLDERS)
+        found.sort(key=lambda item: item[0])
+        for parts, st, link in found:
+            tier = "daily" if len(parts) == 2 and _DAILY_NAME.match(parts[1]) else "notes"
+            out.append((tier, "/".join(parts), st, link))
+    return _distinct_files(out)
+
+
+def _scan_top_file(base: str, name: str, tier: str, out: list[tuple[str, str, os.stat_result, bool]]) -> None:
+    path = os.path.join(base, name)
     try:
-        st = os.stat(os.path.join(base, "CLAUDE.local.md"))
+        st = os.stat(path)
         if stat.S_ISREG(st.st_mode):
-            out.append(("working", "CLAUDE.local.md", st))
+            out.append((tier, name, st, os.path.islink(path)))
     except OSError:
         pass
-    for tier, folder, recursive in (
-        ("registers", "registers", False),
-        ("daily", "daily", False),
-        ("archive", "archive", True),
-    ):
-        top = os.path.join(base, "memory", folder)
-        if not os.path.isdir(top):
-            continue
-        found: list[tuple[tuple[str, ...], os.stat_result]] = []
-        _scan_dir(top, ("memory", folder), recursive, found)
-        found.sort(key=lambda item: item[0])
-        out.extend((tier, "/".join(parts), st) for parts, st in found)
-    return out
+
+
+def _distinct_files(found: list[tuple[str, str, os.stat_result, bool]]) -> list[tuple[str, str, os.stat_result]]:
+    """``found`` without the second and later paths to one file (same device and inode): the
+    path that is not a symlink stays, in its place (``memory/2026-05-01.md`` rather than the
+    ``memory/daily/2026-05-01.md`` link to it), else the first one."""
+    chosen: dict[tuple[int, int], int] = {}
+    for i, (_, _, st, link) in enumerate(found):
+        key = (st.st_dev, st.st_ino)
+        first = chosen.get(key)
+        if first is None or (found[first][3] and not link):
+            chosen[key] = i
+    if len(chosen) == len(found):
+        return [(tier, rel, st) for tier, rel, st, _ in found]
+    keep = set(chosen.values())
+    return [(tier, rel, st) for i, (tier, rel, st, _) in enumerate(found) if i in keep]
 
 
 def _scan_dir(
-    directory: str, parts: tuple[str, ...], recursive: bool, found: list[tuple[tuple[str, ...], os.stat_result]]
+    directory: str,
+    parts: tuple[str, ...],
+    recursive: bool,
+    found: list[tuple[tuple[str, ...], os.stat_result, bool]],
+    skip: frozenset[str] = frozenset(),
 ) -> None:
+    """Append ``(path parts, stat, is a symlink)`` of the ``*.md`` files under ``directory``;
+    ``skip``: names of subfolders not to enter (at this level only)."""
     try:
         with os.scandir(directory) as it:
             entries = list(it)
@@ -382,10 +454,10 @@ def _scan_dir(
         if name.endswith(".md") and name != "_index.md":
             try:
                 if entry.is_file():
-                    found.append(((*parts, name), entry.stat()))
+                    found.append(((*parts, name), entry.stat(), entry.is_symlink()))
             except OSError:
                 pass  # vanished or unreadable between the listing and the stat: not a file now
-        if recursive:
+        if recursive and name not in skip:
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
@@ -514,6 +586,33 @@ class _Index:
     def idf_of(self, term: str) -> float:
         # A term the memory never mentions weighs the most: the memory cannot answer that part.
         return self.idf.get(term, math.log(1 + len(self.entries) + 1))
+
+
+LAYOUT_OF_TIER = {
+    "working": "Total Recall",
+    "registers": "Total Recall",
+    "archive": "Total Recall",
+    "daily": "daily notes",
+    "longterm": "OpenClaw",
+    "notes": "OpenClaw",
+}
+
+
+def _no_memory_files(root: Path, skipped: dict[str, str], name: str) -> str:
+    """Why a root answers no query: it holds no memory file, or none that could be read."""
+    if skipped:
+        rel, why = next(iter(skipped.items()))
+        more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+        return (
+            f"no readable memory files under {root}: {len(skipped)} skipped ({rel}: {why}{more}); "
+            "see `memory-router backends`"
+        )
+    return (
+        f"no memory files under {root}: expected OpenClaw's MEMORY.md or memory/*.md "
+        "(daily notes memory/YYYY-MM-DD.md), or Total Recall's CLAUDE.local.md or "
+        f"memory/{{registers,daily,archive}}/*.md. If the memory lives elsewhere, set backends.{name}.root "
+        "in router-config.json or OPENCLAW_REPO_ROOT"
+    )
 
 
 def _too_big(size: int, limit: int) -> str | None:
@@ -713,7 +812,8 @@ class TotalRecallBackend:
 
     def watch_paths(self) -> list[tuple[Path, bool]]:
         """``(folder, recursive)`` whose changes can alter the index: the root itself (for
-        CLAUDE.local.md) and ``memory/``. Empty when they do not all exist (nothing to rely on)."""
+        CLAUDE.local.md and MEMORY.md) and ``memory/``. Empty when they do not all exist (nothing
+        to rely on)."""
         if self.root is None or not (self.root / "memory").is_dir():
             return []
         return [(self.root, False), (self.root / "memory", True)]
@@ -729,9 +829,13 @@ class TotalRecallBackend:
     async def aclose(self) -> None:
         self._pool.close()  # ClosableBackend: a reload replaced this instance, or the daemon stops
 
+    def calibration_key(self, mode: str | None) -> str:
+        """The calibration map (memory_router.calibration): one mode, one map."""
+        return "totalrecall"
+
     def probe(self) -> Probe:
         if self.root is None:
-            return Probe(False, "no memory root: set backends.totalrecall.root or OPENCLAW_REPO_ROOT")
+            return Probe(False, "no memory root: " + NO_ROOT_FIX.format(name=self.name))
         if not self.root.is_dir():
             return Probe(False, f"memory root {self.root} does not exist")
         found = _scan(self.root)
@@ -744,7 +848,12 @@ class TotalRecallBackend:
                 skipped.append({"path": rel, "reason": why})
         count = len(found) - len(skipped)
         facts: dict[str, object] = {"root": str(self.root), "files": count, "max_file_bytes": self.max_file_bytes}
-        detail = f"{count} memory files under {self.root}"
+        if found:
+            layouts = sorted({LAYOUT_OF_TIER[tier] for tier, _, _ in found})
+            facts["tiers"] = dict(sorted(Counter(tier for tier, _, _ in found).items()))
+            detail = f"{count} memory files under {self.root} ({' + '.join(layouts)} layout)"
+        else:
+            detail = _no_memory_files(self.root, {}, self.name)
         if skipped:
             facts["skipped"] = skipped
             first = skipped[0]
@@ -779,7 +888,7 @@ class TotalRecallBackend:
                 self.name,
                 request.query,
                 BACKEND_UNAVAILABLE,
-                f"{where}; set backends.{self.name}.root in router-config.json or OPENCLAW_REPO_ROOT",
+                f"{where}; " + NO_ROOT_FIX.format(name=self.name),
                 duration_ms=watch.ms,
             )
         # Another call may be reading the tree (or was abandoned mid-read and is stopping): wait
@@ -799,6 +908,7 @@ class TotalRecallBackend:
                 self._walked_at = now
                 self._index.refresh(self.root, self.max_file_bytes, cancel)
             hits = rank(self._index, request.query, request.limit, datetime.now(timezone.utc))
+            nothing = None if self._index.files else _no_memory_files(self.root, self.skipped(), self.name)
         except Cancelled:
             self._stale = True  # the walk did not finish
             return BackendResponse.failure(
@@ -815,6 +925,10 @@ class TotalRecallBackend:
             )
         finally:
             self._lock.release()
+        if nothing is not None:
+            # Not "empty": that would tell the agent "nothing remembered" about a root that holds
+            # no memory at all (a wrong root, or none written yet).
+            return BackendResponse.failure(self.name, request.query, BACKEND_UNAVAILABLE, nothing, duration_ms=watch.ms)
         results = [_result(self.name, rel, entry, where) for rel, entry, where in hits]
         return BackendResponse.from_results(
             self.name,

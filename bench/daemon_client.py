@@ -55,7 +55,7 @@ def main() -> None:
     )
     env = {
         **base,
-        "OPENCLAW_STATE_DIR": str(demo / "state"),
+        "MEMORY_ROUTER_STATE_DIR": str(demo / "state"),
         "MEMORY_ROUTER_CONFIG": str(demo / "state" / "router-config.json"),
     }
     off = {**env, "MEMORY_ROUTER_DAEMON": "off"}

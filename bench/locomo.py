@@ -61,7 +61,8 @@ from memory_router.config_schema import ConfigSpec
 from memory_router.paths import packaged_config
 
 CONVERSATIONS = ("26", "30", "41", "42", "43")
-DATA = Path(os.environ.get("LOCOMO_DIR", "/work/shared/data/locomo-dev"))
+# The development half lies in the shared folder beside the checkout (as in CI); LOCOMO_DIR overrides.
+DATA = Path(os.environ.get("LOCOMO_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"))
 WORK = Path("/work/data/locomo")
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 BUILTIN = (

@@ -88,6 +88,7 @@ class Attempt(NamedTuple):
             "duration_ms": self.duration_ms,
             "accepted": self.accepted,
             "query_sent": r.query_sent,
+            **({"note": r.note} if r.note else {}),  # what the backend skipped (qmd: expansion)
         }
 
 
@@ -162,7 +163,7 @@ def _settled(
     backend: Backend, request: BackendRequest, response: object, started: float
 ) -> tuple[BackendResponse, int]:
     elapsed = int((time.perf_counter() - started) * 1000)
-    checked = _sane(backend.name, request.query, response)
+    checked = _capped(_sane(backend.name, request.query, response), request.limit)
     if checked.status == "success" and not checked.results:
         checked = checked.replace(status="empty", normalized_relevance=0.0)
     return checked, elapsed
@@ -201,8 +202,23 @@ def _sane(name: str, query: str, response: object) -> BackendResponse:
     return response
 
 
+def _capped(response: BackendResponse, limit: int) -> BackendResponse:
+    """At most ``limit`` results, whatever the backend sent (a command backend's program may
+    ignore ``{limit}``): the ``limit`` most relevant, in the backend's order (a tie keeps the
+    earlier one). ``result_count`` counts what is kept; ``normalized_relevance`` is unchanged:
+    it is the best result's (the best is always kept) or the backend's own figure."""
+    results = response.results
+    if len(results) <= limit and response.result_count <= limit:
+        return response
+    best = sorted(range(len(results)), key=lambda i: -results[i].relevance)[:limit]
+    kept = tuple(results[i] for i in sorted(best))
+    return response.replace(results=kept, result_count=len(kept))
+
+
 # One call for a driver to make: the backend, the request and the timeout it is given.
 Call = tuple[Backend, BackendRequest, float]
+# Puts a step's answer on the one relevance scale (memory_router.calibration); pure, no I/O.
+Calibrate = Callable[[Step, BackendResponse], BackendResponse]
 Walk = Generator[Call, tuple[BackendResponse, int], list[Attempt]]
 
 
@@ -215,6 +231,7 @@ def walk_attempts(
     *,
     log_query: str | None = None,
     cooldown: Cooldown | None = None,
+    calibrate: Calibrate | None = None,
 ) -> Walk:
     """The chain walk without I/O: yields each :data:`Call` and is sent back ``(response,
     elapsed ms)``; returns the attempts. An exception thrown in at a call (the caller's own
@@ -225,30 +242,21 @@ def walk_attempts(
     deadline = policy.deadline_at()
     for index, step in enumerate(steps):
         budget = _budget(policy, deadline)
-        if budget is None:
-            message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
-            attempts.append(
-                Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
-            )
-            break
-        timeout_s, cut_by_deadline = budget
-        health_key = step.health_key
-        if cooldown is not None and (why := cooldown.admit(health_key)) is not None:
-            attempts.append(Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False))
+        refused = _refused(step, query, policy, budget, cooldown)
+        if refused is not None:
+            attempts.append(refused)
+            if budget is None:
+                break
             continue
-        request = BackendRequest(
-            query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s, signal=plan.match.signal
-        )
+        assert budget is not None  # _refused answers for a spent deadline
+        request = _request(query, step, policy, plan, budget[0])
         try:
-            response, elapsed = yield (backend_for(step.backend), request, timeout_s)
+            response, elapsed = yield (backend_for(step.backend), request, budget[0])
         except BaseException:
             if cooldown is not None:
-                cooldown.release(health_key)
+                cooldown.release(step.health_key)
             raise
-        if cut_by_deadline:
-            response = _deadline_cut(response, policy)
-        if cooldown is not None:
-            _settle_cooldown(cooldown, health_key, response)
+        response = _settle(step, response, policy, budget[1], calibrate, cooldown)
         accepted = response.status == "success" and response.normalized_relevance >= policy.threshold
         attempts.append(Attempt(step, response, elapsed, accepted))
         if accepted:
@@ -256,6 +264,44 @@ def walk_attempts(
         if response.status == "error" and _log_error(log, shown, steps, index, response, elapsed):
             break
     return attempts
+
+
+def _refused(
+    step: Step, query: str, policy: Policy, budget: tuple[float, bool] | None, cooldown: Cooldown | None
+) -> Attempt | None:
+    """The attempt of a step that is not called: the query's deadline is spent, or the backend is
+    cooling down (its slot is taken otherwise: a call must follow)."""
+    if budget is None:
+        message = f"not tried: the query's {_ms(policy.deadline_s)} ms deadline was reached"
+        return Attempt(step, BackendResponse.failure(step.backend, query, DEADLINE_EXCEEDED, message), 0, False)
+    if cooldown is not None and (why := cooldown.admit(step.health_key)) is not None:
+        return Attempt(step, BackendResponse.failure(step.backend, query, COOLDOWN, why), 0, False)
+    return None
+
+
+def _request(query: str, step: Step, policy: Policy, plan: Plan, timeout_s: float) -> BackendRequest:
+    return BackendRequest(
+        query=query, mode=step.mode, limit=policy.limit, timeout_s=timeout_s, signal=plan.match.signal
+    )
+
+
+def _settle(
+    step: Step,
+    response: BackendResponse,
+    policy: Policy,
+    cut_by_deadline: bool,
+    calibrate: Calibrate | None,
+    cooldown: Cooldown | None,
+) -> BackendResponse:
+    """A call's answer as the router judges it: a deadline's cut named, the relevance calibrated,
+    and the outcome counted for the backend's cooldown."""
+    if cut_by_deadline:
+        response = _deadline_cut(response, policy)
+    if calibrate is not None:
+        response = calibrate(step, response)
+    if cooldown is not None:
+        _settle_cooldown(cooldown, step.health_key, response)
+    return response
 
 
 async def run_attempts(walk: Walk) -> list[Attempt]:
@@ -341,3 +387,44 @@ def _log_error(
 
 def _ms(seconds: float | None) -> int:
     return int(round((seconds or 0) * 1000))
+
+
+async def fuse_attempts(
+    query: str,
+    plan: Plan,
+    backend_for: Callable[[str], Backend],
+    policy: Policy,
+    log: RouterLog,
+    *,
+    log_query: str | None = None,
+    cooldown: Cooldown | None = None,
+    calibrate: Calibrate | None = None,
+) -> list[Attempt]:
+    """The fused strategy's calls (:mod:`.fuse`): every step at once, each under its timeout and
+    the deadline, with the same cooldown, calibration and router.log lines as the walk. An
+    attempt is ``accepted`` when it answered with results (it then takes part in the merge)."""
+    import asyncio
+
+    steps = plan.steps
+    shown = log_query if log_query is not None else query
+    budget = _budget(policy, policy.deadline_at())
+    slots: list[Attempt | None] = [_refused(step, query, policy, budget, cooldown) for step in steps]
+    calls = {
+        index: call_backend(backend_for(step.backend), _request(query, step, policy, plan, budget[0]), budget[0])
+        for index, step in enumerate(steps)
+        if slots[index] is None and budget is not None
+    }
+    try:
+        outcomes = await asyncio.gather(*calls.values())
+    except BaseException:
+        if cooldown is not None:
+            for index in calls:
+                cooldown.release(steps[index].health_key)
+        raise
+    for index, (response, elapsed) in zip(calls, outcomes, strict=True):
+        step = steps[index]
+        response = _settle(step, response, policy, budget is not None and budget[1], calibrate, cooldown)
+        slots[index] = Attempt(step, response, elapsed, response.status == "success")
+        if response.status == "error":
+            _log_error(log, shown, steps, index, response, elapsed)
+    return [attempt for attempt in slots if attempt is not None]

@@ -3,10 +3,18 @@
 JSON goes to stdout, human diagnostics to stderr. Exit codes:
 
 * 0 - the query was answered: status ``success``, ``partial`` or ``empty``
-* 1 - status ``error``: every backend failed, or none in the chain is usable
+* 1 - status ``error``: every backend failed, or none in the chain is usable; or the answer
+  could not be written whole to stdout (reader gone, or no data taken for 30 s; see
+  :mod:`.outwrite`), with the reason on stderr
 * 2 - usage or configuration error (bad flag, empty/oversized query, invalid UTF-8,
   missing or malformed backends.json / router-config.json); an error envelope is still printed
-  by ``query`` so a caller parsing stdout always gets JSON
+  by ``query`` and ``route --json`` so a caller parsing stdout always gets JSON
+* 130 / 143 / 129 - ``query`` interrupted by SIGINT / SIGTERM / SIGHUP: the backend call is
+  cancelled and its process group killed, nothing is printed on stdout (:mod:`.interrupt`)
+
+``backends`` exits 1 when backends.json marks a backend usable that cannot run here;
+``config check`` exits 2 when a rule has no backend that can run; ``init`` exits 2 rather than
+replace an existing backends.json without ``--force`` (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -34,13 +42,21 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--config",
         "config",
         metavar="PATH",
-        help="router-config.json to use (default: $MEMORY_ROUTER_CONFIG, else the packaged one).",
+        help=(
+            "router-config.json to use (default: $MEMORY_ROUTER_CONFIG, else <state dir>/router-config.json "
+            "if it exists, else the packaged one)."
+        ),
     )(func)
     func = click.option(
         "--backends-json", metavar="PATH", help="backends.json to read (default: <state dir>/backends.json)."
     )(func)
     func = click.option(
-        "--state-dir", metavar="DIR", help="State directory (default: $OPENCLAW_STATE_DIR, else ~/.openclaw/state)."
+        "--state-dir",
+        metavar="DIR",
+        help=(
+            "State directory (default: $MEMORY_ROUTER_STATE_DIR, else $OPENCLAW_STATE_DIR/state, "
+            "else ~/.openclaw/state; docs/configuration.md)."
+        ),
     )(func)
     return func
 
@@ -53,11 +69,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("memory_router.mcp_server:mcp_command", "Serve memory_query and memory_route as an MCP server over stdio."),
     "serve": (
         "memory_router.daemon.serve:serve",
-        "Answer JSON-lines queries on stdin, one JSON response per line on stdout.",
+        "Answer JSON-lines queries on stdin, one response line each.",
     ),
     "daemon": (
         "memory_router.daemon.control:daemon",
-        "The warm query daemon behind `serve --socket`: status, stop, start.",
+        "The warm daemon behind `serve --socket`: status, stop, start.",
     ),
 }
 
@@ -96,6 +112,9 @@ class LazyGroup(click.Group):
 def main() -> None:
     """Route memory queries to the right OpenClaw memory backend, with fallback.
 
+    Start here: `memory-router init` records which backends run here, then
+    `memory-router query "what did we decide about X"`. To try it first: `memory-router demo`.
+
     Exit codes: 0 answered (success/partial/empty), 1 every backend failed, 2 usage or
     configuration error.
     """
@@ -126,7 +145,9 @@ def main() -> None:
 def query(
     query: str, pretty: bool, timeout_ms: int | None, limit: int | None, daemon_mode: str | None, spawn: bool, **kw: Any
 ) -> None:
-    """Route QUERY and print the router envelope (QUERY '-' reads standard input)."""
+    """Route QUERY and print the router envelope (JSON).
+
+    QUERY '-' reads standard input."""
     from . import client
 
     def via_daemon(text: str) -> int | None:
@@ -144,17 +165,23 @@ def query(
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @common_options
 def route(query: str, as_json: bool, **kw: Any) -> None:
-    """Dry run: show the rule QUERY matches and the chain it would try. Calls no backend."""
-    import orjson
+    """Dry run: the rule QUERY matches and the chain it would try.
+
+    Calls no backend."""
+    from . import jsonout
 
     try:
         session = Session(Options(**kw))
         plan = session.router.plan(read_query(query), session.installed())
     except RouterError as exc:
         say(str(exc))
+        if as_json:  # like `query`: a caller parsing stdout always gets JSON
+            from .envelope import error_envelope
+
+            write_json(error_envelope(query if query != "-" else "", exc.error_code, str(exc)).to_json())
         sys.exit(exc.exit_code)
     if as_json:
-        write_json(orjson.dumps(plan.as_dict()))
+        write_json(jsonout.dumps(plan.as_dict()))
         return
     m = plan.match
     how = (
@@ -167,22 +194,29 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
     click.echo("chain:    " + (" -> ".join(_fmt_step(s) for s in plan.steps) or "(none usable)"))
     for skipped in plan.skipped:
         click.echo(f"skipped:  {_fmt_step(skipped.step)}: {skipped.reason}")
+    strategy = session.router.config.strategy_for(m.rule.id)
+    if strategy != "sequential":
+        click.echo(f"strategy: {strategy} (every usable step at once, merged)")
     if m.timed_out:
         click.echo(f"note: the signal regex of rule(s) {', '.join(map(str, m.timed_out))} hit the match timeout")
 
 
 def _fmt_step(step: Any) -> str:
-    return f"{step.backend}/{step.mode}" if step.mode else step.backend
+    shown = f"{step.backend}/{step.mode}" if step.mode else step.backend
+    return f"{shown} (extension)" if getattr(step, "extension", False) else shown
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @common_options
 def backends(as_json: bool, **kw: Any) -> None:
-    """Each configured backend: its state in backends.json and whether it can run here."""
-    import orjson
+    """Each configured backend: listed in backends.json? runs here? which relevance map?
 
+    Exit 1 when backends.json marks a backend usable (ready, degraded) that cannot run here: the
+    router would try it and fail. Exit 2 for a broken configuration."""
+    from . import jsonout
     from .errors import BackendsFileMissing
+    from .readiness import misreported, probe_all
 
     try:
         session = Session(Options(**kw))
@@ -197,38 +231,67 @@ def backends(as_json: bool, **kw: Any) -> None:
     except RouterError as exc:
         say(str(exc))
         sys.exit(exc.exit_code)
-    rows = []
-    for name, spec in session.config.backends.items():
-        probe = session.router.backend(name).probe()
-        rows.append(
-            {
-                "backend": name,
-                "type": spec.type,
-                "status": installed.statuses.get(name) if installed else None,
-                "usable": installed is not None and installed.unusable_reason(name) is None,
-                "runs_here": probe.ok,
-                "detail": probe.detail,
-                **({"facts": dict(probe.facts)} if probe.facts else {}),
-            }
-        )
+    ready = probe_all(session.router, installed)
+    calibration = session.router.calibration
+    rows = [
+        {
+            "backend": r.backend,
+            "type": r.type,
+            "status": r.status,
+            "usable": installed is not None and r.unusable is None,
+            "runs_here": r.runs_here,
+            "detail": r.detail,
+            **({"facts": r.facts} if r.facts else {}),
+            "calibration": _calibration_maps(calibration, session.router.backend(r.backend), r.type),
+        }
+        for r in ready.values()
+    ]
     running = _daemon_runtime(kw.get("state_dir"))
     for row in rows:
         if row["backend"] in running:
             row["daemon"] = running[row["backend"]]
+    wrong = misreported(ready) if installed is not None else []
     if as_json:
-        write_json(orjson.dumps({"backends_json": str(session.backends_path), "backends": rows}))
-        return
+        about = {"source": calibration.source, "active": calibration.active, "problem": calibration.problem}
+        write_json(jsonout.dumps({"backends_json": str(session.backends_path), "calibration": about, "backends": rows}))
+    else:
+        _print_backends(session.backends_path, installed is not None, calibration, rows)
+    if wrong:
+        names = ", ".join(f"{r.backend} ({r.status})" for r in wrong)
+        say(
+            f"{session.backends_path} marks {names} usable, but it cannot run here; re-run "
+            "`memory-router init --force` to record what runs, or fix the backend"
+        )
+        sys.exit(EXIT_ERROR)
+
+
+def _print_backends(path: Path, listed: bool, calibration: Any, rows: list[dict[str, Any]]) -> None:
     from .daemon.control import describe_runtime
 
-    click.echo(f"backends.json: {session.backends_path}" + ("" if installed else " (missing)"))
+    click.echo(f"backends.json: {path}" + ("" if listed else " (missing)"))
+    click.echo(f"calibration:   {calibration.problem or calibration.source}")
     for row in rows:
         flag = "ok " if row["usable"] and row["runs_here"] else "-- "
         click.echo(
             f"{flag}{row['backend']:<12} status={row['status'] or 'not listed':<12} "
             f"runs_here={'yes' if row['runs_here'] else 'no ':<4} {row['detail']}"
         )
+        if row["calibration"]:
+            maps = ", ".join(f"{mode}: {key}" for mode, key in row["calibration"].items())
+            click.echo(f"   {'':<12} relevance map: {maps}")
         if "daemon" in row:
             click.echo(f"   {'':<12} in the daemon: {describe_runtime(row['daemon'])}")
+
+
+def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[str, str]:
+    """Per mode of a backend, the calibration map its relevance goes through (``native``: none)."""
+    key_of = getattr(backend, "calibration_key", None)
+    if key_of is None:
+        return {}
+    from memory_router.backends import adapter_module
+
+    modes = adapter_module(type_name).MODES
+    return {mode or "-": calibration.model_for(key_of(mode))[0] for mode in (sorted(modes) if modes else [None])}
 
 
 def _daemon_runtime(state_dir: str | None) -> dict[str, Any]:
@@ -253,7 +316,10 @@ def config() -> None:
 @config.command("check")
 @common_options
 def config_check(**kw: Any) -> None:
-    """Validate router-config.json and backends.json; exit 2 with the first problem."""
+    """Validate router-config.json and backends.json, and that every rule has a backend that
+    can run here; exit 2 with the problems."""
+    from .readiness import probe_all, rules_without_an_answer
+
     try:
         session = Session(Options(**kw), cached=False)
         click.echo(
@@ -271,6 +337,71 @@ def config_check(**kw: Any) -> None:
             click.echo(
                 f"note: {installed.path.name} lists {name!r}, which router-config.json does not configure", err=True
             )
+    dead = rules_without_an_answer(list(session.config.rules.rules), probe_all(session.router, installed))
+    for rule, reasons in dead:
+        say(f"rule {rule.number} ({rule.id}): no backend of its chain can run here:")
+        for reason in reasons:
+            click.echo(f"  {reason}", err=True)
+    if dead:
+        say(
+            f"{len(dead)} of {len(session.config.rules.rules)} rules would always fail; install a backend of "
+            "their chains and re-run `memory-router init --force`, or change router-config.json"
+        )
+        sys.exit(EXIT_USAGE)
+    click.echo("ok: every rule has a backend that can run here")
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Replace an existing backends.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@common_options
+def init(force: bool, as_json: bool, **kw: Any) -> None:
+    """Write backends.json: which backends can run here, and why.
+
+    An explicit installer step (the router never probes by itself; it reads backends.json).
+    Never replaces an existing file without --force (exit 2)."""
+    from . import initialize, jsonout
+    from .readiness import probe_all
+
+    try:
+        session = Session(Options(**kw))
+    except RouterError as exc:
+        say(str(exc))
+        sys.exit(exc.exit_code)
+    content = initialize.document(probe_all(session.router, None))
+    path = session.backends_path
+    try:
+        initialize.write(path, content, force=force)
+    except initialize.AlreadyThere:
+        message = f"{path} exists; not replacing it (pass --force to replace it, or `memory-router backends` to see it)"
+        say(message)
+        if as_json:
+            write_json(
+                jsonout.dumps(
+                    {
+                        "backends_json": str(path),
+                        "written": False,
+                        "error_code": initialize.EXISTS,
+                        "error_message": message,
+                    }
+                )
+            )
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        say(f"cannot write {path}: {exc}")
+        sys.exit(EXIT_USAGE)
+    skill = initialize.skill_folder()
+    if as_json:
+        write_json(jsonout.dumps({"backends_json": str(path), "written": True, **content, "skill": str(skill)}))
+        return
+    click.echo(f"wrote {path}:")
+    for name, entry in content["backends"].items():
+        click.echo(f"  {entry['status']:<12} {name:<12} {entry['reason']}")
+    ready = [name for name, entry in content["backends"].items() if entry["status"] == "ready"]
+    if not ready:
+        say("no configured backend can run here: every query will fail until one is installed")
+    click.echo("the router reads only this file: re-run `memory-router init --force` after installing a backend")
+    click.echo(f"OpenClaw skill: openclaw skills install {skill}")
 
 
 @main.command()
@@ -282,7 +413,9 @@ def config_check(**kw: Any) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one envelope per line instead of the table.")
 def demo(directory: Path | None, as_json: bool) -> None:
-    """Build a demo workspace and route the spec's 15 example queries through it."""
+    """Try it: a demo workspace and the spec's 15 example queries.
+
+    Builds the workspace (with its own state dir) and routes each query through it."""
     from .demo import run_demo
 
     sys.exit(run_demo(directory, as_json=as_json))

@@ -81,13 +81,18 @@ def _emit(envelope_line: bytes, pretty: bool) -> None:
         import orjson
 
         envelope_line = orjson.dumps(orjson.loads(envelope_line), option=orjson.OPT_INDENT_2)
-    out = sys.stdout.buffer
-    out.write(envelope_line + b"\n")
-    out.flush()
+    from .outwrite import emit  # whole, even to a non-blocking pipe; else exit 1 with the reason
+
+    emit(envelope_line + b"\n")
 
 
 def _error_envelope(query: str, code: str, message: str) -> bytes:
     import json
+
+    if not (query.isascii() and message.isascii()):  # a path that is not UTF-8: escaped, as in-process
+        from .jsonout import printable
+
+        query, message = printable(query), printable(message)
 
     return json.dumps(
         {
@@ -109,7 +114,7 @@ def _error_envelope(query: str, code: str, message: str) -> bytes:
         },
         ensure_ascii=False,
         separators=(",", ":"),
-    ).encode("utf-8", "surrogatepass")
+    ).encode("utf-8")
 
 
 def daemon_mode(flag: str | None = None) -> str:
@@ -146,7 +151,7 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     if statedir.problem(state):
         return None  # the in-process path refuses it with STATE_DIR_UNSAFE and says why
     backends = resolve_backends_json(state, backends_json)
-    cfg = resolve_config(config)
+    cfg = resolve_config(config, state)
     path = socket_path(state)
 
     def unavailable(reason: str) -> int | None:

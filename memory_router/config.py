@@ -14,7 +14,7 @@ naming the file, the field path (``rules[2] (relationship).strong[3]``) and the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -99,6 +99,23 @@ class CooldownConfig(NamedTuple):
     seconds: float
 
 
+# The defaults of router-config.json's optional settings: config_schema declares its fields with
+# them, and the compiled cache (config_cache, which must not import pydantic) fills absent keys.
+DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "threshold": 0.4,
+        "timeout_ms": 5000,
+        "result_limit": 10,
+        "max_query_chars": 4096,
+        "regex_timeout_ms": 50,
+        "table": "extended",
+        "strategy": "sequential",
+        "calibration": "packaged",
+    }
+)
+COOLDOWN_DEFAULT = CooldownConfig(failures=3, seconds=30.0)
+
+
 # A NamedTuple, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
 class RouterConfig(NamedTuple):
     """Everything router-config.json says, validated and compiled. Immutable."""
@@ -113,6 +130,18 @@ class RouterConfig(NamedTuple):
     backends: Mapping[str, BackendConfig]
     deadline_ms: int | None = None  # overall per-query budget; None: only the per-backend timeout
     cooldown: CooldownConfig | None = None  # None: switched off
+    table: str = DEFAULTS["table"]  # "spec": the spec's chains exactly, without the rules' "extend" steps
+    strategy: str = DEFAULTS["strategy"]  # the global strategy; "fuse": every step at once, merged
+    rule_strategies: Mapping[str, str] = MappingProxyType({})  # rule id -> its own strategy
+    calibration: str = DEFAULTS["calibration"]  # "packaged", "off" or a file: see calibration.py
+
+    @property
+    def backend_types(self) -> Mapping[str, str]:
+        """Backend name -> adapter type (the calibration is keyed by type)."""
+        return {name: backend.type for name, backend in self.backends.items()}
+
+    def strategy_for(self, rule_id: str) -> str:
+        return self.rule_strategies.get(rule_id, self.strategy)
 
     @property
     def timeout_s(self) -> float:
@@ -207,14 +236,14 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
         backends[name] = BackendConfig(name, type_name, validate_settings(path, name, type_name, settings_data))
 
     rules: list[Rule] = []
+    rule_strategies: dict[str, str] = {}
     numbers: set[int] = set()
     for index, rule in enumerate(spec.rules):
         label = f"rules[{index}] ({rule.id})"
         if rule.number in numbers:
             raise InvalidConfig(path, f"{label}.number", f"rule number {rule.number} is used twice")
         numbers.add(rule.number)
-        for step_index, step in enumerate(rule.chain):
-            field_path = f"{label}.chain[{step_index}]"
+        for _, step, field_path in _steps(rule.chain, rule.extend, label):
             backend = backends.get(step.backend)
             if backend is None:
                 raise InvalidConfig(
@@ -232,7 +261,11 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
                     f"{backend.type} has no mode {step.mode!r}",
                     f"Use one of: {', '.join(sorted(modes))}.",
                 )
-        chain = tuple(Step(s.backend, s.mode) for s in rule.chain)
+        chain = chain_of(
+            ((s.backend, s.mode) for s in rule.chain), ((s.backend, s.mode) for s in rule.extend), spec.table
+        )
+        if rule.strategy is not None:
+            rule_strategies[rule.id] = rule.strategy
         rules.append(
             compile_rule(
                 number=rule.number,
@@ -267,4 +300,26 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
         cooldown=CooldownConfig(spec.cooldown.failures, spec.cooldown.seconds)
         if spec.cooldown is not None and spec.cooldown.enabled
         else None,
+        table=spec.table,
+        strategy=spec.strategy,
+        rule_strategies=MappingProxyType(rule_strategies),
+        calibration=spec.calibration,
     )
+
+
+def chain_of(
+    chain: Iterable[tuple[str, str | None]], extend: Iterable[tuple[str, str | None]], table: str
+) -> tuple[Step, ...]:
+    """A rule's chain as the config's ``table`` has it: the spec's steps, then (``extended``) its
+    ``extend`` steps that are not in it already, marked as extensions."""
+    steps = tuple(Step(backend, mode) for backend, mode in chain)
+    if table != "extended":
+        return steps
+    return steps + tuple(Step(backend, mode, True) for backend, mode in extend if Step(backend, mode) not in steps)
+
+
+def _steps(chain: Any, extend: Any, label: str) -> Any:
+    """``(index, step, field path)`` of a rule's chain, then of its ``extend`` steps."""
+    for key, steps in (("chain", chain), ("extend", extend)):
+        for index, step in enumerate(steps):
+            yield index, step, f"{label}.{key}[{index}]"

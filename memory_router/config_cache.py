@@ -1,15 +1,22 @@
 """The compiled config cache: router-config.json validated once by pydantic, then loaded without it.
 
-Like a ``.pyc``: ``<state dir>/router-config.cache`` holds what :func:`~.config.parse_config`
-compiled (settings, rule table sources, chains) under a key made of the config file's bytes and
-the code that compiled it (package version, fingerprints of the validating modules and adapters,
-the ``regex`` and Python versions). A cache that is missing, changed, corrupt, from another
-version, not a regular file, not owned by this user or writable by others is ignored and rebuilt,
-never trusted blindly. It holds no backend settings: those are re-read from the config file itself
-and built (``settings_from_json``, no pydantic) into the adapter's ``Settings`` dataclass when a
-query first calls that backend; the key proves those bytes passed pydantic validation when the
-cache was written (``BackendConfig(validated=True)``). Written
-atomically (``O_EXCL|O_NOFOLLOW`` temporary file, mode 0600, then ``rename``).
+Like a ``.pyc``: ``<state dir>/router-config.cache`` records that the config file's bytes passed
+:func:`~.config.parse_config` (pydantic, every adapter's ``Settings``, every signal regex compiled
+and checked) under a key made of those bytes and the code that validated them (package version,
+fingerprints of the validating modules and adapters, the ``regex`` and Python versions). When the
+key matches, the config is compiled from the file's own bytes without pydantic
+(:func:`_compiled`: defaults for absent keys, signals expanded, no regex compiled until a query
+reaches its rule; backend settings built by ``settings_from_json`` when a query first calls that
+backend, ``BackendConfig(validated=True)``).
+
+The cache holds nothing but that key (issue 22, item 7): it used to hold the compiled values too,
+and a body that disagreed with its key (``"cooldown": []``, an invalid regex, a threshold out of
+range or merely not the file's) was used as it was: a crash on every query, or the wrong rule.
+Now there is no second copy to disagree. A cache that is missing, changed, corrupt, from another
+version, not a regular file, not owned by this user or writable by others is ignored and
+rebuilt. It is capped at :data:`MAX_CACHE_BYTES`, which any config the router accepts fits, and
+a cache that would not fit is not written (never written on every query and never read).
+Written atomically (``O_EXCL|O_NOFOLLOW`` temporary file, mode 0600, then ``rename``).
 ``MEMORY_ROUTER_CONFIG_CACHE=off`` disables it. Figures and the reasoning are in README.md.
 """
 
@@ -25,18 +32,26 @@ from typing import Any
 import orjson
 
 from . import __version__
-from .config import BackendConfig, CooldownConfig, RouterConfig, parse_config, parse_json, read_bytes
+from .config import (
+    COOLDOWN_DEFAULT,
+    DEFAULTS,
+    MAX_CONFIG_BYTES,
+    BackendConfig,
+    CooldownConfig,
+    RouterConfig,
+    chain_of,
+    parse_config,
+    parse_json,
+    read_bytes,
+)
 from .paths import packaged_config
-from .rules import Rule, RuleTable, Step
+from .rules import Rule, RuleTable, signal_regex
 
 CACHE_NAME = "router-config.cache"
-FORMAT = 1
-MAX_CACHE_BYTES = 1 << 20  # a config and its compiled form are a few KB; anything bigger is not ours
+FORMAT = 2  # 1 held the compiled values as well (trusted blindly: issue 22, item 7)
+# The key is the config's bytes (at most MAX_CONFIG_BYTES) plus the code's stamps (a few kB).
+MAX_CACHE_BYTES = MAX_CONFIG_BYTES + (64 << 10)
 ENV_SWITCH = "MEMORY_ROUTER_CONFIG_CACHE"
-
-
-class _Bad(Exception):
-    """The cache file does not hold what this code writes."""
 
 
 def enabled(environ: Mapping[str, str] = os.environ) -> bool:
@@ -44,8 +59,9 @@ def enabled(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def load_config_cached(path: Path | None, state_dir: Path, environ: Mapping[str, str] = os.environ) -> RouterConfig:
-    """:func:`~.config.load_config`, answered from the compiled cache in ``state_dir`` when its key
-    matches; otherwise validated in full and the cache rewritten. Raises the same errors."""
+    """:func:`~.config.load_config`, compiled without pydantic when the cache in ``state_dir``
+    vouches for these bytes; otherwise validated in full and the cache rewritten. Raises the same
+    errors."""
     path = path or packaged_config()
     raw = read_bytes(path)
     data = parse_json(raw, path)
@@ -54,13 +70,13 @@ def load_config_cached(path: Path | None, state_dir: Path, environ: Mapping[str,
     key = cache_key(raw)
     cache_path = state_dir / CACHE_NAME
     stored = _read(cache_path)
-    if stored is not None:
+    if isinstance(stored, dict) and stored.get("format") == FORMAT and stored.get("key") == key:
         try:
-            return _from_cache(stored, key, data, path)
-        except (_Bad, KeyError, TypeError, ValueError, AttributeError):
-            pass  # corrupt, foreign or stale: rebuilt below
+            return _compiled(data, path)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass  # not the shape parse_config accepted: validated in full below, with its error
     config = parse_config(data, path)
-    _write(cache_path, {"format": FORMAT, "key": key, "config": _to_cache(config)})
+    _write(cache_path, {"format": FORMAT, "key": key})
     return config
 
 
@@ -101,90 +117,60 @@ def _code_stamps() -> list[str]:
     return stamps
 
 
-# ---------------------------------------------------------------------------- to and from JSON
+# ---------------------------------------------------------------------------- compiling
 
 
-def _to_cache(config: RouterConfig) -> dict[str, Any]:
-    return {
-        "threshold": config.threshold,
-        "timeout_ms": config.timeout_ms,
-        "result_limit": config.result_limit,
-        "max_query_chars": config.max_query_chars,
-        "regex_timeout_ms": config.regex_timeout_ms,
-        "deadline_ms": config.deadline_ms,
-        "cooldown": [config.cooldown.failures, config.cooldown.seconds] if config.cooldown else None,
-        "rules": [
-            {
-                "number": r.number,
-                "id": r.id,
-                "description": r.description,
-                "strong_sources": r.strong_sources,
-                "weak_sources": r.weak_sources,
-                "strong_regex": r.strong_regex,
-                "weak_regex": r.weak_regex,
-                "chain": [[s.backend, s.mode] for s in r.chain],
-            }
-            for r in config.rules.rules
-        ],
-        "backends": [[b.name, b.type] for b in config.backends.values()],
-    }
-
-
-def _from_cache(stored: Any, key: str, data: Any, path: Path) -> RouterConfig:
-    if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("key") != key:
-        raise _Bad("another key")
-    c = stored["config"]
-    rules = tuple(
-        Rule(
-            _typed(r["number"], int),
-            _typed(r["id"], str),
-            _typed(r["description"], str),
-            _strs(r["strong_sources"]),
-            _strs(r["weak_sources"]),
-            tuple(Step(_typed(b, str), _optional(m, str)) for b, m in r["chain"]),
-            _optional(r["strong_regex"], str),
-            _optional(r["weak_regex"], str),
+def _compiled(data: Any, path: Path) -> RouterConfig:
+    """The :class:`RouterConfig` that :func:`~.config.parse_config` made of ``data`` when the cache
+    was written, built without validating: the key vouches for these bytes. Same coercions as the
+    schema's (an integral ``threshold`` is a float); tests hold the two equal."""
+    extensions = data.get("file_extensions", ())
+    table = data.get("table", DEFAULTS["table"])
+    rules = []
+    rule_strategies = {}
+    for r in data["rules"]:
+        strong_sources, weak_sources = tuple(r.get("strong", ())), tuple(r.get("weak", ()))
+        chain = chain_of(
+            ((step["backend"], step.get("mode")) for step in r["chain"]),
+            ((step["backend"], step.get("mode")) for step in r.get("extend", ())),
+            table,
         )
-        for r in c["rules"]
-    )
-    if not rules or not all(rule.chain for rule in rules):
-        raise _Bad("no rules")
+        if r.get("strategy") is not None:
+            rule_strategies[r["id"]] = r["strategy"]
+        strong_regex = signal_regex(strong_sources, extensions)[1]
+        weak_regex = signal_regex(weak_sources, extensions)[1]
+        description = r.get("description", "")
+        rules.append(
+            Rule(int(r["number"]), r["id"], description, strong_sources, weak_sources, chain, strong_regex, weak_regex)
+        )
     backends: dict[str, BackendConfig] = {}
-    for name, type_name in c["backends"]:
-        entry = data["backends"][name]
-        if entry.get("type") != type_name:  # the same bytes cannot disagree: not our cache
-            raise _Bad("backend type")
+    for name, entry in data["backends"].items():
         settings = MappingProxyType({k: v for k, v in entry.items() if k != "type"})
-        # validated=True: these bytes (the key) passed validate_settings when this cache was written
-        backends[_typed(name, str)] = BackendConfig(name, type_name, raw=settings, path=path, validated=True)
-    regex_timeout_ms = _typed(c["regex_timeout_ms"], int)
-    cooldown = c["cooldown"]
+        backends[name] = BackendConfig(name, entry["type"], raw=settings, path=path, validated=True)
+    setting = {name: data.get(name, default) for name, default in DEFAULTS.items()}
+    cooldown = data.get("cooldown", {})
+    regex_timeout_ms = int(setting["regex_timeout_ms"])
     return RouterConfig(
         path=path,
-        threshold=_typed(c["threshold"], float),
-        timeout_ms=_typed(c["timeout_ms"], int),
-        result_limit=_typed(c["result_limit"], int),
-        max_query_chars=_typed(c["max_query_chars"], int),
+        threshold=float(setting["threshold"]),
+        timeout_ms=int(setting["timeout_ms"]),
+        result_limit=int(setting["result_limit"]),
+        max_query_chars=int(setting["max_query_chars"]),
         regex_timeout_ms=regex_timeout_ms,
-        rules=RuleTable(rules, regex_timeout_s=regex_timeout_ms / 1000),
+        rules=RuleTable(tuple(rules), regex_timeout_s=regex_timeout_ms / 1000),
         backends=MappingProxyType(backends),
-        deadline_ms=_optional(c["deadline_ms"], int),
-        cooldown=None if cooldown is None else CooldownConfig(_typed(cooldown[0], int), _typed(cooldown[1], float)),
+        deadline_ms=None if data.get("deadline_ms") is None else int(data["deadline_ms"]),
+        cooldown=None
+        if cooldown is None or not cooldown.get("enabled", True)
+        else CooldownConfig(
+            int(cooldown.get("failures", COOLDOWN_DEFAULT.failures)),
+            float(cooldown.get("seconds", COOLDOWN_DEFAULT.seconds)),
+        ),
+        table=table,
+        strategy=str(setting["strategy"]),
+        rule_strategies=MappingProxyType(rule_strategies),
+        calibration=str(setting["calibration"]),
     )
-
-
-def _typed(value: Any, kind: type) -> Any:
-    if type(value) is not kind:
-        raise _Bad(f"expected {kind.__name__}")
-    return value
-
-
-def _optional(value: Any, kind: type) -> Any:
-    return None if value is None else _typed(value, kind)
-
-
-def _strs(values: Any) -> tuple[str, ...]:
-    return tuple(_typed(v, str) for v in values)
 
 
 # ---------------------------------------------------------------------------- the file
@@ -223,13 +209,16 @@ def _write(cache_path: Path, payload: dict[str, Any]) -> None:
     if not cache_path.parent.is_dir():
         return  # never create the state dir for a cache
     tmp = cache_path.with_name(f".{CACHE_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    body = orjson.dumps(payload)
+    if len(body) > MAX_CACHE_BYTES:
+        return  # it would never be read: no cache, rather than one rewritten on every query
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
         return
     try:
         try:
-            view = memoryview(orjson.dumps(payload))
+            view = memoryview(body)
             while view:
                 view = view[os.write(fd, view) :]
         finally:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .config import COOLDOWN_DEFAULT, DEFAULTS
 from .errors import InvalidConfig
 
 
@@ -33,25 +34,35 @@ class RuleSpec(_Strict):
     strong: tuple[str, ...] = ()
     weak: tuple[str, ...] = ()
     chain: tuple[StepSpec, ...] = Field(min_length=1)
+    # Extension steps (not in the spec's table), appended to the chain unless "table" is "spec".
+    extend: tuple[StepSpec, ...] = ()
+    # This rule's strategy; None: the config's global "strategy".
+    strategy: Literal["sequential", "fuse"] | None = None
 
 
 class CooldownSpec(_Strict):
     """Dead-backend cooldown (used by the daemon): ``"cooldown": null`` or ``enabled: false`` turns it off."""
 
     enabled: bool = True
-    failures: int = Field(default=3, ge=1, le=1000)
-    seconds: float = Field(default=30.0, gt=0, le=86_400)
+    failures: int = Field(default=COOLDOWN_DEFAULT.failures, ge=1, le=1000)
+    seconds: float = Field(default=COOLDOWN_DEFAULT.seconds, gt=0, le=86_400)
 
 
 class ConfigSpec(_Strict):
     version: Literal[1] = 1
-    threshold: float = Field(default=0.4, ge=0.0, le=1.0)
-    timeout_ms: int = Field(default=5000, gt=0, le=600_000)
-    result_limit: int = Field(default=10, ge=1, le=1000)
-    max_query_chars: int = Field(default=4096, ge=1, le=1_000_000)
-    regex_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+    threshold: float = Field(default=DEFAULTS["threshold"], ge=0.0, le=1.0)
+    timeout_ms: int = Field(default=DEFAULTS["timeout_ms"], gt=0, le=600_000)
+    result_limit: int = Field(default=DEFAULTS["result_limit"], ge=1, le=1000)
+    max_query_chars: int = Field(default=DEFAULTS["max_query_chars"], ge=1, le=1_000_000)
+    regex_timeout_ms: int = Field(default=DEFAULTS["regex_timeout_ms"], gt=0, le=10_000)
     deadline_ms: int | None = Field(default=None, gt=0, le=3_600_000)
     cooldown: CooldownSpec | None = CooldownSpec()
+    # "extended": each rule's chain plus its measured "extend" steps; "spec": the spec's table exactly.
+    table: Literal["extended", "spec"] = DEFAULTS["table"]
+    # "sequential": the spec's fallback; "fuse": ask every step at once and merge (docs/strategies.md).
+    strategy: Literal["sequential", "fuse"] = DEFAULTS["strategy"]
+    # "packaged", "off", or a calibration file (relative to this config): see calibration.py.
+    calibration: str = Field(default=DEFAULTS["calibration"], min_length=1)
     file_extensions: tuple[str, ...] = ()
     rules: tuple[RuleSpec, ...] = Field(min_length=1)
     backends: dict[str, dict[str, Any]] = Field(min_length=1)

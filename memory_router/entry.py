@@ -30,6 +30,9 @@ def main() -> None:
     if argv and argv[0] in ONE_SHOT:
         gc.disable()
     if argv and argv[0] == "query":
+        from .interrupt import install
+
+        install()  # Ctrl-C/SIGTERM/SIGHUP: cancel the call, kill its backends, exit 130/143/129
         from .client import fast_query, parse_query_args
 
         code = fast_query(argv[1:])

@@ -142,7 +142,13 @@ class Envelope(Frozen):
 
     def to_json(self, *, pretty: bool = False) -> bytes:
         option = orjson.OPT_INDENT_2 if pretty else 0
-        return orjson.dumps(self.as_dict(), option=option)
+        data = self.as_dict()
+        try:
+            return orjson.dumps(data, option=option)
+        except TypeError:  # a name that is not UTF-8 (a lone surrogate): written escaped
+            from .jsonout import dumps
+
+            return dumps(data, option)
 
     @classmethod
     def from_dict(cls, data: Any) -> Envelope:
@@ -253,6 +259,41 @@ def from_attempts(
         error_message=error_message,
         router_duration_ms=max(router_ms, winner.duration_ms if winner else 0),
         backend_duration_ms=winner.duration_ms if winner else 0,
+        rule=plan.match.as_dict(),
+        attempts=[a.as_dict() for a in attempts],
+    )
+
+
+def from_fused(
+    query: str,
+    plan: Plan,
+    attempts: list[Attempt],
+    router_ms: int,
+    *,
+    limit: int,
+    threshold: float,
+    log_hint: str | None = None,
+) -> Envelope:
+    """The envelope of the fused strategy: how its fields read is in :mod:`.fuse`."""
+    from .fuse import fuse_results
+
+    results, top = fuse_results([a for a in attempts if a.accepted], limit)
+    if top is None:  # nothing to merge: the sequential rules say empty or error
+        return from_attempts(query, plan, attempts, router_ms, log_hint)
+    best = max(r.relevance for r in results)
+    contributed = [a for a in attempts if a.accepted]
+    return Envelope(
+        query_echo=query,
+        routed_to=top.step.backend,
+        routed_mode=top.step.mode,
+        fallback_chain=plan.fallback_chain,
+        fallbacks_used=len(attempts) - len(contributed),
+        results=results,
+        result_count=len(results),
+        normalized_relevance=best,
+        status="success" if best >= threshold else "partial",
+        router_duration_ms=router_ms,
+        backend_duration_ms=max(a.duration_ms for a in contributed),
         rule=plan.match.as_dict(),
         attempts=[a.as_dict() for a in attempts],
     )

@@ -15,9 +15,19 @@ program that depends on other variables should get them through ``env``.
 from __future__ import annotations
 
 # Read by the router itself: path resolution (memory_router.paths, client) and `~` expansion.
-ROUTER = frozenset({"OPENCLAW_STATE_DIR", "MEMORY_ROUTER_CONFIG", "HOME"})
+ROUTER = frozenset({"MEMORY_ROUTER_STATE_DIR", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_CONFIG", "HOME"})
 
-TOTALRECALL = frozenset({"OPENCLAW_REPO_ROOT"})
+# The root's own variable, then OpenClaw's workspace resolution (memory_router.paths.openclaw_workspace).
+TOTALRECALL = frozenset(
+    {
+        "OPENCLAW_REPO_ROOT",
+        "OPENCLAW_STATE_DIR",
+        "OPENCLAW_CONFIG_PATH",
+        "OPENCLAW_WORKSPACE_DIR",
+        "OPENCLAW_PROFILE",
+        "HOME",
+    }
+)
 
 # The adapter's own reads (qmd.py, _qmd_locate.py), and what the qmd program it runs reads that
 # changes results (index, config, models, devices); qmd inherits the router's environment.

@@ -34,8 +34,9 @@ class BackendsFileMissing(RouterError):
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
         super().__init__(
-            f"{path} does not exist: it lists the installed memory backends. Run the stack's "
-            "installer (setup.sh), pass --backends-json/--state-dir, or set OPENCLAW_STATE_DIR."
+            f"{path} does not exist: it lists the installed memory backends. Create it with "
+            "`memory-router init` (it checks which backends can run here), or pass --backends-json/"
+            "--state-dir, or set MEMORY_ROUTER_STATE_DIR (or OPENCLAW_STATE_DIR, OpenClaw's root)."
         )
 
 

@@ -14,6 +14,10 @@ Usage: memory-router [OPTIONS] COMMAND [ARGS]...
 
   Route memory queries to the right OpenClaw memory backend, with fallback.
 
+  Start here: `memory-router init` records which backends run here, then
+  `memory-router query "what did we decide about X"`. To try it first:
+  `memory-router demo`.
+
   Exit codes: 0 answered (success/partial/empty), 1 every backend failed, 2
   usage or configuration error.
 
@@ -22,14 +26,15 @@ Options:
   -h, --help  Show this message and exit.
 
 Commands:
-  backends  Each configured backend: its state in backends.json and...
+  backends  Each configured backend: listed in backends.json? runs here?
   config    Configuration commands.
-  daemon    The warm query daemon behind `serve --socket`: status, stop,...
-  demo      Build a demo workspace and route the spec's 15 example...
+  daemon    The warm daemon behind `serve --socket`: status, stop, start.
+  demo      Try it: a demo workspace and the spec's 15 example queries.
+  init      Write backends.json: which backends can run here, and why.
   mcp       Serve memory_query and memory_route as an MCP server over stdio.
-  query     Route QUERY and print the router envelope (QUERY '-' reads...
-  route     Dry run: show the rule QUERY matches and the chain it would try.
-  serve     Answer JSON-lines queries on stdin, one JSON response per...
+  query     Route QUERY and print the router envelope (JSON).
+  route     Dry run: the rule QUERY matches and the chain it would try.
+  serve     Answer JSON-lines queries on stdin, one response line each.
 """
 
 WIDTH = 78  # click: min(terminal columns, 80) - 2

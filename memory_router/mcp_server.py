@@ -15,8 +15,9 @@ config or a missing backends.json is answered per call (an error envelope naming
 than killing the server before the host can show why. stdout belongs to the JSON-RPC stream, so
 every diagnostic goes to stderr.
 
-The SDK is an optional extra (``pip install 'memory-router[mcp]'``); this module is imported only
-when the ``mcp`` subcommand runs.
+The SDK is an optional extra (``pip install 'memory-router[mcp]'``; pipx and ``uv tool`` installs
+are told their own command, :func:`memory_router.installation.extra_command`); this module is
+imported only when the ``mcp`` subcommand runs.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
     """The MCPServer with both tools, bound to one Service for ``opts``."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ToolAnnotations
 
     from .daemon.service import Service
     from .envelope import error_envelope
@@ -60,8 +62,14 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
         return state["service"]
 
     server = MCPServer(name="memory-router", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    # Both tools only read memory: hosts (OpenClaw's `mcp doctor`, approval postures) may run them
+    # without asking. The world is closed: the configured memory backends, nothing else.
+    read_only = ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
 
     @server.tool(
+        annotations=read_only,
         description=(
             "Route a memory query to the right OpenClaw memory backend (with fallback) and return "
             "the router envelope: status, results (content, relevance, source, timestamp, path, "
@@ -93,6 +101,7 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
         return response
 
     @server.tool(
+        annotations=read_only,
         description=(
             "Dry run: which routing rule QUERY matches (rule number, id, the signal and the matched "
             "text), the planned backend chain, which steps backends.json removes and which backends "
@@ -122,8 +131,10 @@ def mcp_command(**kw: Any) -> None:
         server = build_server(Options(**kw))
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
+            from .installation import extra_command
+
             click.echo(
-                "memory-router: the MCP server needs the mcp SDK: pip install 'memory-router[mcp]' "
+                f"memory-router: the MCP server needs the mcp SDK: {extra_command('mcp')} "
                 f"(missing module {exc.name!r}).",
                 err=True,
             )

@@ -26,6 +26,10 @@ class Options(NamedTuple):
 
 def say(message: str) -> None:
     """One diagnostic line on stderr (ANSI escapes stripped unless it is a terminal, as click.echo)."""
+    if not message.isascii():
+        from .jsonout import printable
+
+        message = printable(message)  # a path that is not UTF-8: \xff, as in the JSON
     line = f"memory-router: {message}"
     if not sys.stderr.isatty():
         import re
@@ -35,8 +39,9 @@ def say(message: str) -> None:
 
 
 def write_json(data: bytes) -> None:
-    sys.stdout.buffer.write(data + b"\n")
-    sys.stdout.buffer.flush()
+    from .outwrite import emit  # whole, even to a non-blocking pipe; else exit 1 with the reason
+
+    emit(data + b"\n")
 
 
 class Session:
@@ -54,11 +59,11 @@ class Session:
         if cached:
             from .config_cache import load_config_cached
 
-            self.config = load_config_cached(paths.config_file(opts.config), self.state_dir)
+            self.config = load_config_cached(paths.config_file(opts.config, self.state_dir), self.state_dir)
         else:
             from .config import load_config
 
-            self.config = load_config(paths.config_file(opts.config))
+            self.config = load_config(paths.config_file(opts.config, self.state_dir))
         self.router = Router(self.config, context=default_context(self.state_dir))
 
     def installed(self):  # -> Installed

@@ -37,8 +37,11 @@ class Plan(NamedTuple):
         }
 
 
-def _step(step: Step) -> dict[str, str | None]:
-    return {"backend": step.backend, "mode": step.mode}
+def _step(step: Step) -> dict[str, str | bool | None]:
+    shown: dict[str, str | bool | None] = {"backend": step.backend, "mode": step.mode}
+    if step.extension:  # beyond the spec's table: route says so ("table": "spec" turns it off)
+        shown["extension"] = True
+    return shown
 
 
 def make_plan(match: RuleMatch, installed: Installed) -> Plan:

@@ -26,18 +26,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_router.backends import BackendContext, adapter_module
-from memory_router.backends.base import Backend
+from memory_router.backends.base import Backend, BackendResponse
 
-from .attempts import Attempt, Policy, Walk, run_attempts, run_attempts_blocking, walk_attempts
+from .attempts import (
+    Attempt,
+    Calibrate,
+    Policy,
+    Walk,
+    fuse_attempts,
+    run_attempts,
+    run_attempts_blocking,
+    run_on_new_loop,
+    walk_attempts,
+)
+from .calibration import Calibration
 from .config import RouterConfig
 from .cooldown import Cooldown
-from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope, from_attempts
+from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope, from_attempts, from_fused
 from .errors import InvalidQuery
 from .installed import Installed
 from .plan import Plan, make_plan
 from .query import check_query
 from .routerlog import RouterLog
-from .rules import RuleMatch
+from .rules import RuleMatch, Step
 
 if TYPE_CHECKING:  # the daemon's executor; the one-shot CLI never imports concurrent.futures
     from concurrent.futures import Executor
@@ -62,6 +73,30 @@ class Router:
         self.context = context
         self.log = log if log is not None else RouterLog(context.state_dir / "router.log")
         self._backends: dict[str, Backend] = dict(backends or {})
+        self._calibration: Calibration | None = None
+
+    @property
+    def calibration(self) -> Calibration:
+        """The relevance calibration the config names, loaded on first use (never raises: a
+        missing or bad file means the native scores, and ``backends`` says why)."""
+        if self._calibration is None:
+            from .calibration import load
+
+            self._calibration = load(self.config.calibration, self.config.path)
+        return self._calibration
+
+    def _calibrate(self, query: str) -> Calibrate | None:
+        """The walk's calibration step for one query: each answer is mapped by the calibration key
+        its adapter names (an adapter without one, such as a command program, keeps its own)."""
+        calibration = self.calibration
+        if not calibration.active:
+            return None
+
+        def calibrate(step: Step, response: BackendResponse) -> BackendResponse:
+            key_of = getattr(self.backend(step.backend), "calibration_key", None)
+            return response if key_of is None else calibration.apply(key_of(step.mode), query, response)
+
+        return calibrate
 
     def backend(self, name: str) -> Backend:
         """The backend instance for a configured name, created on first use."""
@@ -142,6 +177,8 @@ class Router:
         except InvalidQuery as exc:
             return error_envelope(query, exc.error_code, str(exc))
         plan = make_plan(await self.match(clean, deadline_ms), installed)
+        if self.config.strategy_for(plan.match.rule.id) == "fuse":
+            return await self._fuse(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
         walk = self._walk(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
         if isinstance(walk, Envelope):
             return walk
@@ -164,10 +201,44 @@ class Router:
         except InvalidQuery as exc:
             return error_envelope(query, exc.error_code, str(exc))
         plan = make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
+        if self.config.strategy_for(plan.match.rule.id) == "fuse":  # opt-in: concurrency needs asyncio
+            fused = self._fuse(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
+            envelope: Envelope = run_on_new_loop(fused)
+            return envelope
         walk = self._walk(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
         if isinstance(walk, Envelope):
             return walk
         return self._envelope(query, plan, run_attempts_blocking(walk), started)
+
+    async def _fuse(
+        self,
+        query: str,
+        clean: str,
+        plan: Plan,
+        installed: Installed,
+        started: float,
+        timeout_ms: int | None,
+        limit: int | None,
+        deadline_ms: int | None,
+    ) -> Envelope:
+        """The fused strategy (:mod:`.fuse`): every usable step at once, merged."""
+        if not plan.steps:
+            return self._no_backend(query, plan, installed, started)
+        policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
+        attempts = await fuse_attempts(
+            clean,
+            plan,
+            self.backend,
+            policy,
+            self.log,
+            log_query=query,
+            cooldown=self.cooldown,
+            calibrate=self._calibrate(clean),
+        )
+        log_hint = str(self.log.path) if self.log.path else None
+        return from_fused(
+            query, plan, attempts, _ms(started), limit=policy.limit, threshold=policy.threshold, log_hint=log_hint
+        )
 
     def _walk(
         self,
@@ -182,17 +253,29 @@ class Router:
     ) -> Walk | Envelope:
         """The chain walk both drivers run, or the error envelope of a plan with no usable step."""
         if not plan.steps:
-            reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
-            return error_envelope(
-                query,
-                NO_BACKEND_AVAILABLE,
-                f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
-                f"Install one of them or mark it ready in {installed.path}.",
-                plan=plan,
-                router_ms=_ms(started),
-            )
+            return self._no_backend(query, plan, installed, started)
         policy = self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms, started=started)
-        return walk_attempts(clean, plan, self.backend, policy, self.log, log_query=query, cooldown=self.cooldown)
+        return walk_attempts(
+            clean,
+            plan,
+            self.backend,
+            policy,
+            self.log,
+            log_query=query,
+            cooldown=self.cooldown,
+            calibrate=self._calibrate(clean),
+        )
+
+    def _no_backend(self, query: str, plan: Plan, installed: Installed, started: float) -> Envelope:
+        reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
+        return error_envelope(
+            query,
+            NO_BACKEND_AVAILABLE,
+            f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
+            f"Install one of them or mark it ready in {installed.path}.",
+            plan=plan,
+            router_ms=_ms(started),
+        )
 
     def _envelope(self, query: str, plan: Plan, attempts: list[Attempt], started: float) -> Envelope:
         log_hint = str(self.log.path) if self.log.path else None

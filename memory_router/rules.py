@@ -38,6 +38,8 @@ class Step(NamedTuple):
 
     backend: str
     mode: str | None = None
+    extension: bool = False
+    """True for a step the config's ``extend`` adds after the spec's chain (``"table": "extended"``)."""
 
     @property
     def health_key(self) -> str:
@@ -122,6 +124,16 @@ def _combine(sources: Sequence[str]) -> str:
     return "|".join(f"(?P<s{i}>{source})" for i, source in enumerate(sources))
 
 
+def signal_regex(sources: Sequence[str], file_extensions: Sequence[str] = ()) -> tuple[tuple[str, ...], str | None]:
+    """Each signal with ``{{file_extensions}}`` expanded, and the rule's combined alternation of
+    them (``None``: no signals). Only text: nothing is compiled or checked here."""
+    if not sources:
+        return (), None
+    ext_alternation = "|".join(regex.escape(e.lstrip(".")) for e in file_extensions) or "(?!)"
+    expanded = tuple(s.replace(_EXT_PLACEHOLDER, ext_alternation) for s in sources)
+    return expanded, _combine(expanded)
+
+
 def compile_rule(
     *,
     number: int,
@@ -137,10 +149,8 @@ def compile_rule(
     """Compile one rule's signals, raising ``InvalidConfig`` that quotes a bad pattern."""
     from .errors import InvalidConfig
 
-    ext_alternation = "|".join(regex.escape(e.lstrip(".")) for e in file_extensions) or "(?!)"
-
     def compile_list(kind: str, sources: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
-        expanded = tuple(s.replace(_EXT_PLACEHOLDER, ext_alternation) for s in sources)
+        expanded, combined = signal_regex(sources, file_extensions)
         for i, source in enumerate(expanded):
             try:
                 pattern = regex.compile(source, _FLAGS)
@@ -153,7 +163,7 @@ def compile_rule(
                     f"regex {sources[i]!r} matches the empty string, so it matches every query",
                     "Make it require at least one character.",
                 )
-        return tuple(sources), (_combine(expanded) if expanded else None)
+        return tuple(sources), combined
 
     strong_sources, strong_re = compile_list("strong", strong)
     weak_sources, weak_re = compile_list("weak", weak)

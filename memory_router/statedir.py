@@ -31,7 +31,7 @@ def problem(path: str, *, what: str = "the state directory") -> str | None:
         return (
             f"{what} {path} belongs to uid {st.st_uid}, not to this user (uid {me}); another user's files "
             "there could be planted for the router to write through or read. Use a directory you own "
-            "(--state-dir, OPENCLAW_STATE_DIR; default ~/.openclaw/state)"
+            "(--state-dir, MEMORY_ROUTER_STATE_DIR; default ~/.openclaw/state)"
         )
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         who = "everyone" if mode & stat.S_IWOTH else "its group"
@@ -39,7 +39,7 @@ def problem(path: str, *, what: str = "the state directory") -> str | None:
         return (
             f"{what} {path} is writable by {who}{shared} (mode {mode:04o}); another user could plant files "
             f"there for the router to write through or read. Fix: chmod go-w {path}, or use a directory "
-            "only you can write (--state-dir, OPENCLAW_STATE_DIR)"
+            "only you can write (--state-dir, MEMORY_ROUTER_STATE_DIR)"
         )
     return None
 

@@ -14,6 +14,9 @@ import stat
 
 from . import __version__, envvars
 
+# Path resolution has one home, memory_router.paths (os.path only, no pathlib): re-exported here.
+from .paths import resolve_backends_json, resolve_config, resolve_state_dir  # noqa: F401
+
 PROTOCOL = 1
 SOCKET_NAME = "router.sock"
 SNIFF_BYTES = 512  # how much of an oversized line is kept, to find its "id"
@@ -81,24 +84,6 @@ class DaemonError(Exception):
 _MAX_RESPONSE = 64 << 20
 
 # ---------------------------------------------------------------------- paths and context
-# These mirror memory_router.paths (flag, then environment, then default) with os.path only, so
-# the hot path does not import pathlib; tests check that both resolve identically.
-
-
-def resolve_state_dir(flag: str | None) -> str:
-    chosen = flag or os.environ.get("OPENCLAW_STATE_DIR") or "~/.openclaw/state"
-    return os.path.expanduser(chosen)
-
-
-def resolve_backends_json(state_dir: str, flag: str | None) -> str:
-    return os.path.expanduser(flag) if flag else os.path.join(state_dir, "backends.json")
-
-
-def resolve_config(flag: str | None) -> str:
-    chosen = flag or os.environ.get("MEMORY_ROUTER_CONFIG")
-    if chosen:
-        return os.path.expanduser(chosen)
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "router-config.json")
 
 
 def socket_path(state_dir: str, flag: str | None = None) -> str:

@@ -12,8 +12,8 @@ Faults: ``ok`` (one result, relevance R, default 0.9), ``weak`` (relevance 0.2),
 ``crash`` (stderr traceback, exit 3, no stdout), ``hang`` (starts a grandchild, then never
 returns, ignoring SIGTERM), ``garbage`` (HTML on stdout), ``wrong_shape`` (valid JSON, not the
 contract), ``huge`` (50 MB on stdout), ``error`` (a well-formed ``error`` contract), ``slow``
-(answers ``ok`` after --delay-ms), ``echo`` (returns its argv and stdin as results, to prove
-what it was given).
+(answers ``ok`` after --delay-ms), ``many`` (``--count`` results, default 30, whatever the
+limit), ``echo`` (returns its argv and stdin as results, to prove what it was given).
 
 With ``FAULT_PIDDIR`` set it records ``<pid> <pgid>`` (and any grandchild pid) in a file there,
 so a test can check afterwards that no process of its group survived. Standard library only and
@@ -108,6 +108,14 @@ def main(argv: list[str]) -> int:  # noqa: C901 - a scripted fake: one branch pe
         )
     elif fault == "empty":
         json.dump(contract(query, []), out)
+    elif fault == "many":
+        # --count results (default 30) whatever {limit} asked for, the best one last.
+        count = int(args.get("count", "30"))
+        hits = [
+            {"content": f"hit {i} for {query}", "relevance": round(0.5 + 0.4 * i / count, 4), "source": "faultbackend"}
+            for i in range(1, count + 1)
+        ]
+        json.dump(contract(query, hits), out)
     elif fault == "crash":
         print(
             'Traceback (most recent call last):\n  File "search.py", line 12, in <module>\n'

@@ -304,6 +304,10 @@ _SECTIONS = {
         "Bounded work: hostile files, slow backends, secrets",
         ["case", "transport", "outcome", "measured"],
     ),
+    "round3": (
+        "Reliability round 3 (issue 22): broken characters, slow readers, signals, a replaced index",
+        ["item", "fault", "transport", "outcome", "measured"],
+    ),
 }
 _HEADINGS = {
     "item": "issue item",

@@ -36,7 +36,7 @@ def _path(kw: dict[str, Any]) -> str:
 
 @click.group("daemon")
 def daemon() -> None:
-    """The warm query daemon behind `serve --socket`: status, stop, start."""
+    """The warm daemon behind `serve --socket`: status, stop, start."""
 
 
 @daemon.command("status")
@@ -64,7 +64,7 @@ def status(as_json: bool, **kw: Any) -> None:
         environ=os.environ,
         state_dir=state,
         backends_json=client.resolve_backends_json(state, kw.get("backends_json")),
-        config=client.resolve_config(kw.get("config")),
+        config=client.resolve_config(kw.get("config"), state),
     )
     diff = client.context_diff(mine, theirs)
     if as_json:

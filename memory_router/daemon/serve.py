@@ -50,6 +50,13 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
     show_default=True,
     help="On SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled.",
 )
+@click.option(
+    "--write-timeout-ms",
+    type=click.IntRange(1, 3_600_000),
+    default=30_000,
+    show_default=True,
+    help="stdin mode: how long a slow reader of stdout may take no data before serve gives up on it (exit 1).",
+)
 @click.option("--no-reload", is_flag=True, help="Do not watch router-config.json and backends.json for changes.")
 @click.option(
     "--socket",
@@ -72,6 +79,7 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
 def serve(
     ordered: bool,
     grace_ms: int,
+    write_timeout_ms: int,
     no_reload: bool,
     concurrency: int,
     max_line_bytes: int,
@@ -79,11 +87,13 @@ def serve(
     idle_exit: float,
     **kw: Any,
 ) -> None:
-    """Answer JSON-lines queries on stdin, one JSON response per line on stdout.
+    """Answer JSON-lines queries on stdin, one response line each.
 
     A request is {"id": ..., "query": "...", "timeout_ms": N, "limit": N, "deadline_ms": N,
     "explain": false}, or a bare JSON string; {"op": "stats"} returns counters. Responses are the
-    query's envelope plus the request's "id". Diagnostics go to stderr. EOF drains and exits 0.
+    query's envelope plus the request's "id". Diagnostics go to stderr. EOF drains and exits 0;
+    a stdout that cannot be written (reader gone, or no data taken for --write-timeout-ms) stops
+    it with exit 1.
     """
     from .stdio import serve_stdio
 
@@ -100,4 +110,12 @@ def serve(
 
         path = Path(socket_path) if socket_path else Path(default_socket_path(str(service.state_dir)))
         sys.exit(serve_socket(service, path, idle_exit_s=idle_exit, grace_s=grace_ms / 1000, reload=not no_reload))
-    sys.exit(serve_stdio(service, ordered=ordered, grace_s=grace_ms / 1000, reload=not no_reload))
+    sys.exit(
+        serve_stdio(
+            service,
+            ordered=ordered,
+            grace_s=grace_ms / 1000,
+            reload=not no_reload,
+            write_timeout_s=write_timeout_ms / 1000,
+        )
+    )

@@ -38,12 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from memory_router import paths
 from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend, DescribedBackend
 
+from .. import jsonout
 from ..config import load_config
 from ..cooldown import Cooldown
 from ..envelope import error_envelope
@@ -136,7 +135,7 @@ class Service:
         return cls(
             state_dir=state,
             backends_path=paths.backends_json(state, backends_json),
-            config_path=paths.config_file(config),
+            config_path=paths.config_file(config, state),
             **kwargs,
         )
 
@@ -176,10 +175,13 @@ class Service:
     def dumps(self, response: Mapping[str, Any]) -> bytes:
         """A response object as one JSON line (without the newline); never raises."""
         try:
-            return orjson.dumps(response)
-        except (TypeError, orjson.JSONEncodeError) as exc:  # e.g. a lone surrogate in an echoed id
-            fallback = self.error_response(None, INTERNAL_ERROR, f"the response could not be encoded as JSON: {exc}")
-            return orjson.dumps(fallback)
+            return jsonout.dumps(response)  # a name that is not UTF-8 is written escaped
+        except TypeError as exc:  # orjson.JSONEncodeError: a value that is not JSON (a bug)
+            message = f"the response could not be encoded as JSON: {exc}"
+            try:  # the id came from the request's JSON: it can be written back
+                return jsonout.dumps(self.error_response(response.get("id"), INTERNAL_ERROR, message))
+            except TypeError:
+                return jsonout.dumps(self.error_response(None, INTERNAL_ERROR, message))
 
     def error_response(self, id: Any, code: str, message: str, query: str = "") -> dict[str, Any]:
         """An error envelope with the request's id; the shape every response shares."""
@@ -335,4 +337,28 @@ class Service:
 
 
 def _stderr(message: str) -> None:
-    print(f"memory-router serve: {message}", file=sys.stderr, flush=True)
+    try:
+        print(f"memory-router serve: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        # Nobody reads our stderr any more (EPIPE, closed). A diagnostic must never stop the
+        # daemon (a signal handler says why it stops), and the buffered text must not fail the
+        # interpreter's last flush: later diagnostics go nowhere.
+        _drop_stderr()
+
+
+def _drop_stderr() -> None:
+    import os
+
+    broken = sys.stderr
+    sink = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - replaces sys.stderr for good
+    sys.stderr = sink
+    if sys.stdout is broken:  # serve's stdio transport points sys.stdout at stderr
+        sys.stdout = sink
+    # Marked closed, it drops what it still buffers instead of failing the interpreter's last
+    # flush; fd 2 itself stays open (the standard streams' files have closefd=False).
+    raw = getattr(getattr(broken, "buffer", None), "raw", getattr(broken, "buffer", None))
+    if raw is not None and getattr(raw, "closefd", True) is False:
+        try:
+            raw.close()
+        except (OSError, ValueError):
+            pass

@@ -25,7 +25,8 @@ Safety:
 * A client cannot take the daemon down: lines are capped at the service's ``max_line_bytes``
   (the rest of a longer line is skipped and answered ``REQUEST_TOO_LARGE``), every exception in a
   connection ends that connection only, connections are capped, and a client's in-flight requests
-  are cancelled when it disconnects.
+  are cancelled when it disconnects (noticed at its EOF, or within :data:`HANGUP_POLL_S` if it
+  closes later; a client that only shuts down its writing side still gets its answers).
 * On SIGTERM/SIGINT, ``shutdown`` or idle timeout: stop accepting, give in-flight requests
   ``grace_s``, cancel the rest (adapters kill their process groups), remove the socket, exit 0.
 """
@@ -55,6 +56,8 @@ from ..wire import PROTOCOL, LineSplitter, Oversized, context
 _TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
 MAX_CLIENTS = 256
 PER_CONNECTION_IN_FLIGHT = 64
+# After a client's EOF, how often to check whether it hung up (so its requests can be cancelled).
+HANGUP_POLL_S = 0.05
 
 
 class SocketInUse(Exception):
@@ -261,8 +264,8 @@ class SocketServer:
                 request.add_done_callback(self.in_flight.discard)
                 if self.stopping is not None and self.stopping.is_set():
                     break
-            if mine:  # EOF: let this client's requests finish before closing
-                await asyncio.wait(set(mine))
+            if mine:  # EOF: let this client's requests finish before closing, unless it is gone
+                await _until_done_or_hung_up(writer, mine)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -351,6 +354,27 @@ def env_names(config: Any) -> set[str]:
         except (KeyError, ImportError, TypeError):
             continue
     return names
+
+
+async def _until_done_or_hung_up(writer: asyncio.StreamWriter, requests: set[asyncio.Task[Any]]) -> None:
+    """Wait for ``requests`` after the client's EOF, returning early if it has hung up.
+
+    EOF alone does not say which: a client that shut down only its writing side (``SHUT_WR``, "no
+    more requests") still reads its answers, while one that closed or died never will, and its
+    backends would run on to their timeout. A Unix socket tells them apart: only a peer that has
+    closed both directions makes ours report ``POLLHUP``. Checked every :data:`HANGUP_POLL_S`
+    while the requests run; the caller cancels what is left (adapters kill their process groups)."""
+    import select
+
+    sock = writer.get_extra_info("socket")
+    poller = None
+    if sock is not None:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLHUP)  # POLLERR/POLLNVAL are always reported too
+    while requests:
+        if poller is not None and poller.poll(0):
+            return
+        await asyncio.wait(set(requests), timeout=HANGUP_POLL_S)
 
 
 async def _lines(reader: asyncio.StreamReader, max_line: int) -> AsyncIterator[bytes | Oversized]:

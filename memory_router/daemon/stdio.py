@@ -13,21 +13,29 @@
   then are cancelled (adapters kill their process groups on cancellation) and answered
   ``SHUTTING_DOWN``; exit 0. A second signal cancels at once. SIGHUP re-reads both config files.
 * Responses go to a private duplicate of stdout, and fd 1 is pointed at stderr while serving, so
-  nothing a library prints can corrupt the protocol stream.
+  nothing a library prints can corrupt the protocol stream. A writer thread writes them, so a
+  slow reader never holds the event loop (requests and signals go on): with a non-blocking
+  stdout, ``EAGAIN`` waits for the reader (:func:`~memory_router.outwrite.write_all`) for up to
+  ``write_timeout_s`` without progress. A reader that is gone (``EPIPE``) or stalled that long
+  stops the daemon like a signal: nothing more is read, in-flight requests are cancelled after
+  ``grace_s``, the backends' helpers (qmd's engine) are closed, and it exits 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import queue as thread_queue
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from ..outwrite import WRITE_TIMEOUT_S, describe, write_all
 from ..wire import LineSplitter, Oversized
 from .service import SHUTTING_DOWN, Service
 
@@ -75,6 +83,7 @@ class StdioServer:
         max_pending: int | None = None,
         in_fd: int = 0,
         out_fd: int = 1,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
     ) -> None:
         self.service = service
         self.ordered = ordered
@@ -92,6 +101,11 @@ class StdioServer:
         self._next_out = 0
         self._done: dict[int, bytes] = {}
         self._broken = False
+        self.write_timeout_s = write_timeout_s
+        # Responses on their way to stdout, written by the writer thread in this order; None ends it.
+        self._out: thread_queue.SimpleQueue[bytes | None] = thread_queue.SimpleQueue()
+        self._last_progress = time.monotonic()
+        self.writer: threading.Thread | None = None
 
     async def run(self) -> int:  # noqa: C901 - the transport's lifecycle (start, read, drain, stop) in order
         loop = asyncio.get_running_loop()
@@ -115,6 +129,10 @@ class StdioServer:
             daemon=True,
         )
         self._install_signals(loop, queue)
+        self.writer = threading.Thread(
+            target=self._write_responses, args=(loop, queue), name="memory-router-stdout", daemon=True
+        )
+        self.writer.start()
         reader.start()
         try:
             while True:
@@ -135,11 +153,13 @@ class StdioServer:
                     seq = self._take_seq()
                     self._respond(seq, self._shutting_down(item))
             await self._drain()
+            await self._flush()
         finally:
             self._closed.set()
+            self._out.put(None)
             self._remove_signals(loop)
             await self.service.aclose()
-        return 0
+        return 1 if self._broken else 0
 
     def _take_seq(self) -> int:
         seq, self._next_seq = self._next_seq, self._next_seq + 1
@@ -180,26 +200,55 @@ class StdioServer:
     def _respond(self, seq: int, response: bytes) -> None:
         if not self.ordered:
             self._write(response)
-            self._slots.release()
             return
         self._done[seq] = response
         while self._next_out in self._done:
             self._write(self._done.pop(self._next_out))
             self._next_out += 1
-            self._slots.release()
 
     def _write(self, response: bytes) -> None:
-        if self._broken:
-            return
-        data = memoryview(response + b"\n")
-        try:
-            while data:
-                written = os.write(self.out_fd, data)
-                data = data[written:]
-        except OSError as exc:  # the reader of our stdout went away: nobody to answer
-            self._broken = True
-            self.service.say(f"cannot write to standard output ({exc.strerror or exc}); shutting down")
-            self._stop()
+        """Hand one response line to the writer thread (which frees its read-ahead slot)."""
+        self._out.put(response + b"\n")
+
+    def _progressed(self) -> None:
+        self._last_progress = time.monotonic()
+
+    def _write_responses(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Item]) -> None:
+        """The writer thread: each response written whole, in order. After a failure the rest are
+        dropped (their slots still freed) and the loop is told to stop."""
+        while (data := self._out.get()) is not None:
+            if not self._broken:
+                try:
+                    write_all(self.out_fd, data, stall_s=self.write_timeout_s, progress=self._progressed)
+                except OSError as exc:
+                    self._broken = True
+                    try:
+                        loop.call_soon_threadsafe(self._write_failed, exc, queue)
+                    except RuntimeError:  # the loop is gone: nothing left to stop
+                        pass
+            self._slots.release()
+
+    def _write_failed(self, exc: OSError, queue: asyncio.Queue[Item]) -> None:
+        # Like a signal: stop reading and wake the main loop, which may be waiting for a line.
+        self._stop()
+        queue.put_nowait(_Eof())
+        self.service.say(f"cannot write to standard output: {describe(exc)}; shutting down")
+
+    async def _flush(self) -> None:
+        """Wait until the writer has written every response, while it makes progress (a blocking
+        stdout blocks the writer thread, not this loop); give up after ``write_timeout_s``
+        without progress, or at a second signal."""
+        self._out.put(None)
+        self._last_progress = time.monotonic()
+        writer = self.writer
+        while writer is not None and writer.is_alive() and self._signals < 2:
+            if time.monotonic() - self._last_progress > self.write_timeout_s:
+                self._broken = True
+                self.service.say(
+                    f"cannot write to standard output: its reader took no data for {self.write_timeout_s:g} s"
+                )
+                return
+            await asyncio.sleep(0.02)
 
     async def _drain(self) -> None:
         stop_wait = asyncio.create_task(self._stopping.wait())
@@ -226,6 +275,9 @@ class StdioServer:
     def _install_signals(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Item]) -> None:
         def on_signal(signum: int) -> None:
             self._signals += 1
+            # Stop first, say why after: a diagnostic that cannot be written must not swallow the signal.
+            self._stop()
+            queue.put_nowait(_Eof())  # wake the main loop if it waits for a line
             name = signal.Signals(signum).name
             if self._signals == 1:
                 self.service.say(
@@ -235,8 +287,6 @@ class StdioServer:
                 self.service.say(f"{name} again: cancelling {len(self._pending)} request(s) now")
                 for task in list(self._pending):
                     task.cancel()
-            self._stop()
-            queue.put_nowait(_Eof())  # wake the main loop if it waits for a line
 
         def on_hup() -> None:
             outcome = self.service.reload()
@@ -254,11 +304,20 @@ class StdioServer:
                 loop.remove_signal_handler(sig)
 
 
-def serve_stdio(service: Service, *, ordered: bool = False, grace_s: float = 5.0, reload: bool = True) -> int:
-    """Run the stdin/stdout daemon until EOF or a signal; returns the exit code."""
+def serve_stdio(
+    service: Service,
+    *,
+    ordered: bool = False,
+    grace_s: float = 5.0,
+    reload: bool = True,
+    write_timeout_s: float = WRITE_TIMEOUT_S,
+) -> int:
+    """Run the stdin/stdout daemon until EOF or a signal; returns the exit code (0, or 1 when its
+    stdout could not be written)."""
     out_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints (ours, a library's, a child's) land on stderr
     sys.stdout = sys.stderr
+    servers: list[StdioServer] = []
 
     async def main() -> int:
         if reload:
@@ -268,9 +327,14 @@ def serve_stdio(service: Service, *, ordered: bool = False, grace_s: float = 5.0
             f"concurrency {service.concurrency}{', ordered' if ordered else ''}"
             f"{', watching both for changes' if reload else ''}"
         )
-        return await StdioServer(service, ordered=ordered, grace_s=grace_s, out_fd=out_fd).run()
+        server = StdioServer(service, ordered=ordered, grace_s=grace_s, out_fd=out_fd, write_timeout_s=write_timeout_s)
+        servers.append(server)
+        return await server.run()
 
     try:
         return asyncio.run(main())
     finally:
-        os.close(out_fd)
+        # A writer thread still blocked in write() (a stalled blocking stdout) keeps its fd: closing
+        # it under the thread could hand the number to another file.
+        if not servers or servers[0].writer is None or not servers[0].writer.is_alive():
+            os.close(out_fd)

@@ -181,4 +181,8 @@ def run_demo(directory: Path | None, *, as_json: bool = False) -> int:
             f"\n{15 - mismatches}/15 examples routed to the rule the spec names. "
             f"router.log: {ws.state_dir / 'router.log'}"
         )
+        # The state dir carries its own router-config.json (memory_router.paths), so this is all it takes.
+        import shlex
+
+        print(f'Your turn: memory-router query "auth middleware" --state-dir {shlex.quote(str(ws.state_dir))}')
     return 0 if mismatches == 0 else 1

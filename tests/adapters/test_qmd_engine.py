@@ -446,7 +446,7 @@ def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corp
     proc, state = serve(tmp_path, corpus, "sock")  # a stdin daemon we do not use: just the files
     proc.kill()
     proc.wait(10)
-    env = {**ENV, "OPENCLAW_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(state / "router-config.json")}
+    env = {**ENV, "MEMORY_ROUTER_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(state / "router-config.json")}
     for key in ("MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET"):
         env.pop(key, None)
     cli = [sys.executable, "-m", "memory_router"]

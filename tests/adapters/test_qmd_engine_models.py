@@ -205,3 +205,89 @@ def test_rule_4_is_answered_by_qmd_vsearch_through_the_daemon(embedded: dict, tm
     finally:
         proc.kill()
         proc.wait(10)
+
+
+# ------------------------------------------------ no generate model, no reranker (what .ci/setup gives)
+
+SKIPPED_EXPANSION = "query expansion skipped: no generate model in "
+
+
+def cli_backend(embedded: dict, tmp_path: Path, **overrides: object) -> qmd_adapter.QmdBackend:
+    settings = _settings.validate(qmd_adapter.Settings, {**embedded["settings"], **overrides})
+    return qmd_adapter.QmdBackend("qmd", settings, BackendContext(state_dir=tmp_path / "state", environ=ENV))
+
+
+@pytest.mark.parametrize("long_lived", [True, False], ids=["engine", "cli"])
+def test_hybrid_query_with_expansion_on_answers_without_a_generate_model(
+    embedded: dict, tmp_path: Path, long_lived: bool
+) -> None:
+    """query_expansion: true (the shipped default) and only the embedding model on disk: the query
+    is answered, expansion skipped on its own, and the attempt says so (query_sent + note)."""
+
+    async def main() -> None:
+        backend = (engine if long_lived else cli_backend)(embedded, tmp_path, query_expansion=True)
+        try:
+            answer = await ask(backend, CONCEPT, "query")
+            assert answer.status == "success", answer.error_message
+            assert answer.results[0].path == "api-errors.md" and answer.results[0].relevance >= 0.4
+            assert answer.query_sent.startswith("lex: ") and "\nvec: " in answer.query_sent
+            assert answer.note.startswith(SKIPPED_EXPANSION) and "reranking skipped" in answer.note
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_cli_vsearch_answers_without_a_generate_model_by_cosine(embedded: dict, tmp_path: Path) -> None:
+    """`qmd vsearch` always expands; without the generate model the one-shot CLI's vsearch runs
+    the same vector search as a typed vec: query and still reports cosine relevance."""
+
+    async def main() -> None:
+        answer = await ask(cli_backend(embedded, tmp_path), CONCEPT, "vsearch")
+        assert answer.status == "success", answer.error_message
+        top = answer.results[0]
+        assert top.path == "api-errors.md" and top.relevance >= 0.4
+        assert top.relevance == pytest.approx(vsearch_relevance(top.qmd_score), abs=0.011)
+        assert all(r.qmd_score >= 0.3 for r in answer.results) and answer.note.startswith(SKIPPED_EXPANSION)
+        engine_answer = await ask(engine(embedded, tmp_path), CONCEPT, "vsearch")  # same ranking as the engine
+        assert [r.path for r in answer.results][:3] == [r.path for r in engine_answer.results][:3]
+
+    asyncio.run(main())
+
+
+def test_backends_probe_reports_the_skipped_optional_models(embedded: dict, tmp_path: Path) -> None:
+    probe = cli_backend(embedded, tmp_path, query_expansion=True).probe()
+    assert probe.ok and probe.facts["modes_ready"] == ["search", "vsearch", "query"]
+    assert probe.facts["query_expansion"].startswith("skipped: no generate model in ")
+    assert probe.facts["rerank"].startswith("skipped: no rerank model in ")
+    assert "skipped on their own: query expansion (no generate model), reranking (no rerank model)" in probe.detail
+
+
+def test_only_a_missing_embedding_model_makes_vector_modes_unavailable(embedded: dict, tmp_path: Path) -> None:
+    # A config without the models block and an empty model cache: qmd's default embedding model is absent.
+    settings = {**embedded["settings"], "config_dir": str(tmp_path / "cfg"), "cache_dir": str(tmp_path / "cache")}
+    backend = cli_backend({"settings": settings}, tmp_path)
+    for mode in ("vsearch", "query"):
+        answer = asyncio.run(ask(backend, CONCEPT, mode))
+        assert answer.error_code == BACKEND_UNAVAILABLE and "embed: hf:" in answer.error_message
+        assert "generate" not in answer.error_message and "rerank" not in answer.error_message
+    assert backend.probe().facts["modes_ready"] == ["search"]
+
+
+def test_default_rule_through_the_daemon_answers_and_the_attempt_says_expansion_was_skipped(
+    embedded: dict, tmp_path: Path
+) -> None:
+    config = json.loads((REPO / "router-config.json").read_text())
+    config["backends"]["qmd"] = {"type": "qmd", **embedded["settings"], "query_expansion": True}
+    config["backends"]["totalrecall"]["root"] = str(tmp_path / "memory")
+    (tmp_path / "router-config.json").write_text(json.dumps(config))
+    (tmp_path / "backends.json").write_text(json.dumps({"backends": {"qmd": {"status": "ready"}}}))
+    proc = start_serve(tmp_path)
+    try:
+        answer = request(proc, {"id": 1, "query": "api error middleware status codes", "timeout_ms": 30000})
+        assert answer["rule"]["number"] == 7, answer["rule"]
+        assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "query", "success"), answer
+        assert answer["attempts"][0]["note"].startswith(SKIPPED_EXPANSION)
+    finally:
+        proc.kill()
+        proc.wait(10)

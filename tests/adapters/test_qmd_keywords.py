@@ -6,7 +6,7 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_router.backends._qmd_keywords import STOPWORDS, extract_terms, keyword_forms, trigger_words
+from memory_router.backends._qmd_keywords import META_WORDS, STOPWORDS, extract_terms, keyword_forms, trigger_words
 
 RULE1_FUNCTION = r"\bfind\b.*\bfunctions?\b"
 RULE3_DECIDE = r"\bdecid(?:e|es|ed|ing)\b"
@@ -86,3 +86,79 @@ def test_forms_are_well_formed(query: str, max_forms: int) -> None:
     # every strict-form term comes from the query's own characters (nothing invented)
     letters = set(re.sub(r"\W", "", query.lower()))
     assert set(re.sub(r"\W", "", forms[0].text.lower())) <= letters
+
+
+def test_slash_joined_plain_words_are_words_not_a_path() -> None:
+    # LoCoMo questions that fire rule 6 on the slash: the relaxation used to keep "and or" only.
+    forms = keyword_forms("Has Tim been to North Carolina and/or Tennesee states", RULE6_PATH)
+    assert [f.text for f in forms] == ["tim north carolina tennesee states", "carolina tennesee states", "carolina"]
+    assert strict("What artists/bands has Melanie seen?", RULE6_PATH) == "artists bands melanie seen"
+    assert strict("he/she/they moved the src/auth/middleware", RULE6_PATH) == 'moved "src auth middleware"'
+    # what still marks a path: a leading or trailing slash, a wildcard, a file name, a non-word segment
+    assert strict("what is in docs/") == "docs"
+    assert [t.text for t in extract_terms("~/notes ./build /etc/hosts api/v2 lib/auth_api")] == [
+        "notes",
+        "build",
+        '"etc hosts"',
+        '"api v2"',
+        '"lib auth_api"',
+    ]
+
+
+def test_terms_made_of_stopwords_or_single_letters_are_dropped() -> None:
+    assert keyword_forms('"and the" e.g. x_y i.e. */a/*') == []
+    assert strict('"and the" or "the raft"') == '"the raft"'
+
+
+CONTENT_WORDS = ["tim", "carolina", "bands", "raft", "melanie", "src", "auth", "qmd", "2023"]
+SIGNALS = [None, RULE1_FUNCTION, RULE3_DECIDE, RULE6_PATH]
+STOP_SAMPLE = sorted(STOPWORDS | META_WORDS)
+
+
+def _alnum(text: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"[^\W_]+", text)]
+
+
+def _content(word: str, triggers: frozenset[str]) -> bool:
+    return (
+        (len(word) > 1 or word.isdigit())
+        and word not in STOPWORDS
+        and word not in META_WORDS
+        and not any(word == t or word.startswith(t) or t.startswith(word) for t in triggers if len(t) >= 4)
+        and word not in triggers
+    )
+
+
+piece = st.one_of(
+    st.sampled_from(STOP_SAMPLE),
+    st.sampled_from(CONTENT_WORDS),
+    st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+    st.lists(st.one_of(st.sampled_from(STOP_SAMPLE[:80]), st.sampled_from(CONTENT_WORDS)), min_size=2, max_size=4).map(
+        "/".join
+    ),
+    st.lists(st.sampled_from(STOP_SAMPLE[:80] + CONTENT_WORDS), min_size=1, max_size=3).map(
+        lambda ws: '"' + " ".join(ws) + '"'
+    ),
+    st.sampled_from(["/", "*", "-", "--", "&&", "?", "e.g.", "i.e.", "x_y", "a.b", "'", '"', "…", "/a/", "*/the/*"]),
+    st.from_regex(r"[a-z]{2,5}[./_-][a-z0-9]{1,4}", fullmatch=True),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(piece, max_size=10).map(" ".join), st.sampled_from(SIGNALS), st.integers(1, 6))
+def test_every_form_sent_is_made_of_the_querys_content_words(query: str, signal: str | None, max_forms: int) -> None:
+    """Whatever the query, each form qmd is sent (strict or relaxed) holds only terms built from
+    the query's own words, each term with at least one content word (no stopword, lone letter or
+    punctuation fragment standing in for one); and there is a form whenever the query has a
+    content word outside its quotes' stopword-only phrases."""
+    triggers = trigger_words(signal)
+    forms = keyword_forms(query, signal, max_forms)
+    query_words = set(_alnum(query))
+    for form in forms:
+        for term in re.findall(r'"[^"]*"|\S+', form.text):
+            words = _alnum(term)
+            assert words and set(words) <= query_words, (term, query)
+            assert any(_content(w, triggers) for w in words), (term, form.text, query)
+    unquoted = re.sub(r'"[^"]*"', " ", query)
+    if any(_content(w, triggers) for w in _alnum(unquoted)):
+        assert forms, query

@@ -146,7 +146,10 @@ def test_root_resolution_order(tmp_path):
     ctx_env = BackendContext(state_dir=tmp_path, environ={"OPENCLAW_REPO_ROOT": "/env/root"}, cwd=sub)
     assert resolve_root(Settings(), ctx_env) == Path("/env/root")
     assert resolve_root(Settings(root="/cfg/root"), ctx_env) == Path("/cfg/root")
-    assert create("tr", Settings(), BackendContext(state_dir=tmp_path, environ={}, cwd=Path("/"))).root is None
+    no_workspace = {"HOME": str(tmp_path)}
+    assert (
+        create("tr", Settings(), BackendContext(state_dir=tmp_path, environ=no_workspace, cwd=Path("/"))).root is None
+    )
 
 
 def test_query_terms_drop_stopwords_and_meta_words():
@@ -179,3 +182,113 @@ def test_no_term_query_prefers_written_dates_over_file_mtimes(tmp_path):
     write(tmp_path, "memory/archive/notes.md", "- An old note with no date at all.\n")
     response = search(TotalRecallBackend("totalrecall", tmp_path), "why did we do it that way", limit=1)
     assert [r.content for r in response.results] == ["[08:00] Rotated the signing keys."]
+
+
+# --------------------------------------------------------------------------- OpenClaw's layout
+
+
+def openclaw_workspace(root: Path) -> Path:
+    """A workspace as OpenClaw keeps it (~/.openclaw/workspace): its bootstrap files, which
+    memory-core does not index, MEMORY.md, daily notes memory/YYYY-MM-DD.md (one bullet per fact,
+    as the LoCoMo ingest writes them), a session-memory hook note memory/YYYY-MM-DD-<slug>.md and
+    a topic note. No CLAUDE.local.md, no memory/registers."""
+    for name, text in {
+        "AGENTS.md": "# AGENTS.md\n- Read SOUL.md and USER.md first; the deployment pipeline runs from here.\n",
+        "SOUL.md": "# SOUL.md\n- Be concise.\n",
+        "USER.md": "# USER.md\n- Name: Caroline\n",
+        "TOOLS.md": "# TOOLS.md\n- camera names, ssh hosts\n",
+        "HEARTBEAT.md": "# HEARTBEAT.md\n",
+    }.items():
+        write(root, name, text)
+    write(root, "MEMORY.md", "# Long-term memory\n\n- Caroline prefers the staging cluster for demos.\n")
+    write(
+        root,
+        f"memory/{(TODAY - timedelta(days=2)).isoformat()}.md",
+        "# Session 3\n\n- Melanie went to a Matt Patterson concert with her kids. [D3:4]\n"
+        "- Caroline is researching adoption agencies. [D3:9]\n",
+    )
+    write(root, f"memory/{TODAY.isoformat()}-release-plan.md", "- Agreed to cut the release on Friday.\n")
+    write(root, "memory/people/melanie.md", "# Melanie\n- Plays the violin in a community orchestra.\n")
+    return root
+
+
+def test_openclaw_workspace_alone_is_a_valid_memory_root(tmp_path):
+    root = openclaw_workspace(tmp_path)
+    backend = TotalRecallBackend("totalrecall", root)
+    probe = backend.probe()
+    assert probe.ok and probe.facts["files"] == 4 and "OpenClaw" in probe.detail
+    assert probe.facts["tiers"] == {"daily": 2, "longterm": 1, "notes": 1}
+    concert = search(backend, "Matt Patterson concert")
+    hit = concert.results[0]
+    assert concert.normalized_relevance >= 0.4 and "[D3:4]" in hit.content
+    assert hit.extra["tier"] == "daily" and hit.extra["path"].startswith("memory/")
+    # a daily note is dated by its file name, whatever its mtime
+    assert hit.timestamp == f"{(TODAY - timedelta(days=2)).isoformat()}T00:00:00Z"
+    assert search(backend, "staging cluster demos").results[0].extra["tier"] == "longterm"
+    assert search(backend, "violin orchestra").results[0].extra["tier"] == "notes"
+    slug = search(backend, "release Friday").results[0]
+    assert slug.extra["tier"] == "daily" and slug.timestamp.startswith(TODAY.isoformat())
+    # OpenClaw's bootstrap files are not memory (memory-core does not index them either)
+    assert search(backend, "deployment pipeline").status == "empty"
+    assert not any(e.path in ("AGENTS.md", "USER.md") for e in iter_entries(root))
+
+
+def test_long_term_memory_outranks_the_same_fact_in_an_old_daily_note(tmp_path):
+    write(tmp_path, "MEMORY.md", "- We deploy with blue green switching.\n")
+    write(tmp_path, f"memory/{(TODAY - timedelta(days=90)).isoformat()}.md", "- We deploy with blue green switching.\n")
+    first, second = search(TotalRecallBackend("totalrecall", tmp_path), "blue green deploy").results
+    assert (first.extra["tier"], second.extra["tier"]) == ("longterm", "daily")
+    assert first.relevance > second.relevance
+
+
+def test_a_note_linked_into_memory_daily_is_read_once(tmp_path):
+    # How the LoCoMo ingest exposes OpenClaw's daily notes to Total Recall: memory/daily/ symlinks.
+    root = openclaw_workspace(tmp_path)
+    note = f"{(TODAY - timedelta(days=2)).isoformat()}.md"
+    (root / "memory" / "daily").mkdir()
+    (root / "memory" / "daily" / note).symlink_to(Path("..") / note)
+    response = search(TotalRecallBackend("totalrecall", root), "adoption agencies")
+    assert [r.extra["path"] for r in response.results] == [f"memory/{note}"]
+    assert TotalRecallBackend("totalrecall", root).probe().facts["files"] == 4
+
+
+def test_a_root_without_memory_files_says_so_instead_of_empty(tmp_path):
+    write(tmp_path, "AGENTS.md", "- not memory\n")
+    backend = TotalRecallBackend("totalrecall", tmp_path)
+    response = search(backend, "anything at all")
+    assert (response.status, response.error_code) == ("error", "BACKEND_UNAVAILABLE")
+    assert response.error_message.startswith(f"no memory files under {tmp_path}: ")
+    assert "MEMORY.md" in response.error_message and "backends.totalrecall.root" in response.error_message
+    probe = backend.probe()
+    assert not probe.ok and probe.detail.startswith(f"no memory files under {tmp_path}: ")
+    # the first memory written makes it answer
+    write(tmp_path, "MEMORY.md", "- The first fact.\n")
+    assert search(backend, "first fact").status == "success"
+    # an empty memory file is memory that holds nothing: empty, not an error
+    write(tmp_path, "MEMORY.md", "")
+    assert search(backend, "first fact").status == "empty"
+
+
+def test_query_attempt_and_backends_command_agree_on_a_root_without_memory(tmp_path):
+    import subprocess
+
+    import orjson
+
+    from ..conftest import cli, write_json
+
+    workspace = tmp_path / "workspace"
+    write(workspace, "AGENTS.md", "- bootstrap only\n")
+    config = orjson.loads((Path(__file__).parents[2] / "router-config.json").read_bytes())
+    config["backends"]["totalrecall"]["root"] = str(workspace)
+    write_json(tmp_path / "cfg.json", config)
+    write_json(tmp_path / "backends.json", {"backends": ["totalrecall"]})
+    args = ["--state-dir", str(tmp_path), "--config", str(tmp_path / "cfg.json")]
+    query = subprocess.run(cli("query", "what did Melanie paint", *args), capture_output=True, timeout=60)
+    envelope = orjson.loads(query.stdout)
+    assert query.returncode == 1 and envelope["status"] == "error"
+    (attempt,) = [a for a in envelope["attempts"] if a["backend"] == "totalrecall"]
+    assert attempt["error_code"] == "BACKEND_UNAVAILABLE"
+    assert attempt["error_message"].startswith(f"no memory files under {workspace}: ")
+    listed = subprocess.run(cli("backends", "--json", *args), capture_output=True, timeout=60)
+    row = next(r for r in orjson.loads(listed.stdout)["backends"] if r["backend"] == "totalrecall")
+    assert row["runs_here"] is False and row["detail"].startswith(f"no memory files under {workspace}: ")

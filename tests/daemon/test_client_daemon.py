@@ -52,7 +52,7 @@ class Workspace:
             backends["backends"][name] = {"status": "ready"}
         (self.state / "backends.json").write_text(json.dumps(backends))
         self.socket = self.state / "router.sock"
-        self.env = {**os.environ, "OPENCLAW_STATE_DIR": str(self.state), "MEMORY_ROUTER_CONFIG": str(self.config)}
+        self.env = {**os.environ, "MEMORY_ROUTER_STATE_DIR": str(self.state), "MEMORY_ROUTER_CONFIG": str(self.config)}
         for key in ("MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET", "MEMORY_ROUTER_SPAWN", "MEMORY_ROUTER_IDLE_EXIT"):
             self.env.pop(key, None)
         self.cwd = root
@@ -507,7 +507,7 @@ def test_without_a_daemon_auto_is_the_in_process_cli(ws: Workspace) -> None:
 
 def test_spawn_never_creates_a_missing_state_dir(ws: Workspace, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-state"
-    answer = ws.query("auth", "--spawn", env={"OPENCLAW_STATE_DIR": str(missing)})
+    answer = ws.query("auth", "--spawn", env={"MEMORY_ROUTER_STATE_DIR": str(missing)})
     assert answer.code == 2 and answer.envelope["error_code"] == "BACKENDS_JSON_MISSING"  # as without --spawn
     assert not missing.exists()
     start = subprocess.run(

@@ -18,6 +18,8 @@ import pytest
 
 from .._client_support import assert_same_answer, run_cli, starter_workspace
 
+REPO = Path(__file__).resolve().parents[2]
+
 if os.environ.get("CI"):
     import mcp  # noqa: F401  (CI must have the extra)
 else:
@@ -63,6 +65,25 @@ def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
     assert set(query_schema["properties"]) == {"query", "limit", "timeout_ms"}
     assert tools["memory_route"].input_schema["required"] == ["query"]
     assert "envelope" in tools["memory_query"].description
+
+
+def test_tools_carry_read_only_safety_annotations(workspace: tuple[Path, Path]) -> None:
+    """Hosts (OpenClaw's `mcp doctor`, approval postures) read these hints from tools/list: without
+    them every memory lookup asks the user for approval."""
+    state, config = workspace
+
+    async def body(session: ClientSession) -> Any:
+        return (await session.list_tools()).tools
+
+    for tool in with_session(["--state-dir", str(state), "--config", str(config)], body):
+        hints = tool.annotations
+        assert hints is not None, tool.name
+        assert (hints.read_only_hint, hints.idempotent_hint, hints.open_world_hint, hints.destructive_hint) == (
+            True,
+            True,
+            False,
+            False,
+        ), tool.name
 
 
 def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspace: tuple[Path, Path]) -> None:
@@ -149,7 +170,8 @@ def test_without_the_sdk_the_command_says_how_to_install_it() -> None:
 
     proc = subprocess.run([sys.executable, "-c", code, "mcp"], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2
-    assert "pip install 'memory-router[mcp]'" in proc.stderr
+    # This checkout's own command (an installed copy is told pip/pipx/uv: tests/unit/test_installation.py).
+    assert f"needs the mcp SDK: pip install -e '{REPO}[mcp]'" in proc.stderr
     assert proc.stdout == ""
 
 

@@ -175,7 +175,7 @@ def test_router_log_is_private_created_with_its_directory_and_nothing_written_el
         **os.environ,
         "HOME": str(home),
         "TMPDIR": str(tmpdir),
-        "OPENCLAW_STATE_DIR": str(state),
+        "MEMORY_ROUTER_STATE_DIR": str(state),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     env.pop("MEMORY_ROUTER_CONFIG", None)

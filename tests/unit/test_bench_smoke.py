@@ -35,13 +35,20 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Starts a real Cognee server (~15-25 s); without the Cognee venv it says so and exits 0.
     "cognee_query.py": (["--quick"], []),
     "cognee_relations.py": (["--quick"], ["Cognee relationship answers, services graph, mode graph, paths auto"]),
+    # The real-OpenClaw row takes a minute of set-up: left out of the smoke run.
+    "openclaw_plugin.py": (
+        ["--quick", "--skip-openclaw"],
+        ["memory query cost: the OpenClaw plugin vs the skill's exec path (ms)"],
+    ),
     # Reads the LoCoMo files outside the repository; without them it says so and exits 0
     # (test_locomo_quick_run_scores_every_question_once checks its figures).
     "locomo.py": (["--quick"], []),
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.py", "_locomo_score.py"}
 NOT_SCRIPTS |= {"_locomo_workspace.py"}
-LOCOMO = Path(os.environ.get("LOCOMO_DIR", "/work/shared/data/locomo-dev"))
+# Needs the records of a LoCoMo run: test_locomo_quick_run_scores_every_question_once runs it on them.
+NOT_SCRIPTS |= {"fit_calibration.py"}
+LOCOMO = Path(os.environ.get("LOCOMO_DIR", Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev"))
 
 
 def test_every_script_is_smoke_tested() -> None:
@@ -66,7 +73,7 @@ def test_script_runs_tiny_and_prints_its_tables(script: str) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("MEMORY_ROUTER_CONFIG", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_DAEMON")
+        if k not in ("MEMORY_ROUTER_CONFIG", "MEMORY_ROUTER_STATE_DIR", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_DAEMON")
     }
     proc = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
@@ -135,3 +142,21 @@ def test_locomo_quick_run_scores_every_question_once(tmp_path: Path) -> None:
                 assert x["hit"] == bool(set(x["dia_ids"]) & set(r["evidence"]))
     router = report["variants"]["router"]
     assert sum(router["outcome"].values()) == 20 and sum(router["fallbacks_used"].values()) == 20
+    # The calibration fitter takes these records as they are: it fits the one backend it has
+    # (qmd search alone), prints its tables, and writes a file the router can load.
+    from memory_router.calibration import parse
+
+    fitted = subprocess.run(
+        [sys.executable, str(BENCH / "fit_calibration.py"), "--records", str(tmp_path / "records")]
+        + ["--write", str(tmp_path / "calibration.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=BENCH.parent,
+    )
+    assert fitted.returncode == 0, fitted.stderr[-2000:]
+    assert "**qmd:search**" in fitted.stdout and "| spec table, calibrated |" in fitted.stdout
+    maps = parse(json.loads((tmp_path / "calibration.json").read_text()))
+    assert set(maps) == {"qmd:search", "default"}
+    assert all(m.native >= 0 and m.coverage >= 0 for m in maps.values())

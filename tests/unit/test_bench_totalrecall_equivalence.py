@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -78,10 +79,11 @@ def test_index_terms_equals_reference(text: str) -> None:
     assert index_terms(text) == reference_index_terms(text)  # and again, from the cache
 
 
-def reference_memory_files(root: Path):
+def reference_memory_files(root: Path):  # noqa: C901 - the specification, written out plainly
+    found = []
     working = root / "CLAUDE.local.md"
     if working.is_file():
-        yield "working", working
+        found.append(("working", working))
     for tier, folder, recursive in (
         ("registers", root / "memory" / "registers", False),
         ("daily", root / "memory" / "daily", False),
@@ -92,7 +94,30 @@ def reference_memory_files(root: Path):
         paths = folder.rglob("*.md") if recursive else folder.glob("*.md")
         for path in sorted(paths):
             if path.name != "_index.md" and path.is_file():
-                yield tier, path
+                found.append((tier, path))
+    # OpenClaw's memory-core set: MEMORY.md, memory.md, then every other memory/**/*.md
+    for name in ("MEMORY.md", "memory.md"):
+        if (root / name).is_file():
+            found.append(("longterm", root / name))
+    memory = root / "memory"
+    if memory.is_dir():
+        for path in sorted(memory.rglob("*.md")):
+            rel = path.relative_to(memory).parts
+            if rel[0] in ("registers", "daily", "archive") and len(rel) > 1 or path.name == "_index.md":
+                continue
+            if not path.is_file():
+                continue
+            dated = len(rel) == 1 and re.match(r"^\d{4}-\d{2}-\d{2}(-.*)?\.md$", path.name)
+            found.append(("daily" if dated else "notes", path))
+    # one file, one entry: the path that is not a symlink, else the first
+    by_file: dict[tuple[int, int], tuple[str, Path]] = {}
+    for tier, path in found:
+        st = path.stat()
+        key = (st.st_dev, st.st_ino)
+        if key not in by_file or (by_file[key][1].is_symlink() and not path.is_symlink()):
+            by_file[key] = (tier, path)
+    kept = set(by_file.values())
+    yield from (item for item in found if item in kept)
 
 
 def reference_score(index: _Index, query: str, limit: int, now: datetime):
@@ -151,9 +176,32 @@ def test_scan_selects_and_orders_files_like_pathlib_glob(tmp_path: Path) -> None
     (outside / "o.md").write_text("outside\n")
     (arch / "linked-dir").symlink_to(outside, target_is_directory=True)  # not descended into
 
+    # OpenClaw's files beside them; memory/daily/ links to its daily notes are read once
+    (root / "MEMORY.md").write_text("- long-term\n")
+    (root / "memory" / "2026-11-03.md").write_text("- note\n")
+    (root / "memory" / "2026-11-03-standup.md").write_text("- session note\n")
+    (daily / "2026-11-03.md").symlink_to(root / "memory" / "2026-11-03.md")
+    (root / "memory" / "people" / "team").mkdir(parents=True)
+    (root / "memory" / "people" / "team" / "ana.md").write_text("- Ana\n")
+    (root / "memory" / "topics.md").write_text("- topics\n")
+    (root / "memory" / "people" / "_index.md").write_text("- index\n")
+
     got = list(memory_files(root))
     assert got == list(reference_memory_files(root))
-    assert ("registers", reg / "link.md") in got and ("registers", reg / "dir.md") not in got
+    # a symlinked file is a file, listed once: reg/link.md is reg/a.md
+    assert ("registers", reg / "a.md") in got and all(p != reg / "link.md" for _, p in got)
+    assert ("registers", reg / "dir.md") not in got
+    assert [
+        (t, p.relative_to(root).as_posix())
+        for t, p in got
+        if t in ("longterm", "notes") or p.name.startswith("2026-11-03")
+    ] == [
+        ("longterm", "MEMORY.md"),
+        ("daily", "memory/2026-11-03-standup.md"),
+        ("daily", "memory/2026-11-03.md"),
+        ("notes", "memory/people/team/ana.md"),
+        ("notes", "memory/topics.md"),
+    ]
 
 
 def test_scan_without_memory_folders(tmp_path: Path) -> None:

@@ -1,10 +1,9 @@
-"""The thin client re-implements two small things so that the warm path imports no click and no
-pathlib-based helpers: query's argument parsing and the state/config path resolution. These
-tests hold both to the originals (click's parser, memory_router.paths)."""
+"""The thin client re-implements query's argument parsing so that the warm path imports no click:
+these tests hold it to click's parser. (Path resolution has one home, memory_router.paths, which
+the client uses as is: tests/unit/test_paths.py.)"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_router import client, paths
+from memory_router import client
 from memory_router.cli import main as cli_main
 
 QUERY_COMMAND = cli_main.get_command(click.Context(cli_main), "query")
@@ -98,29 +97,6 @@ def test_fast_parser_handles_the_usual_invocations(args: list[str]) -> None:
 @pytest.mark.parametrize("args", [[], ["a", "b"], ["--help"], ["x", "--limit", "0"], ["x", "--limit"], ["x", "--nope"]])
 def test_fast_parser_leaves_errors_and_help_to_click(args: list[str]) -> None:
     assert client.parse_query_args(args) is None
-
-
-NAMES = st.one_of(st.none(), st.sampled_from(["", "/abs/dir", "rel/dir", "~/home-rel", "~", "./x/../y"]))
-
-
-@settings(max_examples=300, deadline=None)
-@given(state_flag=NAMES, state_env=NAMES, backends_flag=NAMES, config_flag=NAMES, config_env=NAMES)
-def test_client_paths_match_memory_router_paths(state_flag, state_env, backends_flag, config_flag, config_env) -> None:
-    env = {
-        k: v for k, v in {"OPENCLAW_STATE_DIR": state_env, "MEMORY_ROUTER_CONFIG": config_env}.items() if v is not None
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("OPENCLAW_STATE_DIR", "MEMORY_ROUTER_CONFIG"):
-            mp.delenv(key, raising=False)
-        for key, value in env.items():
-            mp.setenv(key, value)
-        state = client.resolve_state_dir(state_flag)
-        assert Path(state) == paths.state_dir(state_flag, environ=os.environ)
-        assert Path(client.resolve_backends_json(state, backends_flag)) == paths.backends_json(
-            Path(state), backends_flag
-        )
-        expected_config = paths.config_file(config_flag, environ=os.environ) or paths.packaged_config()
-        assert Path(client.resolve_config(config_flag)) == expected_config
 
 
 def test_context_covers_what_changes_an_answer(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeyp
     (serve, mcp, the daemon) must keep collecting or reference cycles would pile up."""
     import gc
 
-    from memory_router import cli, client, entry, help_text, oneshot
+    from memory_router import cli, client, entry, help_text, interrupt, oneshot
 
     seen: list[bool] = []
 
@@ -171,6 +171,7 @@ def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeyp
         raise SystemExit(0)
 
     monkeypatch.setattr(sys, "argv", ["memory-router", *argv])
+    monkeypatch.setattr(interrupt, "install", lambda: None)  # keep pytest's own Ctrl-C handling
     monkeypatch.setattr(client, "fast_query", lambda args: None)
     monkeypatch.setattr(client, "parse_query_args", lambda args: {"query": "x"})
     monkeypatch.setattr(oneshot, "main", record)

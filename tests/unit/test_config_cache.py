@@ -137,14 +137,60 @@ def test_a_corrupt_or_foreign_cache_is_ignored_and_rebuilt(state, content):
     assert orjson.loads((state / CACHE_NAME).read_bytes())["key"] == key  # rebuilt
 
 
-def test_a_forged_entry_with_the_right_key_but_wrong_types_is_rebuilt(state):
+@pytest.mark.parametrize(
+    "body",
+    [{"threshold": "0.4"}, {"threshold": 0.9}, {"cooldown": []}, {"rules": [{"strong_regex": "("}]}],
+    ids=["wrong-type", "another-value", "bad-cooldown", "bad-regex"],
+)
+def test_values_beside_the_right_key_are_never_used(state, body):
+    """Issue 22, item 7: the cache holds only its key; the values come from the config file."""
     load_config_cached(None, state)
     cache = state / CACHE_NAME
     stored = orjson.loads(cache.read_bytes())
-    stored["config"]["threshold"] = "0.4"
-    cache.write_bytes(orjson.dumps(stored))
-    assert load_config_cached(None, state).threshold == 0.4
-    assert orjson.loads(cache.read_bytes())["config"]["threshold"] == 0.4
+    assert set(stored) == {"format", "key"}
+    cache.write_bytes(orjson.dumps({**stored, "config": body, **body}))
+    assert_same_config(load_config_cached(None, state), load_config(packaged_config()))
+
+
+def assert_same_config(a, b) -> None:
+    assert a._replace(rules=None) == b._replace(rules=None)  # a RuleTable compares by identity
+    assert a.rules.rules == b.rules.rules and a.rules.regex_timeout_s == b.rules.regex_timeout_s
+
+
+CONFIG_VARIANTS = {
+    "cooldown-null": {"cooldown": None},
+    "cooldown-disabled": {"cooldown": {"enabled": False}},
+    "cooldown-partial": {"cooldown": {"seconds": 5}},
+    "deadline-integral-threshold": {"deadline_ms": 1500, "threshold": 1, "timeout_ms": 900},
+    "no-optional-keys": {"drop": ["threshold", "timeout_ms", "result_limit", "max_query_chars", "regex_timeout_ms"]},
+    "no-file-extensions": {"drop": ["file_extensions"]},
+}
+
+
+@pytest.mark.parametrize("variant", list(CONFIG_VARIANTS))
+def test_the_config_compiled_from_the_cache_equals_the_validated_one(state, tmp_path, variant):
+    data = orjson.loads(packaged_config().read_bytes())
+    change = dict(CONFIG_VARIANTS[variant])
+    for key in change.pop("drop", []):
+        data.pop(key, None)
+    data.update(change)
+    path = tmp_path / "router-config.json"
+    path.write_bytes(orjson.dumps(data))
+    validated = load_config_cached(path, state)  # validated in full, the cache written
+    cached = load_config_cached(path, state)  # compiled from the file under the cache's key
+    assert all(not rule._compiled for rule in cached.rules.rules)
+    assert_same_config(cached, validated)
+    assert [type(v) for v in cached[1:6]] == [type(v) for v in validated[1:6]]
+
+
+def test_a_cache_over_its_cap_is_not_written_so_never_rewritten(state, tmp_path, monkeypatch):
+    monkeypatch.setattr(config_cache, "MAX_CACHE_BYTES", 1024)  # the packaged config is larger
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(config_cache.os, "write", lambda fd, data: writes.append(len(data)) or real_write(fd, data))
+    for _ in range(3):
+        assert load_config_cached(None, state).rules.default.id
+    assert writes == [] and not (state / CACHE_NAME).exists()
 
 
 def test_a_changed_config_is_revalidated_not_answered_from_the_stale_cache(state, tmp_path):
@@ -165,10 +211,7 @@ def test_a_group_writable_cache_is_not_trusted(state, tmp_path):
     path.write_bytes(orjson.dumps(data))
     load_config_cached(path, state)
     cache = state / CACHE_NAME
-    stored = orjson.loads(cache.read_bytes())
-    stored["config"]["threshold"] = 0.9  # a tampered entry under the right key
-    cache.write_bytes(orjson.dumps(stored))
-    cache.chmod(0o620)
+    cache.chmod(0o620)  # the right key, but others could have written it
     assert load_config_cached(path, state).threshold == data["threshold"]
     assert cache.stat().st_mode & 0o777 == 0o600  # replaced by our own
 

@@ -23,18 +23,42 @@ def test_spec_example_matches_its_rule(example):
     assert CONFIG.rules.match(example.query).rule.number == example.rule
 
 
+SPEC_TABLE = parse_config({**read_json(packaged_config()), "table": "spec"}, packaged_config())
+
+
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
-def test_spec_example_pro_chain_is_the_spec_table(example):
+def test_spec_example_pro_chain_starts_with_the_spec_table_then_only_marked_extensions(example):
     plan = make_plan(CONFIG.rules.match(example.query), installed(*ALL_BACKENDS))
-    assert tuple(plan.fallback_chain) == example.chain
+    spec_steps = [s for s in plan.steps if not s.extension]
+    assert tuple(s.backend for s in spec_steps) == example.chain
+    assert plan.steps[: len(spec_steps)] == tuple(spec_steps)  # extensions only after the spec's steps
     assert plan.skipped == ()
+
+
+@pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
+def test_spec_example_pro_chain_is_the_spec_table_exactly_with_the_switch(example):
+    plan = make_plan(SPEC_TABLE.rules.match(example.query), installed(*ALL_BACKENDS))
+    assert tuple(plan.fallback_chain) == example.chain
+    assert not any(s.extension for s in plan.steps)
+
+
+def test_the_default_rule_asks_lossless_last_on_pro_and_never_on_starter():
+    pro = make_plan(CONFIG.rules.match("database"), installed(*ALL_BACKENDS))
+    assert [(s.backend, s.mode, s.extension) for s in pro.steps] == [
+        ("qmd", "query", False),
+        ("totalrecall", None, False),
+        ("lossless", None, True),
+    ]
+    assert pro.as_dict()["chain"][-1] == {"backend": "lossless", "mode": None, "extension": True}
+    starter = make_plan(CONFIG.rules.match("database"), installed(*STARTER))
+    assert starter.fallback_chain == ["qmd", "totalrecall"]
 
 
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
 def test_spec_example_starter_tier_drops_cognee_and_lossless(example):
     plan = make_plan(CONFIG.rules.match(example.query), installed(*STARTER))
     assert tuple(plan.fallback_chain) == tuple(b for b in example.chain if b in STARTER)
-    assert {s.step.backend for s in plan.skipped} == set(example.chain) - set(STARTER)
+    assert {s.step.backend for s in plan.skipped} == {s.backend for s in plan.match.rule.chain} - set(STARTER)
     assert all("not listed" in s.reason for s in plan.skipped)
 
 

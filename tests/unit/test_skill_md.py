@@ -132,7 +132,7 @@ def test_worked_examples_are_what_the_router_prints(tmp_path: Path) -> None:
     assert len(examples) >= 5
     assert {env["status"] for _, env in examples} == {"success", "partial", "empty", "error"}
     state, config = starter_workspace(tmp_path / "demo")
-    env = {"OPENCLAW_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(config), "MEMORY_ROUTER_DAEMON": "off"}
+    env = {"MEMORY_ROUTER_STATE_DIR": str(state), "MEMORY_ROUTER_CONFIG": str(config), "MEMORY_ROUTER_DAEMON": "off"}
     for args, documented in examples:
         proc = run_cli(*args, env=env)
         actual = json.loads(proc.stdout)
@@ -149,3 +149,73 @@ def test_readme_points_at_the_spec_and_the_skill() -> None:
     readme = (SKILL.parent / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"specification\s+is\s+\[SKILL.md\]", readme)
     assert "](SKILL.md)" in readme  # the install notes link the skill
+
+
+# ---------------------------------------------------------------------- OpenClaw install metadata
+
+SKILL_FOLDER = SKILL.parent / "skills" / "memory-router"
+INSTALL_KINDS = {"brew": "formula", "node": "package", "go": "module", "uv": "package", "download": "url"}
+
+
+def _pyproject() -> dict:
+    tomllib = pytest.importorskip("tomllib")
+    return tomllib.loads((SKILL.parent / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_openclaw_can_install_the_package_and_link_the_homepage() -> None:
+    """metadata.openclaw.install offers `uv tool install <this package>`, and homepage is the
+    project's: OpenClaw silently drops an install entry without its kind's field."""
+    _, meta = frontmatter()
+    openclaw = meta["metadata"]["openclaw"]
+    project = _pyproject()["project"]
+    assert openclaw["homepage"] == project["urls"]["Homepage"]
+    for entry in openclaw["install"]:
+        assert entry["kind"] in INSTALL_KINDS and entry[INSTALL_KINDS[entry["kind"]]], entry
+        assert entry["bins"] == ["memory-router"]
+    uv = [e for e in openclaw["install"] if e["kind"] == "uv"]
+    assert [e["package"] for e in uv] == [project["name"]]
+    assert list(project["scripts"]) == ["memory-router"]  # the bin the install provides
+
+
+def test_the_skill_folder_holds_a_real_copy_of_skill_md() -> None:
+    """`openclaw skills install skills/memory-router` copies that folder; it refuses a symlinked
+    SKILL.md ("symlink-escape"), so the folder holds a copy, kept identical to the top one."""
+    copy = SKILL_FOLDER / "SKILL.md"
+    assert not copy.is_symlink() and copy.is_file()
+    assert copy.read_bytes() == SKILL.read_bytes(), (
+        "skills/memory-router/SKILL.md differs: cp SKILL.md skills/memory-router/"
+    )
+    assert sorted(p.name for p in SKILL_FOLDER.iterdir()) == ["SKILL.md"]
+
+
+TOOLS = SKILL.parent / ".tools"
+NODE24 = sorted((TOOLS / "node24" / "node_modules").glob("node-*/bin/node"))
+OPENCLAW = TOOLS / "openclaw" / "node_modules" / "openclaw" / "openclaw.mjs"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (NODE24 and OPENCLAW.is_file()), reason="OpenClaw is not in .tools (Node 24 + npm openclaw)")
+def test_the_real_openclaw_installs_the_skill_folder_and_finds_it_eligible(tmp_path: Path) -> None:
+    """The real `openclaw` (npm) installs skills/memory-router and reads its metadata as written."""
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = Path(sys.executable).parent  # where this environment's memory-router script is
+    env = {**os.environ, "HOME": str(tmp_path), "PATH": f"{bin_dir}:{NODE24[0].parent}:{os.environ['PATH']}"}
+    env.pop("OPENCLAW_STATE_DIR", None)
+
+    def openclaw(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(NODE24[0]), str(OPENCLAW), *args], env=env, capture_output=True, text=True, timeout=180, check=False
+        )
+
+    installed = openclaw("skills", "install", str(SKILL_FOLDER), "--global")
+    assert installed.returncode == 0, installed.stderr
+    assert (tmp_path / ".openclaw" / "skills" / "memory-router" / "SKILL.md").read_bytes() == SKILL.read_bytes()
+    info = openclaw("skills", "info", "memory-router", "--json")
+    assert info.returncode == 0, info.stderr
+    seen = json.loads(info.stdout)
+    _, meta = frontmatter()
+    assert seen["eligible"] is True and seen["homepage"] == meta["metadata"]["openclaw"]["homepage"]
+    assert [(e["kind"], e["bins"]) for e in seen["install"]] == [("uv", ["memory-router"])]

@@ -1,0 +1,453 @@
+"""Fit the relevance calibration (memory_router/calibration.json) from LoCoMo bench records.
+
+    python bench/fit_calibration.py [--records DIR] [--write memory_router/calibration.json]
+                                    [--markdown FILE]
+
+Input: the records ``bench/locomo.py`` writes (one JSON line per variant and question), from the
+development half only. Its ``alone:*`` variants ran each backend and mode alone with
+``"calibration": "off"``, so their results carry the backends' native relevance; each result is
+labelled ``hit`` when it holds one of the question's evidence turns.
+
+Per calibration key (``qmd:search``, ``qmd:vsearch``, ``qmd:query``, ``totalrecall``,
+``lossless``):
+
+1. a logistic model of ``hit`` per result over (native relevance, query-term coverage, 1/rank),
+   fitted by Newton's method (IRLS, a light ridge) with the native and coverage weights held
+   non-negative (a negative one is pinned at 0 and the rest refitted): monotone in both;
+2. the first result's step map: isotonic regression (pool adjacent violators, blocks of at least
+   1/12 of the answers) of "the first result is a hit" on its logistic value.
+
+``default`` is fitted the same way on every key pooled. Then the script prints, per key, the
+calibration table before and after (relevance bucket -> share of answers, hit@1 and hit@10 of
+the answers in the bucket) and replays the router's decision rule over the recorded answers with
+the shipped code (memory_router.calibration): sequential fallback with the spec's table and with
+the extended one, native and calibrated, and the fused strategy. Replayed figures are in-sample;
+``--cv`` adds leave-one-conversation-out figures (fitted on four conversations, scored on the
+fifth), the honest estimate. The bench itself (serve, real backends) gives the final figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memory_router.backends.base import BackendResponse, Result  # noqa: E402
+
+from memory_router.calibration import FEATURES, FORMAT, Calibration, Model, coverage, query_terms  # noqa: E402
+from memory_router.fuse import RRF_K  # noqa: E402
+
+BUCKETS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
+ALONE_KEYS = {
+    "alone:qmd:search": "qmd:search",
+    "alone:qmd:vsearch": "qmd:vsearch",
+    "alone:qmd:query": "qmd:query",
+    "alone:totalrecall": "totalrecall",
+    "alone:lossless": "lossless",
+}
+THRESHOLD = 0.4
+ISOTONIC_BLOCKS = 12
+# The rule table on the bench's tier (Pro minus Cognee), by key; the extension as router-config.json has it.
+SPEC_CHAINS = {
+    "exact_symbol": ["qmd:search", "totalrecall"],
+    "relationship": ["qmd:vsearch", "totalrecall"],
+    "decision_recall": ["lossless", "totalrecall", "qmd:search"],
+    "concept": ["qmd:vsearch", "qmd:query", "totalrecall"],
+    "recent_context": ["totalrecall", "qmd:search"],
+    "file_path": ["qmd:search", "totalrecall"],
+    "default": ["qmd:query", "totalrecall"],
+}
+EXTENSIONS = {"default": ["lossless"]}
+
+
+class Answer(NamedTuple):
+    """One backend's recorded answer to one question."""
+
+    question: tuple[str, str]
+    text: str
+    evidence: frozenset[str]
+    response: BackendResponse  # native relevance
+    hits: tuple[bool, ...]
+    dia_ids: tuple[frozenset[str], ...]
+
+
+def read_records(directory: Path) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        if rows:
+            out[rows[0]["variant"]] = rows
+    return out
+
+
+def answers(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], Answer]:
+    out = {}
+    for row in rows:
+        results = row.get("results") or []
+        hits = [Result(r.get("content") or "", float(r["relevance"]), str(r.get("source") or "")) for r in results]
+        key = (str(row["conv"]), str(row["qid"]))
+        out[key] = Answer(
+            key,
+            row["question"],
+            frozenset(row["evidence"]),
+            BackendResponse.from_results("bench", row["question"], hits)
+            if hits
+            else BackendResponse(query_echo=row["question"], status="empty", backend="bench"),
+            tuple(bool(r["hit"]) for r in results),
+            tuple(frozenset(r.get("dia_ids") or ()) for r in results),
+        )
+    return out
+
+
+def features(answer: Answer) -> list[tuple[float, float, float]]:
+    terms = query_terms(answer.text)
+    return [(r.relevance, coverage(terms, r.content), 1.0 / i) for i, r in enumerate(answer.response.results, start=1)]
+
+
+# ---------------------------------------------------------------------------- fitting
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (4x4 at most)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[pivot] = m[pivot], m[col]
+        if abs(m[col][col]) < 1e-12:
+            m[col][col] = 1e-12
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                for c in range(col, n + 1):
+                    m[r][c] -= f * m[col][c]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def fit_logistic(
+    xs: Sequence[Sequence[float]], ys: Sequence[bool], free: Sequence[bool], ridge: float = 1e-3
+) -> list[float]:
+    """Weights [intercept, *features] by IRLS; a feature with ``free`` False is held at 0."""
+    k = 1 + len(free)
+    active = [0] + [i + 1 for i, f in enumerate(free) if f]
+    w = [0.0] * k
+    for _ in range(50):
+        grad = [0.0] * len(active)
+        hess = [[0.0] * len(active) for _ in active]
+        for x, y in zip(xs, ys, strict=True):
+            row = (1.0, *x)
+            z = sum(w[j] * row[j] for j in range(k))
+            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+            g = p - (1.0 if y else 0.0)
+            s = p * (1 - p)
+            for a, ja in enumerate(active):
+                grad[a] += g * row[ja]
+                for b, jb in enumerate(active):
+                    hess[a][b] += s * row[ja] * row[jb]
+        for a in range(len(active)):
+            hess[a][a] += ridge * len(xs)
+            grad[a] += ridge * len(xs) * w[active[a]]
+        step = _solve(hess, grad)
+        for a, ja in enumerate(active):
+            w[ja] -= step[a]
+        if max(abs(s) for s in step) < 1e-7:
+            break
+    return w
+
+
+def isotonic(points: list[tuple[float, float]], blocks: int = ISOTONIC_BLOCKS) -> tuple[list[float], list[float]]:
+    """Pool adjacent violators on (x, y): the non-decreasing step fit of y on x, as breakpoints
+    (block mean x, block mean y). Equal x values are never split, and points are first grouped
+    in runs of at least ``len / blocks`` so that a handful of answers cannot make a step of their
+    own."""
+    by_x: dict[float, list[float]] = defaultdict(list)
+    for x, y in points:
+        by_x[x].append(y)
+    least = max(1, len(points) // blocks)
+    runs: list[list[float]] = []  # [sum x, sum y, count]
+    for x in sorted(by_x):
+        ys = by_x[x]
+        if not runs or runs[-1][2] >= least:
+            runs.append([0.0, 0.0, 0])
+        runs[-1][0] += x * len(ys)
+        runs[-1][1] += sum(ys)
+        runs[-1][2] += len(ys)
+    if len(runs) > 1 and runs[-1][2] < least:  # a short tail joins its neighbour
+        tail = runs.pop()
+        runs[-1] = [a + b for a, b in zip(runs[-1], tail, strict=True)]
+    stack: list[list[float]] = []
+    for run in runs:
+        stack.append(run)
+        while len(stack) > 1 and stack[-2][1] / stack[-2][2] >= stack[-1][1] / stack[-1][2]:
+            top = stack.pop()
+            stack[-1] = [a + b for a, b in zip(stack[-1], top, strict=True)]
+    return [round(b[0] / b[2], 4) for b in stack], [round(b[1] / b[2], 4) for b in stack]
+
+
+def fit_key(recorded: Iterable[Answer]) -> Model:
+    listed = [a for a in recorded if a.hits]
+    xs = [f for a in listed for f in features(a)]
+    ys = [h for a in listed for h in a.hits]
+    free = [True, True, True]
+    while True:
+        w = fit_logistic(xs, ys, free)
+        negative = [i for i in (0, 1) if free[i] and w[i + 1] < 0]  # native, coverage must be >= 0
+        if not negative:
+            break
+        for i in negative:
+            free[i] = False
+    logistic = Model(*(round(v, 4) for v in w))
+    first_x, first_y = isotonic([(logistic(*features(a)[0]), float(a.hits[0])) for a in listed])
+    return logistic._replace(first_x=tuple(first_x), first_y=tuple(first_y))
+
+
+def fit(per_key: dict[str, dict[tuple[str, str], Answer]], keep: Any = None) -> dict[str, Model]:
+    """The maps per key and ``default``, fitted on the questions ``keep`` accepts (all: None)."""
+
+    def chosen(recorded: dict[tuple[str, str], Answer]) -> list[Answer]:
+        return [a for q, a in recorded.items() if keep is None or keep(q)]
+
+    models = {key: fit_key(chosen(recorded)) for key, recorded in per_key.items()}
+    models["default"] = fit_key([a for recorded in per_key.values() for a in chosen(recorded)])
+    return models
+
+
+# ---------------------------------------------------------------------------- applying (the shipped code)
+
+
+def calibrated(calibration: Calibration | None, key: str, answer: Answer) -> BackendResponse:
+    if calibration is None:
+        return answer.response
+    return calibration.apply(key, answer.text, answer.response)
+
+
+# ---------------------------------------------------------------------------- reporting
+
+
+def bucket_of(value: float) -> int:
+    return next(i for i in range(len(BUCKETS) - 1) if value < BUCKETS[i + 1])
+
+
+def table(recorded: Iterable[Answer], calibration: Calibration | None, key: str) -> list[tuple[str, int, float, float]]:
+    """(bucket, share %, hit@1 %, hit@10 %) of the answers with results, by normalized_relevance."""
+    groups: dict[int, list[Answer]] = defaultdict(list)
+    total = 0
+    for a in recorded:
+        if not a.hits:
+            continue
+        total += 1
+        groups[bucket_of(calibrated(calibration, key, a).normalized_relevance)].append(a)
+    rows = []
+    for i in range(len(BUCKETS) - 1):
+        g = groups.get(i, [])
+        label = f"[{BUCKETS[i]:.1f},{min(BUCKETS[i + 1], 1.0):.1f})"
+        share = round(100 * len(g) / max(total, 1))
+        h1 = 100 * sum(a.hits[0] for a in g) / len(g) if g else float("nan")
+        h10 = 100 * sum(any(a.hits[:10]) for a in g) / len(g) if g else float("nan")
+        rows.append((label, share, h1, h10))
+    return rows
+
+
+def _pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1f}"
+
+
+# ---------------------------------------------------------------------------- replay
+
+
+class Replayed(NamedTuple):
+    dia_ids: tuple[frozenset[str], ...]
+    hits: tuple[bool, ...]
+
+
+NOTHING = Replayed((), ())
+
+
+def replay_sequential(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
+    """The spec's Fallback Logic over the recorded answers (an error or empty answer moves on)."""
+    tried = []
+    for key in chain:
+        a = per_key.get(key, {}).get(q)
+        if a is None or not a.hits:
+            continue
+        value = calibrated(calibration, key, a).normalized_relevance
+        tried.append((value, a))
+        if value >= THRESHOLD:
+            return Replayed(a.dia_ids, a.hits)
+    if not tried:
+        return NOTHING
+    best = max(tried, key=lambda t: t[0])[1]  # the earliest wins a tie
+    return Replayed(best.dia_ids, best.hits)
+
+
+def replay_fused(
+    chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple, weighted: bool
+) -> Replayed:
+    """The fused strategy over the recorded answers: (weighted) RRF, duplicates by evidence id."""
+    scores: dict[Any, float] = defaultdict(float)
+    info: dict[Any, tuple[frozenset[str], bool]] = {}
+    for key in chain:
+        a = per_key.get(key, {}).get(q)
+        if a is None or not a.hits:
+            continue
+        response = calibrated(calibration, key, a)
+        for rank, (ids, hit, result) in enumerate(zip(a.dia_ids, a.hits, response.results, strict=True), start=1):
+            ident = ids or (key, rank)
+            scores[ident] += (result.relevance if weighted else 1.0) / (RRF_K + rank)
+            info[ident] = (ids, hit)
+    order = sorted(scores, key=lambda i: -scores[i])[:10]
+    return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order))
+
+
+def metrics(replays: list[tuple[Replayed, frozenset[str]]]) -> dict[str, float]:
+    n = max(len(replays), 1)
+    out = {}
+    for k in (1, 5, 10):
+        out[f"hit@{k}"] = 100 * sum(any(r.hits[:k]) for r, _ in replays) / n
+    for k in (5, 10):
+        out[f"recall@{k}"] = 100 * statistics.fmean(
+            len(ev & frozenset().union(*r.dia_ids[:k])) / len(ev) if ev else 0.0 for r, ev in replays
+        )
+    return out
+
+
+def chain_for(rule: str, extended: bool) -> list[str]:
+    return SPEC_CHAINS.get(rule, SPEC_CHAINS["default"]) + (EXTENSIONS.get(rule, []) if extended else [])
+
+
+def replays(per_key: dict, records: dict, calibration_for: Any, questions: list, rule_of: dict, evidence: dict) -> list:
+    """(label, [(replayed, evidence)]) rows; ``calibration_for(q)`` gives the calibration to score q with."""
+    rows = []
+    for key in per_key:
+        rows.append((f"{key} alone", [(replay_sequential([key], per_key, None, q), evidence[q]) for q in questions]))
+    for variant in sorted(v for v in records if v not in ALONE_KEYS):  # as recorded by the bench, not replayed
+        got = answers(records[variant])
+        rows.append(
+            (
+                f"[recorded] {variant}",
+                [(Replayed(got[q].dia_ids, got[q].hits) if q in got else NOTHING, evidence[q]) for q in questions],
+            )
+        )
+    for label, extended, calibrate in (
+        ("spec table, native relevance", False, False),
+        ("spec table, calibrated", False, True),
+        ("extended, native relevance", True, False),
+        ("extended, calibrated", True, True),
+    ):
+        out = []
+        for q in questions:
+            chain = chain_for(rule_of.get(q, "default"), extended)
+            out.append((replay_sequential(chain, per_key, calibration_for(q) if calibrate else None, q), evidence[q]))
+        rows.append((label, out))
+    for label, weighted in (("fused (plain RRF), extended", False), ("fused (weighted RRF), extended", True)):
+        out = [
+            (
+                replay_fused(chain_for(rule_of.get(q, "default"), True), per_key, calibration_for(q), q, weighted),
+                evidence[q],
+            )
+            for q in questions
+        ]
+        rows.append((label, out))
+    return rows
+
+
+def print_rows(rows: list) -> list[str]:
+    lines = ["| configuration | hit@1 | hit@5 | hit@10 | recall@5 | recall@10 |", "|---|---|---|---|---|---|"]
+    for label, got in rows:
+        m = metrics(got)
+        cells = [label, *(f"{m[k]:.1f}" for k in ("hit@1", "hit@5", "hit@10", "recall@5", "recall@10"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def shipped_key(key: str, embed_model: str) -> str:
+    """The key the adapter names at run time (QmdBackend.calibration_key): vector modes carry
+    their embedding model; the records' qmd had no reranker on disk."""
+    return f"{key}:{embed_model}" if key in ("qmd:vsearch", "qmd:query") else key
+
+
+def as_json(model: Model) -> dict[str, Any]:
+    return dict(zip(("intercept", *FEATURES), model[:4], strict=True)) | {
+        "first": {"x": list(model.first_x), "y": list(model.first_y)}
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=Path, default=Path("/work/data/locomo/records"))
+    parser.add_argument("--write", type=Path, help="write the fitted maps to this calibration file")
+    parser.add_argument("--markdown", type=Path, help="also write the tables as markdown")
+    parser.add_argument("--cv", action="store_true", help="add leave-one-conversation-out replays")
+    parser.add_argument(
+        "--embed-model",
+        default="all-MiniLM-L6-v2-f16",
+        help="the embedding model the records' qmd used (vector modes' keys name it)",
+    )
+    args = parser.parse_args(argv)
+
+    records = read_records(args.records)
+    per_key = {key: answers(records[variant]) for variant, key in ALONE_KEYS.items() if variant in records}
+    if not per_key:
+        print(f"no alone:* records under {args.records}", file=sys.stderr)
+        return 2
+    models = fit(per_key)
+    calibration = Calibration(models, "fitted here")
+    questions = sorted(set.intersection(*(set(v) for v in per_key.values())))  # answered by every backend
+    evidence = {q: a.evidence for v in per_key.values() for q, a in v.items()}
+    rule_of = {}
+    for variant in ("router", "router:spec"):
+        for row in records.get(variant, []):
+            rule = row.get("rule")
+            rule_of[(str(row["conv"]), str(row["qid"]))] = rule.get("id") if isinstance(rule, dict) else rule
+
+    lines = [f"Fitted on {len(questions)} questions: " + ", ".join(f"{k} ({len(v)})" for k, v in per_key.items()), ""]
+    for key, recorded in per_key.items():
+        listed = list(recorded.values())
+        before, after = table(listed, None, key), table(listed, calibration, key)
+        weights = ", ".join(f"{n} {v:+.3f}" for n, v in zip(("intercept", *FEATURES), models[key][:4], strict=True))
+        lines += [f"**{key}** ({sum(1 for a in listed if a.hits)} answers with results; logistic: {weights})", ""]
+        lines += ["| normalized_relevance | native: share | hit@1 | hit@10 | calibrated: share | hit@1 | hit@10 |"]
+        lines += ["|---|---|---|---|---|---|---|"]
+        for (label, s0, a1, a10), (_, s1, b1, b10) in zip(before, after, strict=True):
+            lines.append(f"| {label} | {s0}% | {_pct(a1)} | {_pct(a10)} | {s1}% | {_pct(b1)} | {_pct(b10)} |")
+        lines.append("")
+    lines += [f"Replayed over {len(questions)} questions (in-sample: fitted and scored on the same questions):", ""]
+    lines += print_rows(replays(per_key, records, lambda q: calibration, questions, rule_of, evidence))
+    if args.cv:
+        folds = sorted({q[0] for q in questions})
+        held = {conv: Calibration(fit(per_key, keep=lambda q, c=conv: q[0] != c), f"without {conv}") for conv in folds}
+        rows = replays(per_key, {}, lambda q: held[q[0]], questions, rule_of, evidence)
+        lines += ["", "Leave one conversation out (each conversation scored with maps fitted on the other four):", ""]
+        lines += print_rows([r for r in rows if not r[0].endswith(" alone")])
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.write:
+        data = {
+            "format": FORMAT,
+            "about": (
+                "P(a result holds what was asked), per backend and mode: a logistic map over the native relevance, "
+                "the query-term coverage and 1/rank, then an isotonic step map of the first result "
+                "(memory_router/calibration.py). Fitted by bench/fit_calibration.py on the LoCoMo development half "
+                "(conversations 26, 30, 41, 42, 43; categories 1-4) only."
+            ),
+            "answers": {shipped_key(k, args.embed_model): len(v) for k, v in per_key.items()},
+            "maps": {shipped_key(k, args.embed_model): as_json(m) for k, m in models.items()},
+        }
+        args.write.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+        print(f"wrote {args.write}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""A small JSON5 reader, for OpenClaw's ``openclaw.json`` (which OpenClaw parses as JSON5).
+
+memory-router reads one key of that file (``agents.defaults.workspace``), so a dependency for it
+would be out of proportion; this parser covers what JSON5 adds to JSON: ``//`` and ``/* */``
+comments, unquoted (identifier) keys, single-quoted strings, trailing commas, hexadecimal
+numbers, leading or trailing decimal points, ``+`` signs, ``Infinity`` and ``NaN``, and escaped
+line breaks in strings. Unicode escapes in identifier keys are not supported. Errors raise
+:class:`JSON5Error` with the line and column.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+_WHITESPACE = re.compile(r"(?:[\s\ufeff]+|//[^\n\r\u2028\u2029]*|/\*.*?\*/)+", re.S)
+_IDENT = re.compile(r"[A-Za-z_$][\w$]*")
+_NUMBER = re.compile(
+    r"[+-]?(?:Infinity|NaN|0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)",
+)
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "0": "\0"}
+_LITERALS = {"true": True, "false": False, "null": None}
+
+
+class JSON5Error(ValueError):
+    pass
+
+
+def loads(text: str) -> Any:
+    parser = _Parser(text)
+    value = parser.value()
+    parser.skip()
+    if parser.pos != len(text):
+        parser.fail("unexpected text after the value")
+    return value
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text, self.pos = text, 0
+
+    def fail(self, what: str) -> None:
+        line = self.text.count("\n", 0, self.pos) + 1
+        column = self.pos - (self.text.rfind("\n", 0, self.pos) + 1) + 1
+        raise JSON5Error(f"{what} at line {line}, column {column}")
+
+    def skip(self) -> None:
+        if m := _WHITESPACE.match(self.text, self.pos):
+            self.pos = m.end()
+        if self.text.startswith("/*", self.pos):
+            self.fail("unterminated comment")
+
+    def peek(self) -> str:
+        self.skip()
+        return self.text[self.pos : self.pos + 1]
+
+    def value(self) -> Any:
+        ch = self.peek()
+        if ch == "{":
+            return self.members("}", self.pair, dict)
+        if ch == "[":
+            return self.members("]", self.value, list)
+        if ch in ("'", '"'):
+            return self.string(ch)
+        if m := _NUMBER.match(self.text, self.pos):
+            self.pos = m.end()
+            return _number(m.group())
+        if m := _IDENT.match(self.text, self.pos):
+            if m.group() in _LITERALS:
+                self.pos = m.end()
+                return _LITERALS[m.group()]
+        self.fail("expected a value" if ch else "unexpected end of input")
+
+    def members(self, close: str, item: Any, build: type) -> Any:
+        self.pos += 1
+        items: list = []
+        while self.peek() != close:
+            if not self.peek():
+                self.fail(f"missing {close!r}")
+            items.append(item())
+            if self.peek() == ",":
+                self.pos += 1
+            elif self.peek() != close:
+                self.fail(f"expected ',' or {close!r}")
+        self.pos += 1
+        return build(items)
+
+    def pair(self) -> tuple[str, Any]:
+        ch = self.peek()
+        if ch in ("'", '"'):
+            key = self.string(ch)
+        elif m := _IDENT.match(self.text, self.pos):
+            key, self.pos = m.group(), m.end()
+        else:
+            self.fail("expected a key")
+        if self.peek() != ":":
+            self.fail("expected ':'")
+        self.pos += 1
+        return key, self.value()
+
+    def string(self, quote: str) -> str:
+        text, i = self.text, self.pos + 1
+        out: list[str] = []
+        while True:
+            j = i
+            while j < len(text) and text[j] not in (quote, "\\", "\n", "\r"):
+                j += 1
+            out.append(text[i:j])
+            if j >= len(text) or text[j] in "\n\r":
+                self.pos = j
+                self.fail("unterminated string")
+            if text[j] == quote:
+                self.pos = j + 1
+                return "".join(out)
+            i = self.escape(j + 1, out)
+
+    def escape(self, i: int, out: list[str]) -> int:
+        """Append the escape starting after the backslash at ``i - 1``; return where text resumes."""
+        text = self.text
+        ch = text[i : i + 1]
+        if ch in ("u", "x"):
+            width = 4 if ch == "u" else 2
+            digits = text[i + 1 : i + 1 + width]
+            if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                self.pos = i
+                self.fail("bad escape")
+            code = int(digits, 16)
+            low = text[i + 7 : i + 11] if text[i + 5 : i + 7] == "\\u" else ""
+            if ch == "u" and 0xD800 <= code < 0xDC00 and len(low) == 4 and 0xDC00 <= _hex(low) < 0xE000:
+                out.append(chr(0x10000 + ((code - 0xD800) << 10) + (_hex(low) - 0xDC00)))  # a surrogate pair
+                return i + 11
+            out.append(chr(code))
+            return i + 1 + width
+        if ch == "\r":  # an escaped line break continues the string
+            return i + 2 if text[i + 1 : i + 2] == "\n" else i + 1
+        if ch in ("\n", "\u2028", "\u2029"):
+            return i + 1
+        if not ch:
+            self.pos = i
+            self.fail("unterminated string")
+        out.append(_ESCAPES.get(ch, ch))
+        return i + 1
+
+
+def _hex(digits: str) -> int:
+    try:
+        return int(digits, 16)
+    except ValueError:
+        return -1
+
+
+def _number(token: str) -> float | int:
+    sign = -1 if token.startswith("-") else 1
+    body = token.lstrip("+-")
+    if body == "Infinity":
+        return sign * math.inf
+    if body == "NaN":
+        return math.nan
+    if body[:2] in ("0x", "0X"):
+        return sign * int(body, 16)
+    if any(c in body for c in ".eE"):
+        return sign * float(body)
+    return sign * int(body)

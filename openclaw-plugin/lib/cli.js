@@ -1,0 +1,98 @@
+// `openclaw memory search|status`, answered by memory-router (the plugin provides the `memory`
+// command; memory-core must be disabled for a copied install's command to win).
+//
+// JSON goes out through process.stdout.write: console.log would reach stderr through
+// OpenClaw's secret redaction, which rewrites text.
+import { routingFacts } from "./mapping.js";
+
+function writeJson(value) {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+function positiveInt(name) {
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got ${value}`);
+    return n;
+  };
+}
+
+function number(name) {
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new Error(`${name} must be a number, got ${value}`);
+    return n;
+  };
+}
+
+function fail(message, json) {
+  if (json) writeJson({ results: [], error: message });
+  process.stderr.write(`${message}\n`);
+  process.exitCode = 1;
+}
+
+export function registerMemoryCli(plugin, { program, config }) {
+  const memory = program.command("memory").description("Search memory through memory-router, and show its status");
+
+  memory
+    .command("search")
+    .description("Search memory through memory-router")
+    .argument("[query]", "Search query")
+    .option("--query <text>", "Search query (alternative to the positional argument)")
+    .option("--agent <id>", "Agent id (default: the default agent)")
+    .option("--max-results <n>", "Max results", positiveInt("--max-results"))
+    .option("--min-score <n>", "Minimum score (relevance 0..1)", number("--min-score"))
+    .option("--json", "Print JSON")
+    .action(async (queryArg, opts) => {
+      const query = (opts.query ?? queryArg ?? "").trim();
+      if (!query) return fail("memory search: give a query (openclaw memory search \"what did we decide\")", opts.json);
+      try {
+        const settings = plugin.settingsFor(config, opts.agent);
+        const { results, envelope, via } = await plugin.search(settings, query, { maxResults: opts.maxResults, minScore: opts.minScore });
+        if (opts.json) {
+          writeJson({ results, routing: { ...routingFacts(envelope), via } });
+        } else if (!results.length) {
+          process.stdout.write(`No matches (rule ${envelope.rule?.id ?? "?"}, tried ${(envelope.fallback_chain ?? []).join(" -> ")}).\n`);
+        } else {
+          const lines = [`rule ${envelope.rule?.number} (${envelope.rule?.id}) -> ${envelope.routed_to}, ${envelope.status}`, ""];
+          for (const r of results) lines.push(`${r.score.toFixed(3)} ${r.path}:${r.startLine}-${r.endLine}`, r.snippet, "");
+          process.stdout.write(`${lines.join("\n").trim()}\n`);
+        }
+      } catch (err) {
+        fail(err.message, opts.json);
+      } finally {
+        plugin.closeAll();
+      }
+    });
+
+  memory
+    .command("status")
+    .description("Show memory-router's settings, daemon and latest routing")
+    .option("--agent <id>", "Agent id (default: the default agent)")
+    .option("--json", "Print JSON")
+    .option("--deep", "Also run a probe query through memory-router")
+    .action(async (opts) => {
+      try {
+        const manager = plugin.manager(config, opts.agent, "status");
+        if (opts.deep) await manager.search("status probe", { maxResults: 1 }).catch((err) => fail(err.message, false));
+        const status = manager.status();
+        if (opts.json) writeJson(status);
+        else {
+          const m = status.custom.memoryRouter;
+          process.stdout.write(
+            [
+              `provider:    memory-router (${m.transport}${m.fallbackReason ? `: ${m.fallbackReason}` : ""})`,
+              `memory root: ${m.memoryRoot}`,
+              `state dir:   ${m.stateDir}`,
+              `socket:      ${m.socket}${m.daemonPid ? ` (daemon pid ${m.daemonPid})` : ""}`,
+              `command:     ${m.command}`,
+            ].join("\n") + "\n",
+          );
+        }
+      } catch (err) {
+        fail(err.message, opts.json);
+      } finally {
+        plugin.closeAll();
+      }
+    });
+}

