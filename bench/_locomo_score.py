@@ -127,6 +127,9 @@ def outcome(record: dict[str, Any]) -> str:
     """Why the router answered as it did: ``accepted at step k (backend/mode)``, or, when no step
     was accepted, what the answer is."""
     attempts = record.get("attempts") or []
+    merged = [a for a in attempts if a.get("accepted")]
+    if len(merged) > 1:  # the fused strategy: every answering step is merged
+        return f"fused: {len(merged)} of {len(attempts)} steps answered"
     for k, a in enumerate(attempts, 1):
         if a.get("accepted"):
             return f"accepted at step {k} ({step_name(a)})"

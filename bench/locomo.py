@@ -13,8 +13,8 @@ Variants (``--variant``, repeatable; default: all built-ins):
 
 * ``router`` - the packaged router-config.json as is;
 * ``alone:<backend>[:<mode>]`` - every rule's chain is that one step (``alone:qmd:query``,
-  ``alone:totalrecall``...); the qmd ones set ``query_expansion: false`` (no generation model
-  here), and ``calibration: "off"`` is added when the packaged config knows that key;
+  ``alone:totalrecall``...), without extension steps; ``calibration: "off"`` is added when the
+  packaged config knows that key, so the records carry the backends' native relevance;
 * ``bm25`` - SQLite FTS5 over the raw turns (bm25 ranking, query terms OR'ed, stopwords dropped),
   in-process;
 * ``NAME=JSON`` - the packaged config deep-merged with JSON (``null`` deletes a key); when NAME
@@ -61,8 +61,18 @@ from memory_router.config_schema import ConfigSpec
 from memory_router.paths import packaged_config
 
 CONVERSATIONS = ("26", "30", "41", "42", "43")
-# The development half lies in the shared folder beside the checkout (as in CI); LOCOMO_DIR overrides.
-DATA = Path(os.environ.get("LOCOMO_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"))
+
+
+def _shared_data() -> Path:
+    """The development half in the shared folder beside the checkout (CI's layout), or beside an
+    ancestor of it (a worktree under /work/wt/<name>); LOCOMO_DIR overrides."""
+    for folder in REPO.parents:
+        if (folder / "shared" / "data" / "locomo-dev").is_dir():
+            return folder / "shared" / "data" / "locomo-dev"
+    return REPO.parent / "shared" / "data" / "locomo-dev"
+
+
+DATA = Path(os.environ.get("LOCOMO_DIR") or _shared_data())
 WORK = Path("/work/data/locomo")
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 BUILTIN = (
@@ -78,8 +88,6 @@ QUICK_CONVERSATION, QUICK_QUESTIONS = "30", 20
 QUICK_VARIANTS = ("router", "alone:qmd:search", "bm25")
 LIMIT = 10
 WARMUP_TIMEOUT_MS = 120_000
-# qmd `query` needs a generation model when query_expansion is true; none is installed here.
-NO_EXPANSION = {"backends": {"qmd": {"query_expansion": False}}}
 
 
 # --------------------------------------------------------------------------- variants
@@ -132,9 +140,11 @@ def builtin(name: str) -> Variant:
             f"(backends: {', '.join(config['backends'])}) or NAME=JSON_PATCH"
         )
     step = {"backend": parts[1], **({"mode": parts[2]} if len(parts) == 3 else {})}
-    config["rules"] = [{**rule, "chain": [step]} for rule in config["rules"]]
-    if parts[1] == "qmd":
-        config = deep_merge(config, NO_EXPANSION)
+    # One step and nothing else: no extension steps ("extend"), no per-rule strategy.
+    config["rules"] = [
+        {**{k: v for k, v in rule.items() if k not in ("extend", "strategy")}, "chain": [step]}
+        for rule in config["rules"]
+    ]
     if knows_calibration(config):
         config["calibration"] = "off"
     return Variant(name, config)
@@ -530,7 +540,11 @@ def chain_oracle(variant: Variant, by_variant: dict[str, list[dict[str, Any]]]) 
         mode = f":{step.get('mode') or 'query'}" if step["backend"] == "qmd" else ""  # qmd's default mode
         return f"alone:{step['backend']}{mode}"
 
-    chains = {rule["number"]: [alone(s) for s in rule["chain"]] for rule in variant.config["rules"]}
+    extended = variant.config.get("table", "extended") != "spec"
+    chains = {
+        rule["number"]: [alone(s) for s in [*rule["chain"], *(rule.get("extend", []) if extended else [])]]
+        for rule in variant.config["rules"]
+    }
     index = {n: {r["qid"]: r for r in recs} for n, recs in by_variant.items() if n.startswith("alone:")}
     candidates = []
     for r in by_variant[variant.name]:

@@ -145,7 +145,7 @@ def test_variants_patch_the_packaged_config() -> None:
     assert {tuple(map(tuple, (s.items() for s in r["chain"]))) for r in alone.config["rules"]} == {
         ((("backend", "qmd"), ("mode", "vsearch")),)
     }
-    assert alone.config["backends"]["qmd"]["query_expansion"] is False
+    assert alone.config["calibration"] == "off"  # the packaged config knows the key: native scores
     fused = parse_variant('fuse={"strategy": "fuse", "threshold": null}')
     assert fused.name == "fuse" and fused.config is not None
     assert fused.config["strategy"] == "fuse" and "threshold" not in fused.config
@@ -154,3 +154,15 @@ def test_variants_patch_the_packaged_config() -> None:
     assert based.config["rules"][0]["chain"] == [{"backend": "totalrecall"}]
     with pytest.raises(SystemExit, match="unknown variant"):
         builtin("alone:nosuch")
+
+
+def test_outcome_says_why_the_router_answered_so() -> None:
+    from _locomo_score import fallback_reason, outcome
+
+    low = {"backend": "qmd", "mode": "query", "status": "success", "result_count": 3, "accepted": False}
+    tr = {"backend": "totalrecall", "mode": None, "status": "success", "result_count": 5, "accepted": True}
+    timeout = {"backend": "qmd", "mode": "vsearch", "status": "error", "error_code": "QUERY_TIMEOUT", "accepted": False}
+    assert outcome({"status": "success", "attempts": [low, tr]}) == "accepted at step 2 (totalrecall)"
+    assert outcome({"status": "partial", "attempts": [low]}) == "no step accepted: best weak answer returned"
+    assert outcome({"status": "success", "attempts": [{**low, "accepted": True}, tr]}) == "fused: 2 of 2 steps answered"
+    assert [fallback_reason(a) for a in (low, timeout)] == ["low relevance", "timeout"]

@@ -50,7 +50,18 @@ NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.p
 NOT_SCRIPTS |= {"_locomo_workspace.py"}
 # Needs the records of a LoCoMo run: test_locomo_quick_run_scores_every_question_once runs it on them.
 NOT_SCRIPTS |= {"fit_calibration.py"}
-LOCOMO = Path(os.environ.get("LOCOMO_DIR", Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev"))
+# The LoCoMo files in the shared folder beside the checkout, or beside one of its ancestors (a worktree).
+LOCOMO = Path(
+    os.environ.get("LOCOMO_DIR")
+    or next(
+        (
+            p / "shared" / "data" / "locomo-dev"
+            for p in BENCH.parents
+            if (p / "shared" / "data" / "locomo-dev").is_dir()
+        ),
+        BENCH.parents[1] / "shared" / "data" / "locomo-dev",
+    )
+)
 
 
 def test_every_script_is_smoke_tested() -> None:
