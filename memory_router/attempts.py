@@ -20,7 +20,7 @@ back its outcome. Two drivers make the calls. :func:`run_attempts` awaits each b
 ``search`` under an asyncio timeout (the daemon, ``serve``, MCP). :func:`run_attempts_blocking`
 runs a :class:`~memory_router.backends.base.BlockingBackend`'s search in a thread and waits for it
 with a timeout, without an event loop: the one-shot CLI, where importing asyncio would be a
-sixth of a cold query (README, *Cold start*); a backend that is only async gets a fresh event
+sixth of a cold query (docs/benchmarks.md, *Cold start*); a backend that is only async gets a fresh event
 loop for its one call. Both drivers build the same attempts from the same outcomes (tested).
 """
 

@@ -1,7 +1,7 @@
 """CI smoke step for bench/: every benchmark script runs in a tiny mode (--quick, or the
 smallest sizes for the scripts other issues wrote), exits 0 and prints its tables. The figures
-of such a run mean nothing; speed is measured by running the scripts by hand (README
-"Benchmarks"), never asserted in tests."""
+of such a run mean nothing; speed is measured by running the scripts by hand (docs/benchmarks.md),
+never asserted in tests."""
 
 from __future__ import annotations
 
