@@ -2,7 +2,7 @@
 
 Pure functions, no I/O. :func:`parse_question` reads a question once into an immutable
 :class:`Question`; :func:`score_edge` and :func:`score_path` score graph answers against it
-(the formula, with figures, is in README.md, section Cognee). Words are classified as:
+(the formula, with figures, is in docs/backends/cognee.md). Words are classified as:
 
 * **relation words** (:data:`RELATIONS`): verbs ("depends on", "calls", "owns", "reads from",
   "publishes to", "uses", ...), agent nouns ("dependents", "callers", "owner") and object nouns

@@ -15,7 +15,7 @@ when it is a single list). ``R`` is, per search type:
   ranked, without a score.
 
 **Relevance** of graph results follows the question (:mod:`._cognee_question` reads it; the
-formula and its figures are in README.md, section Cognee): the entities it names, weighed by
+formula and its figures are in docs/backends/cognee.md): the entities it names, weighed by
 which end of the edge they are at when it asks a direction, times 1 or 0.6 for whether the edge
 type is one it names; at most 0.35 for Cognee's structural edges and for every result when it
 names an entity the graph does not know; a question naming no entity scores every edge 0.35.

@@ -12,7 +12,7 @@ Three pieces, all pure functions:
   fenced blocks and inline code spans, never prose.
 * :func:`definitions_first_relevances` turns the adapters' relevances into definition-first ones.
 
-The forms, the ranking formula and the measured effect are in README.md ("Definition-first").
+The forms, the ranking formula and the measured effect are in docs/backends/definition-first.md.
 """
 
 from __future__ import annotations

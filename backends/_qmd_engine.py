@@ -3,7 +3,7 @@ daemon, which keeps qmd's index open and its GGUF models loaded between queries.
 
 :class:`QmdEngine` owns the process: started on the first request (never at daemon start), one
 JSON line per request over its stdin, answers matched by ``id`` from its stdout, so concurrent
-queries share it. Its lifecycle, as the README's "Warm qmd engine" section explains:
+queries share it. Its lifecycle, as docs/backends/qmd.md ("The warm qmd engine") explains:
 
 * a crash fails the requests in flight (``EngineFailed``) and the next request restarts it once;
   a second crash in a row leaves it down for ``restart_backoff_s`` (the router's cooldown sees

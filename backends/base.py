@@ -71,7 +71,7 @@ class Result(Frozen):
     hashed by the four contract fields (extra values may be unhashable lists).
 
     A slotted :class:`~._frozen.Frozen` class, not a pydantic model: every CLI query builds these,
-    and importing pydantic would cost more than the rest of a cold query (README, *Cold start*)."""
+    and importing pydantic would cost more than the rest of a cold query (docs/benchmarks.md, *Cold start*)."""
 
     _FIELDS = ("content", "relevance", "source", "timestamp")
     __slots__ = (*_FIELDS, "extra")

@@ -133,7 +133,7 @@ class Settings:
     http_url: str | None = None
     """A running ``qmd mcp --http`` server (e.g. ``http://127.0.0.1:8181``) to answer instead of
     starting qmd. Its ``/query`` gives rank positions, not similarities: results count as weak
-    (relevance <= 0.35), see the README."""
+    (relevance <= 0.35), see docs/backends/qmd.md."""
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> QmdBackend:

@@ -15,7 +15,7 @@ behind the seam in ``memory_router.backends.base``.
 Value records on the query path (``Step``, ``RuleMatch``, ``Plan``, ``Attempt``...) are
 ``NamedTuple``s, not dataclasses: on Python 3.11 defining a dataclass costs ~0.5 ms at import
 (it compiles five or six generated methods), and a cold CLI query defines every class it uses
-(README, *Cold start*). Dataclasses stay where their machinery earns it (``replace``, field
+(docs/benchmarks.md, *Cold start*). Dataclasses stay where their machinery earns it (``replace``, field
 factories, pydantic-validated ``Settings``).
 """
 

@@ -17,7 +17,7 @@ version, not a regular file, not owned by this user or writable by others is ign
 rebuilt. It is capped at :data:`MAX_CACHE_BYTES`, which any config the router accepts fits, and
 a cache that would not fit is not written (never written on every query and never read).
 Written atomically (``O_EXCL|O_NOFOLLOW`` temporary file, mode 0600, then ``rename``).
-``MEMORY_ROUTER_CONFIG_CACHE=off`` disables it. Figures and the reasoning are in README.md.
+``MEMORY_ROUTER_CONFIG_CACHE=off`` disables it. Figures and the reasoning are in docs/benchmarks.md (*Cold start*).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ not tried again: the query routes in-process.
 
 The commands that answer once and exit (``query``, ``route``, help) run without the cyclic
 garbage collector. Their imports alone allocate enough objects to trigger ~50 collections, ~10%
-of a cold query (README, *Cold start*); reference counting still frees everything acyclic, and
+of a cold query (docs/benchmarks.md, *Cold start*); reference counting still frees everything acyclic, and
 the process ends after one answer. Long-lived commands (``serve``, ``mcp``, the daemon) keep it.
 """
 

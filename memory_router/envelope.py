@@ -58,7 +58,7 @@ class Envelope(Frozen):
     """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
 
     A slotted class serialised by orjson through :meth:`as_dict`, not a pydantic model: a cold
-    CLI query would spend more time importing pydantic than routing (README, *Cold start*); and
+    CLI query would spend more time importing pydantic than routing (docs/benchmarks.md, *Cold start*); and
     a :class:`~memory_router.backends._frozen.Frozen` class, not a dataclass: defining a dataclass
     costs a cold query ~1 ms. Immutable (change one with :meth:`replace`); equal by its fields and
     hashed by them (so not while they hold lists); built unchecked from the router's own values,

@@ -1,4 +1,4 @@
-"""``memory-router --help``, pre-rendered, so printing it does not import click (README, *Cold start*).
+"""``memory-router --help``, pre-rendered, so printing it does not import click (docs/benchmarks.md, *Cold start*).
 
 ``TOP_LEVEL`` is exactly what click prints for the group at its default width (78 columns of
 text: any terminal of 80 columns or more, and every pipe). Regenerate it after changing a

@@ -168,7 +168,7 @@ def _leave(code: int) -> None:
     """Exit as soon as the answer is out, without the interpreter's teardown.
 
     Finalising the ~300 modules a query imported costs 20-30 ms, a fifth of a cold query
-    (README, *Cold start*), and nothing here needs it: router.log is written with ``os.write``,
+    (docs/benchmarks.md, *Cold start*), and nothing here needs it: router.log is written with ``os.write``,
     the config cache is renamed into place before routing, SQLite is opened read-only, and
     subprocess backends are reaped or killed by the time the envelope exists. Abandoned backend
     threads are not joined either: the caller waits for our exit, not for work the router has

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
 
 import orjson
@@ -18,11 +18,32 @@ from memory_router.installed import Installed, parse_installed
 from memory_router.router import Router
 from memory_router.routerlog import RouterLog
 
+from .tier_guard import guarded_phase, install
+
 # Property tests: `ci` replays the same examples on every run, so a red CI is reproducible and
 # never a coin toss; `hunt` explores far more (run it locally: HYPOTHESIS_PROFILE=hunt).
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("hunt", max_examples=2000, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# The fast tier may not start programs: see tests/tier_guard.py.
+install()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from guarded_phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from guarded_phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from guarded_phase(item))
+
 
 ALL_BACKENDS = ("qmd", "totalrecall", "cognee", "lossless")
 STARTER = ("qmd", "totalrecall")

@@ -29,10 +29,13 @@ from ..cognee_support import cognee_server as cognee_harness
 from ..cognee_support import relation_questions as rq
 
 PYTHON = cognee_harness.cognee_python()
-pytestmark = pytest.mark.skipif(
-    PYTHON is None,
-    reason="the Cognee venv (.tools/cognee-venv) is not installed: run `bash .ci/setup.d/40-cognee.sh`",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        PYTHON is None,
+        reason="the Cognee venv (.tools/cognee-venv) is not installed: run `bash .ci/setup.d/40-cognee.sh`",
+    ),
+]
 
 POSTGRES_DEPENDENTS = {"AuthService", "OrderService", "BillingWorker"}
 

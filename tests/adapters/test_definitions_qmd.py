@@ -24,7 +24,7 @@ from memory_router.router import Router
 from ..definition_corpus import SYMBOLS, definition_line, write_corpus
 from .test_qmd_e2e import QMD_MISSING
 
-pytestmark = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")]
 
 
 @pytest.fixture(scope="module")

@@ -56,6 +56,7 @@ def _router(demo: dict[str, Path]) -> Router:
     return Router(config, context=BackendContext(state_dir=demo["state"], environ={}, cwd=demo["workspace"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", RULE3)
 def test_rule3_queries_are_answered_by_lossless_on_pro_tier(demo: dict[str, Path], query: str) -> None:
     installed = parse_installed(json.loads(demo["backends"].read_text()), demo["backends"])
@@ -86,6 +87,7 @@ def test_starter_tier_without_lossless_falls_through_to_total_recall(demo: dict[
     assert env.routed_to == "totalrecall" and "lossless" not in env.fallback_chain
 
 
+@pytest.mark.slow
 def test_cli_query_routes_to_lossless(demo: dict[str, Path]) -> None:
     proc = subprocess.run(
         [

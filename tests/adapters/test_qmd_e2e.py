@@ -23,6 +23,8 @@ from memory_router.installed import load_installed
 from memory_router.paths import packaged_config
 from memory_router.router import Router
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 try:
     resolve_command(None, None, __import__("os").environ)
     QMD_MISSING = None

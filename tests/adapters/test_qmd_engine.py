@@ -29,7 +29,7 @@ try:
 except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
     COMMAND, QMD_MISSING = None, str(exc)
 
-pytestmark = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")]
 
 NOTES = {
     "notes/raft.md": "# Raft\n\nRaft is a consensus algorithm. Leader election uses randomized timeouts.\n",

@@ -34,6 +34,7 @@ except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
     QMD_MISSING = str(exc)
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}"),
     pytest.mark.skipif(not MODEL.is_file(), reason=f"{MODEL} absent: run `bash .ci/setup.d/30-qmd-models.sh`"),
 ]

@@ -19,6 +19,8 @@ from memory_router.backends._qmd_locate import DEFAULT_MODELS, QmdNotFound, reso
 from memory_router.backends.base import BackendRequest
 from pydantic import ValidationError
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 try:
     resolve_command(None, None, os.environ)
     QMD_MISSING = None

@@ -19,6 +19,8 @@ from memory_router.backends import BackendContext, _settings
 from memory_router.backends import qmd as qmd_adapter
 from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 try:
     COMMAND = resolve_command(None, None, os.environ)
 except QmdNotFound as exc:  # pragma: no cover - CI installs qmd

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from memory_router.backends._qmd_locate import QmdCommand, QmdNotFound, resolve_command
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 MARKER = MODEL.with_name(MODEL.name + ".sha256")

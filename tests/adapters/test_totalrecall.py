@@ -269,6 +269,7 @@ def test_a_root_without_memory_files_says_so_instead_of_empty(tmp_path):
     assert search(backend, "first fact").status == "empty"
 
 
+@pytest.mark.slow
 def test_query_attempt_and_backends_command_agree_on_a_root_without_memory(tmp_path):
     import subprocess
 

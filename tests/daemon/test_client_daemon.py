@@ -26,6 +26,8 @@ from memory_router.demo import SPEC_EXAMPLES
 
 from .._client_support import assert_same_answer, starter_workspace
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 PY = sys.executable
 
 

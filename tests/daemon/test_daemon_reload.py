@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from memory_router.config import read_json
 from memory_router.paths import packaged_config
 
 from .test_daemon_serve import Daemon
+
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
 QUERY = "the middleware issue"  # rule 7: qmd/query -> totalrecall
 

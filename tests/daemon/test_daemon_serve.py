@@ -24,6 +24,8 @@ from typing import Any
 import orjson
 import pytest
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 FAKES = '''
 """FAKE backends for the daemon tests: one that fails, one that hangs in a real child process."""
 from dataclasses import dataclass

@@ -28,6 +28,8 @@ else:
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> tuple[Path, Path]:

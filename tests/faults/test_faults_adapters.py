@@ -33,6 +33,8 @@ from ..faults_support import (
     write_setup,
 )
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 TIMEOUT_MS = 800
 QUERY = "how is the session token refreshed"
 

@@ -24,6 +24,8 @@ from ..faults_support import (
     write_setup,
 )
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 
 def keyed(*cases: tuple) -> list:
     """Parameter sets named by their first element (the report key), not by their payloads."""

@@ -33,6 +33,8 @@ from ..faults_support import (
     write_setup,
 )
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 
 def bounded_row(key: str, case: str, transport: str, outcome: str, measured: str = "") -> None:
     report("bounded", key, case=case, transport=transport, outcome=outcome, measured=measured)

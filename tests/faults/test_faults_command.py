@@ -30,6 +30,8 @@ from ..faults_support import (
     wait_no_leftovers,
 )
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 
 def backend(tmp_path: Path, argv: list, **settings):
     context = BackendContext(state_dir=tmp_path / "state", environ={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)

@@ -29,6 +29,8 @@ from ..faults_support import (
     write_setup,
 )
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 LINE = re.compile(
     r'^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] FALLBACK query="(?P<q>(?:[^"\\]|\\.)*)" backend=(?P<b>b\d) '
     r'error_code=BACKEND_ERROR error_message="(?:[^"\\]|\\.)*" next=(?P<n>\S+)$'

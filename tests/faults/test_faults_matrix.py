@@ -38,6 +38,8 @@ from ..faults_support import (
     write_setup,
 )
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 TIMEOUT_MS = 800
 SLOW_MS = 250
 HANG_SLACK_MS = 100

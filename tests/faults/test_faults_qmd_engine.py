@@ -39,7 +39,7 @@ try:
 except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
     QMD_MISSING = str(exc)
 
-pytestmark = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")]
 TIMEOUT_MS = 1500
 QUERY = "leader election"
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}

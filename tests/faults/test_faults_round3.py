@@ -30,6 +30,8 @@ from ..faults_support import (
     write_setup,
 )
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 try:
     resolve_command(None, None, os.environ)
     QMD_MISSING = None

@@ -43,6 +43,8 @@ from ..faults_support import (
 )
 from ..faults_support import report as _report
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 OTHER_UID = 54321  # no such account: stands for "another user"
 PY = sys.executable
 

@@ -32,7 +32,7 @@ from memory_router.wire import Connection
 
 from ._support import NODE24, OPENCLAW_MJS, PLUGIN_DIR, memory_router_bin, openclaw_missing, scratch_env
 
-pytestmark = pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
 
 TOKEN = "memory-router-test-token"
 DECISION = "what did we decide about the database schema in the morning session"  # Lossless: no file

@@ -21,7 +21,10 @@ from memory_router.wire import context
 from ._support import PLUGIN_DIR, any_node, memory_router_bin
 
 NODE = any_node()
-pytestmark = pytest.mark.skipif(NODE is None, reason="no Node >= 22 in .tools (run: bash .ci/setup.d/20-qmd.sh)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(NODE is None, reason="no Node >= 22 in .tools (run: bash .ci/setup.d/20-qmd.sh)"),
+]
 LIB = PLUGIN_DIR / "lib"
 
 

@@ -42,6 +42,7 @@ def test_the_in_process_adapters_are_blocking_backends(tmp_path):
     assert not isinstance(MockBackend("m", answer(0.9)), BlockingBackend)
 
 
+@pytest.mark.slow
 def test_blocking_and_async_routes_answer_the_15_spec_queries_alike(demo):
     config = load_config(demo.config_path)
     installed = load_installed(demo.backends_path)
@@ -143,6 +144,7 @@ def test_a_blocking_backend_that_raises_is_a_backend_error(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_cold_query_imports_no_asyncio(demo, tmp_path):
     """The demo's chains reach only Total Recall and Lossless: no event loop, no thread pool."""
     backends = tmp_path / "backends.json"

@@ -22,6 +22,7 @@ def test_the_static_short_help_is_the_commands_own(name, limit):
     assert stub.get_short_help_str(limit) == real.get_short_help_str(limit)
 
 
+@pytest.mark.slow
 def test_help_lists_every_command_without_importing_the_lazy_ones():
     code = (
         "import sys\n"
@@ -59,6 +60,7 @@ def _mask(stdout: bytes) -> bytes:
     return re.sub(rb'"(relevance|normalized_relevance)":\s*[-+.0-9eE]+', rb'"\1":0', stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, stdin",
     [
@@ -92,6 +94,7 @@ def test_the_console_scripts_in_process_query_is_the_click_commands_without_clic
 # ------------------------------------------------------------------- the pre-rendered --help
 
 
+@pytest.mark.slow
 def test_the_pre_rendered_help_is_what_click_renders_now():
     """Fails after a command's help changed until `python3 -m memory_router.help_text` is run."""
     from memory_router import help_text
@@ -124,6 +127,7 @@ def _imported(stderr: str) -> set[str]:
     return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
 @pytest.mark.parametrize("columns", [None, "80", "200"])
 def test_help_and_version_print_clicks_text_without_importing_click(args, columns):
@@ -133,6 +137,7 @@ def test_help_and_version_print_clicks_text_without_importing_click(args, column
     assert "click" not in _imported(fast.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["60", "79"])
 def test_a_narrow_terminal_gets_clicks_own_wrapping(columns):
     fast, slow = _console(["--help"], columns), _click(["--help"], columns)

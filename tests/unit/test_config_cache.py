@@ -46,6 +46,7 @@ def route_all(config, ws) -> list[dict]:
     return asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_cached_config_answers_the_15_spec_queries_exactly_like_the_validated_one(demo, tmp_path):
     validated = load_config(demo.config_path)
     load_config_cached(demo.config_path, tmp_path)  # builds the cache
@@ -60,6 +61,7 @@ def test_cached_config_answers_the_15_spec_queries_exactly_like_the_validated_on
     assert dict(cached.backends) == dict(validated.backends)  # settings validated on demand, equal
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
 def test_cold_cli_answer_equals_a_validated_config_answer(demo, example):
     args = ["query", example.query, "--state-dir", str(demo.state_dir), "--config", str(demo.config_path)]
@@ -75,6 +77,7 @@ def test_cold_cli_answer_equals_a_validated_config_answer(demo, example):
     assert_same_answer(answer(), answer(MEMORY_ROUTER_CONFIG_CACHE="off"), "cache on vs off")
 
 
+@pytest.mark.slow
 def test_a_cache_hit_imports_neither_pydantic_specs_nor_unused_adapters(demo, tmp_path):
     load_config_cached(demo.config_path, tmp_path)
     code = (
@@ -91,6 +94,7 @@ def test_a_cache_hit_imports_neither_pydantic_specs_nor_unused_adapters(demo, tm
 _ENTRY = "import sys; from memory_router.entry import main; sys.argv[0] = 'memory-router'; main()"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
 def test_a_cold_cli_query_on_a_cache_hit_imports_neither_pydantic_nor_click(demo, example):
     # The first query of a session pays for every import; pydantic alone costs more than routing.

@@ -139,6 +139,7 @@ def test_a_missing_envelope_field_is_named() -> None:
         Envelope.from_dict(data)
 
 
+@pytest.mark.slow
 def test_the_contract_types_do_not_import_pydantic() -> None:
     # Every cold query builds these; pydantic's import alone costs more than the rest of a query.
     code = "import sys, memory_router.envelope, memory_router.router; print('pydantic' in sys.modules)"

@@ -146,6 +146,7 @@ def test_each_adapter_exposes_its_env_vars(type_name: str) -> None:
     assert module.ENV_VARS <= envvars.ALL
 
 
+@pytest.mark.slow
 def test_the_client_imports_no_adapter() -> None:
     code = (
         "import sys, memory_router.client\n"

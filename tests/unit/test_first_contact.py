@@ -14,6 +14,8 @@ from memory_router.help_text import TOP_LEVEL
 
 from .._client_support import run_cli, starter_workspace
 
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+
 OFF = {"MEMORY_ROUTER_DAEMON": "off"}
 
 

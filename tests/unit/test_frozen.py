@@ -172,6 +172,7 @@ def test_the_value_classes_are_slotted_frozen_values(value: Frozen) -> None:
         setattr(value, cls._FIELDS[0], None)
 
 
+@pytest.mark.slow
 def test_the_base_imports_no_dataclasses() -> None:
     # The point of Frozen: a class definition without dataclasses' generated code.
     code = "import sys, memory_router.backends._frozen; print('dataclasses' in sys.modules)"

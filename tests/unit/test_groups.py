@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 
+import pytest
 from memory_router.backends import _groups
 
 
@@ -20,6 +21,7 @@ def test_a_termination_during_a_start_runs_once_the_group_is_registered() -> Non
     _groups.LIVE.discard(424242)
 
 
+@pytest.mark.slow
 def test_kill_all_ends_every_live_group_including_grandchildren() -> None:
     leader = subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300"], start_new_session=True)
     _groups.LIVE.add(leader.pid)

@@ -56,6 +56,7 @@ def test_a_reader_that_is_gone_is_a_broken_pipe_at_once() -> None:
     os.close(write_end)
 
 
+@pytest.mark.slow
 def test_query_exits_1_with_the_reason_when_its_reader_takes_nothing(tmp_path) -> None:
     """The one-shot CLI's answer path, with the 30 s write timeout shortened to 0.5 s."""
     code = (

@@ -69,6 +69,7 @@ def test_openclaw_state_dir_is_the_root_and_lossless_agrees(tmp_path: Path) -> N
     assert resolve_db_path("lossless", LosslessSettings(), ctx).path == root / "lcm.db"
 
 
+@pytest.mark.slow
 def test_the_older_layout_is_used_with_one_warning(tmp_path: Path) -> None:
     """$OPENCLAW_STATE_DIR used to be the state dir itself: a backends.json there (and none in
     state/) keeps working, with a warning that says how to move on."""
@@ -103,6 +104,7 @@ def test_config_precedence_and_the_state_dirs_own_config(tmp_path: Path) -> None
     assert paths.resolve_config("/flag/c.json", str(state), env) == "/flag/c.json"
 
 
+@pytest.mark.slow
 def test_the_demo_state_dir_answers_with_state_dir_alone(tmp_path: Path) -> None:
     """After `memory-router demo --dir D`, `query --state-dir D/state` finds the demo's config."""
     state, _ = starter_workspace(tmp_path / "demo")

@@ -303,6 +303,7 @@ print("pydantic" in sys.modules)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("type_name", BUILT_IN)
 def test_importing_an_adapter_imports_no_pydantic(type_name: str) -> None:
     module = f"memory_router.backends.{type_name}"
@@ -319,6 +320,7 @@ def test_importing_an_adapter_imports_no_pydantic(type_name: str) -> None:
     assert loaded == "False"
 
 
+@pytest.mark.slow
 def test_a_cache_hit_builds_settings_without_pydantic(tmp_path: Path) -> None:
     path, state = _full_config(tmp_path)
     load_config_cached(path, state, environ={})  # writes the cache

@@ -127,6 +127,7 @@ def _comparable(envelope: dict) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_worked_examples_are_what_the_router_prints(tmp_path: Path) -> None:
     examples = worked_examples()
     assert len(examples) >= 5
