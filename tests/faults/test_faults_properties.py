@@ -146,6 +146,7 @@ def _route(tmp: Path, outcomes, query: str, driver: str) -> Envelope:
     return asyncio.run(router.route(query, installed))
 
 
+@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
 @pytest.mark.parametrize("driver", ["async", "blocking"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(OUTCOME, min_size=1, max_size=5), QUERY)
@@ -213,6 +214,7 @@ def _timeless(value):
     return value
 
 
+@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(OUTCOME, min_size=1, max_size=5), QUERY)
 def test_the_one_shot_driver_answers_exactly_as_the_daemons(tmp_path_factory, outcomes, query) -> None:
@@ -232,6 +234,7 @@ def test_the_one_shot_driver_answers_exactly_as_the_daemons(tmp_path_factory, ou
     assert lines["blocking"] == lines["async"]
 
 
+@pytest.mark.slow  # runs after test_envelope_properties, in its tier
 def test_every_outcome_kind_was_exercised() -> None:
     """Runs after the property (file order): the strategy really produced every kind of outcome."""
     if not KINDS_SEEN:

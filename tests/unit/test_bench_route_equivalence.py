@@ -8,6 +8,7 @@ any text, including control characters, identifiers and every signal of the pack
 
 from __future__ import annotations
 
+import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -114,6 +115,7 @@ def as_tuple(m: RuleMatch) -> tuple:
     return (m.rule.number, m.strength, m.signal, m.matched, m.span, m.timed_out)
 
 
+@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
 @settings(max_examples=600, deadline=None)
 @given(query=text)
 def test_match_equals_reference(query: str) -> None:
@@ -121,6 +123,7 @@ def test_match_equals_reference(query: str) -> None:
     assert as_tuple(TABLE.match(clean)) == as_tuple(reference_match(TABLE, clean))
 
 
+@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
 @settings(max_examples=600, deadline=None)
 @given(query=st.one_of(text, st.text()))
 def test_normalise_equals_reference(query: str) -> None:

@@ -72,6 +72,7 @@ words = st.one_of(
 )
 
 
+@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
 @settings(max_examples=500, deadline=None)
 @given(text=st.lists(words, max_size=10).map(" ".join))
 def test_index_terms_equals_reference(text: str) -> None:
