@@ -126,7 +126,9 @@ def _content(word: str, triggers: frozenset[str]) -> bool:
         (len(word) > 1 or word.isdigit())
         and word not in STOPWORDS
         and word not in META_WORDS
-        and not any(word == t or word.startswith(t) or t.startswith(word) for t in triggers if len(t) >= 4)
+        # A trigger word, or one sharing a 4+ letter stem with it ("function"/"functions"); a
+        # shorter word that only begins a trigger ("fi" of "find") is a word of its own.
+        and not any(word.startswith(t) or (len(word) >= 4 and t.startswith(word)) for t in triggers if len(t) >= 4)
         and word not in triggers
     )
 
