@@ -54,4 +54,6 @@ def recency(age_days: float | None) -> float:
     ``RECENCY_HALF_LIFE_DAYS``; 0.85 for an undated hit."""
     if age_days is None:
         return 0.85
-    return 0.85 + 0.15 * 0.5 ** (max(0.0, float(age_days)) / RECENCY_HALF_LIFE_DAYS)
+    # typeshed types float ** float as Any (a negative base gives a complex); this base is 0.5.
+    halved: float = 0.5 ** (max(0.0, float(age_days)) / RECENCY_HALF_LIFE_DAYS)
+    return 0.85 + 0.15 * halved

@@ -162,7 +162,7 @@ class SemanticPlan:
 class Answer:
     """One qmd call's outcome: hits, or a failure already classified into a contract code."""
 
-    hits: list[dict] | None
+    hits: list[dict[str, Any]] | None
     error_code: str | None = None
     error_message: str | None = None
     stderr: str = ""
@@ -436,7 +436,7 @@ def vec_text(query: str) -> str:
     return _VEC_UNSAFE.sub(r"\1", " ".join(query.split()))
 
 
-def cosine_hits(hits: list[dict]) -> list[dict]:
+def cosine_hits(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Hits of a typed ``vec:`` query (``--explain``, no rerank) as ``qmd vsearch`` reports them:
     the score is the hit's best vector score (a cosine), hits under qmd's vsearch floor of 0.3 are
     dropped, best first."""
@@ -461,7 +461,7 @@ def structured_query(query: str, signal: str | None = None) -> str:
     return "\n".join([*lines, f"vec: {vec}"])
 
 
-def really_reranked(hits: list[dict], stderr: str) -> bool:
+def really_reranked(hits: list[dict[str, Any]], stderr: str) -> bool:
     """Whether ``qmd query`` blended a real reranker score into these hits.
 
     Not when it skipped reranking (``rrf.weight`` 1.0), nor when the reranker could not load:
@@ -918,7 +918,7 @@ def build_collection(
             )
 
 
-def demo_setup(workspace: Path, state_dir: Path) -> dict:
+def demo_setup(workspace: Path, state_dir: Path) -> dict[str, Any]:
     """Index the demo workspace (markdown and TypeScript) into a demo qmd collection under
     ``state_dir/qmd``; return the settings that point the demo's router at it."""
     home = state_dir / "qmd"

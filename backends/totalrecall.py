@@ -756,7 +756,7 @@ def _score_by_term_subsets(  # noqa: C901 - one bounded best-first search (docst
     pairs: list[tuple[str, str]],
     quoted: bool,
     postings: dict[str, list[int]],
-    relevance_of,
+    relevance_of: Callable[[int], float],
     limit: int,
 ) -> dict[int, float]:
     """Score the candidates group by group, a group being the entries holding exactly the same

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -36,6 +36,8 @@ from .rules import Step
 
 if TYPE_CHECKING:  # the machine the drivers carry out; it imports this module's values
     from .fallback import Call, Fallback
+
+_T = TypeVar("_T")
 
 # Router-side attempt codes (never produced by a backend).
 COOLDOWN = "COOLDOWN"
@@ -153,7 +155,7 @@ def _settled(
     return checked, elapsed
 
 
-def run_on_new_loop(coro: Coroutine[Any, Any, Any]) -> Any:
+def run_on_new_loop(coro: Coroutine[Any, Any, _T]) -> _T:
     """``asyncio.run`` minus its final wait for the default executor: a worker thread the router
     abandoned at its timeout (SQLite waiting on a lock, a slow file scan) must not hold the answer
     back. Subprocess backends are already killed by then; threads cannot be, so they are left."""

@@ -87,7 +87,8 @@ class LazyGroup(click.Group):
             import importlib
 
             module, attr = LAZY_COMMANDS[name][0].split(":")
-            return getattr(importlib.import_module(module), attr)
+            command: click.Command = getattr(importlib.import_module(module), attr)  # the table names commands
+            return command
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

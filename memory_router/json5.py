@@ -76,7 +76,7 @@ class _Parser:
 
     def members(self, close: str, item: Any, build: type) -> Any:
         self.pos += 1
-        items: list = []
+        items: list[Any] = []
         while self.peek() != close:
             if not self.peek():
                 self.fail(f"missing {close!r}")

@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import paths
 from .errors import InvalidQuery, RouterError, check_state_dir
+
+if TYPE_CHECKING:  # imported when the backends are first read
+    from .installed import Installed
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -66,7 +69,7 @@ class Session:
             self.config = load_config(paths.config_file(opts.config, self.state_dir))
         self.router = Router(self.config, context=default_context(self.state_dir))
 
-    def installed(self):  # -> Installed
+    def installed(self) -> Installed:
         from .installed import load_installed
 
         return load_installed(self.backends_path)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import regex
 
@@ -182,8 +182,9 @@ class RuleTable:
         self.regex_timeout_s = regex_timeout_s
         # The two passes flattened once: (strength, [[pattern, rule, sources, group -> index]]),
         # rules without signals of that strength left out. match() runs on every query. A pattern
-        # not compiled yet (a config loaded from the compiled cache) is None until first reached.
-        self._passes: tuple[tuple[Strength, tuple[list, ...]], ...] = tuple(
+        # not compiled yet (a config loaded from the compiled cache) is None until first reached, so
+        # each entry is a mutable, mixed list (list[Any]), not a tuple.
+        self._passes: tuple[tuple[Strength, tuple[list[Any], ...]], ...] = tuple(
             (
                 strength,
                 tuple(

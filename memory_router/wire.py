@@ -14,8 +14,20 @@ import stat
 
 from . import __version__, envvars
 
-# Path resolution has one home, memory_router.paths (os.path only, no pathlib): re-exported here.
-from .paths import resolve_backends_json, resolve_config, resolve_state_dir  # noqa: F401
+# Path resolution has one home, memory_router.paths (os.path only, no pathlib): re-exported here
+# (the `x as x` form marks an explicit re-export for mypy).
+from .paths import resolve_backends_json as resolve_backends_json
+from .paths import resolve_config as resolve_config
+from .paths import resolve_state_dir as resolve_state_dir
+
+TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, Protocol
+
+    class _Digest(Protocol):  # what _sha256_hex needs of a hash object (its module is found at run time)
+        def hexdigest(self) -> str: ...
+
 
 PROTOCOL = 1
 SOCKET_NAME = "router.sock"
@@ -101,7 +113,7 @@ def context(
     config: str,
     names: frozenset[str] | set[str] = envvars.ALL,
     salt: str = "",
-) -> dict:
+) -> dict[str, Any]:
     """What must be equal for a daemon's answer to be the answer this process would compute.
 
     Environment values are never carried (a context is printed by ``daemon status --json`` and
@@ -130,7 +142,7 @@ def env_digest(salt: str, name: str, value: str | None) -> str | None:
     return _sha256_hex(data)[:32]
 
 
-_SHA256: list = []  # the constructor, found once
+_SHA256: list[Callable[[bytes], _Digest]] = []  # the constructor, found once
 
 
 def _sha256_hex(data: bytes) -> str:
@@ -149,24 +161,24 @@ def _sha256_hex(data: bytes) -> str:
     return _SHA256[0](data).hexdigest()
 
 
-def context_for(theirs: object, **kw: object) -> dict:
+def context_for(theirs: object, **kw: object) -> dict[str, Any]:
     """This process's context in the terms of a daemon's: its salt, and the names it depends on
     together with the ones this client always compares."""
-    their: dict = theirs if isinstance(theirs, dict) else {}
+    their: dict[str, Any] = theirs if isinstance(theirs, dict) else {}
     salt = their.get("env_salt") if isinstance(their.get("env_salt"), str) else ""
     env = their.get("env")
-    their_env: dict = env if isinstance(env, dict) else {}
+    their_env: dict[str, Any] = env if isinstance(env, dict) else {}
     names = set(envvars.ALL) | {n for n in their_env if isinstance(n, str)}
     return context(names=names, salt=salt, **kw)  # type: ignore[arg-type]
 
 
-def context_diff(mine: dict, theirs: object) -> list[str]:
+def context_diff(mine: dict[str, Any], theirs: object) -> list[str]:
     """The keys (``env.NAME`` for variables) on which two contexts differ."""
     if not isinstance(theirs, dict):
         return ["context"]
     diff = [k for k in ("cwd", "state_dir", "backends_json", "config") if mine.get(k) != theirs.get(k)]
     env = theirs.get("env")
-    their_env: dict = env if isinstance(env, dict) else {}
+    their_env: dict[str, Any] = env if isinstance(env, dict) else {}
     for name in sorted(set(mine["env"]) | set(their_env)):
         if name not in their_env or mine["env"].get(name) != their_env.get(name):
             diff.append(f"env.{name}")
@@ -231,7 +243,7 @@ class Connection:
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
-    def request(self, obj: dict, timeout: float | None = 10.0) -> dict:
+    def request(self, obj: dict[str, Any], timeout: float | None = 10.0) -> dict[str, Any]:
         import json
 
         self.send(json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass"))
@@ -244,7 +256,7 @@ class Connection:
             raise DaemonError(f"the daemon at {self.path} sent {type(data).__name__}, not an object")
         return data
 
-    def hello(self) -> dict:
+    def hello(self) -> dict[str, Any]:
         """The handshake; raises :class:`ProtocolMismatch` for a daemon of another version."""
         reply = self.request({"op": "hello", "protocol": PROTOCOL, "version": __version__}, timeout=5.0)
         if reply.get("op") != "hello" and isinstance(reply.get("error_code"), str):
@@ -256,7 +268,7 @@ class Connection:
 
 
 class ProtocolMismatch(DaemonError):
-    def __init__(self, path: str, reply: dict) -> None:
+    def __init__(self, path: str, reply: dict[str, Any]) -> None:
         self.reply = reply
         theirs = reply.get("protocol") if reply.get("op") == "hello" else None
         version = reply.get("version") if isinstance(reply.get("version"), str) else "an older version"

@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from datetime import time as dtime
@@ -87,7 +88,7 @@ def date_workspace(dest: Path, today: date) -> None:
             os.utime(path, (stamp, stamp))
 
 
-def materialize(dest: Path, *, today: date | None = None, log=print) -> DemoWorkspace:
+def materialize(dest: Path, *, today: date | None = None, log: Callable[[str], object] = print) -> DemoWorkspace:
     """Copy the workspace to ``dest``, date the daily logs, prepare each backend, write configs."""
     from memory_router.backends import DemoUnavailable, adapter_module
     from memory_router.config import read_json
