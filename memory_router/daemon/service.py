@@ -49,6 +49,7 @@ from ..envelope import error_envelope
 from ..errors import InvalidQuery, RouterError, check_state_dir
 from ..installed import Installed, load_installed
 from ..routerlog import RouterLog
+from .describe import describe_warmup
 from .protocol import BadRequest, Request, parse_line, parse_request
 from .reload import Reloader, aclose_quietly
 from .stats import Stats
@@ -352,8 +353,6 @@ class Service:
             return
         warmup = facts.get("warmup")
         if isinstance(warmup, dict) and warmup.get("state"):
-            from .control import describe_warmup  # the CLI's wording (daemon status), loaded once here
-
             self.say(f"{name}: warm-up {describe_warmup(warmup)}")
 
     async def aclose(self) -> None:
