@@ -34,8 +34,27 @@ from memory_router.backends.base import (
 
 from .rules import Step
 
-if TYPE_CHECKING:  # the machine the drivers carry out; it imports this module's values
-    from .fallback import Call, Fallback
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol
+
+    # What the drivers need of the machine they carry out (:class:`~.fallback.Fallback` and its
+    # ``Call``), said structurally: fallback builds on this module's values, so importing it here,
+    # even for types only, would make the two import each other. Defined for the type checker
+    # only, so the one-shot query pays nothing for them.
+    class Call(Protocol):
+        @property
+        def backend(self) -> str: ...
+        @property
+        def request(self) -> BackendRequest: ...
+        @property
+        def timeout_s(self) -> float: ...
+
+    class Fallback(Protocol):
+        def next_calls(self, now: float) -> Sequence[Call]: ...
+        def receive(self, outcomes: list[tuple[BackendResponse, int]]) -> None: ...
+        def cancel(self) -> None: ...
+
 
 _T = TypeVar("_T")
 
@@ -213,7 +232,7 @@ async def drive(machine: Fallback, backend_for: Callable[[str], Backend]) -> Non
         machine.receive(outcomes)
 
 
-async def _calls(calls: tuple[Call, ...], backend_for: Callable[[str], Backend]) -> list[tuple[BackendResponse, int]]:
+async def _calls(calls: Sequence[Call], backend_for: Callable[[str], Backend]) -> list[tuple[BackendResponse, int]]:
     if len(calls) == 1:
         call = calls[0]
         return [await call_backend(backend_for(call.backend), call.request, call.timeout_s)]

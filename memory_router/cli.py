@@ -269,7 +269,7 @@ def backends(as_json: bool, **kw: Any) -> None:
 
 
 def _print_backends(path: Path, listed: bool, calibration: Any, rows: list[dict[str, Any]]) -> None:
-    from .daemon.control import describe_runtime
+    from .daemon.describe import describe_runtime
 
     click.echo(f"backends.json: {path}" + ("" if listed else " (missing)"))
     click.echo(f"calibration:   {calibration.problem or calibration.source}")

@@ -21,6 +21,11 @@ from typing import Any, NamedTuple
 
 import orjson
 
+# Re-exported: the defaults live below both this module and config_schema, which declares its
+# fields with them (config imports config_schema to validate; neither imports the other back).
+from .config_defaults import COOLDOWN_DEFAULT as COOLDOWN_DEFAULT
+from .config_defaults import DEFAULTS as DEFAULTS
+from .config_defaults import CooldownConfig as CooldownConfig
 from .errors import InvalidConfig
 from .paths import packaged_config
 from .rules import Rule, RuleTable, Step, compile_rule
@@ -92,28 +97,6 @@ class BackendConfig:
     def __repr__(self) -> str:
         shown = "<not built yet>" if self._settings is _UNSET else repr(self._settings)
         return f"BackendConfig(name={self.name!r}, type={self.type!r}, settings={shown})"
-
-
-class CooldownConfig(NamedTuple):
-    failures: int
-    seconds: float
-
-
-# The defaults of router-config.json's optional settings: config_schema declares its fields with
-# them, and the compiled cache (config_cache, which must not import pydantic) fills absent keys.
-DEFAULTS: Mapping[str, Any] = MappingProxyType(
-    {
-        "threshold": 0.4,
-        "timeout_ms": 5000,
-        "result_limit": 10,
-        "max_query_chars": 4096,
-        "regex_timeout_ms": 50,
-        "table": "extended",
-        "strategy": "sequential",
-        "calibration": "packaged",
-    }
-)
-COOLDOWN_DEFAULT = CooldownConfig(failures=3, seconds=30.0)
 
 
 # A NamedTuple, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .config import COOLDOWN_DEFAULT, DEFAULTS
+from .config_defaults import COOLDOWN_DEFAULT, DEFAULTS
 from .errors import InvalidConfig
 
 

@@ -6,5 +6,7 @@ stdin/stdout transport behind ``memory-router serve``; ``socket_server`` the Uni
 behind ``serve --socket`` (answered by the thin client in :mod:`memory_router.client`, over
 :mod:`memory_router.wire`); ``protocol`` parses request lines; ``stats`` keeps the counters behind
 ``{"op": "stats"}``. The commands: ``serve`` (:mod:`.serve`) and ``daemon status|stop|start``
-(:mod:`.control`).
+(:mod:`.control`); ``describe`` words a backend's runtime facts for them and for ``memory-router
+backends``. ``reload`` returns a ``Snapshot`` that the service swaps in whole, so it never
+imports ``service`` (tests/unit/test_import_graph.py keeps the modules free of import cycles).
 """

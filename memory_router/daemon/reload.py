@@ -1,112 +1,134 @@
 """Hot reload of router-config.json and backends.json for a :class:`~.service.Service`.
 
-A :class:`Reloader` builds the service's router and re-reads whichever of the two files changed
-on disk since it was last read. A file that fails validation is reported (stderr, router.log) and
-the last good version keeps serving; a config reload keeps the instances of backends whose
-settings did not change (and so their warm caches) and closes the others.
+A :class:`Reloader` re-reads whichever of the two files changed on disk since it was last read,
+and returns a new :class:`Snapshot` (the router, backends.json) that the service swaps in in one
+assignment: a request holds the snapshot it started with, so it never sees a router from one
+reload and a backends.json from another. A file that fails validation is reported (stderr,
+router.log) and the last good version keeps serving; a config reload keeps the instances of
+backends whose settings did not change (and so their warm caches) and closes the others.
+
+The Reloader knows nothing of the service: it is given the two paths, how to build a router, the
+cooldown and where to report, so this module does not import :mod:`.service`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from memory_router.backends.base import Backend, ClosableBackend
 
 from ..config import RouterConfig, load_config
+from ..cooldown import Cooldown
 from ..errors import RouterError
-from ..installed import load_installed
+from ..installed import Installed, load_installed
 from ..router import Router
 from .watch import Watched, signature
 
-if TYPE_CHECKING:
-    from .service import Service
+RELOADED = "reloaded"
+FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a service answers with, replaced whole by a reload and never edited.
+
+    ``installed`` is None while backends.json has never been valid; ``installed_error`` then says
+    why (queries answer its error code until the file is fixed)."""
+
+    router: Router
+    installed: Installed | None
+    installed_error: RouterError | None
+
+    @property
+    def config(self) -> RouterConfig:
+        return self.router.config
 
 
 class Reloader:
-    """The part of a :class:`~.service.Service` that (re)builds its router and installed backends."""
+    """Re-reads router-config.json and backends.json when they change, into a new :class:`Snapshot`.
 
-    def __init__(self, service: Service) -> None:
-        self._service = service
-        self._config_file = Watched(service.config_path, signature(service.config_path))
-        self._backends_file = Watched(service.backends_path, signature(service.backends_path))
+    ``make_router(config, keep)`` builds a router reusing the ``keep`` instances; ``overrides``
+    names the backends whose instances the caller supplied (never closed nor replaced here);
+    ``report(kind, message)`` receives ``RELOAD``/``RELOAD_FAILED`` lines."""
 
-    def make_router(self, config: RouterConfig, keep: Mapping[str, Backend]) -> Router:
-        """A router for ``config`` that reuses the ``keep`` instances (and the service's overrides)."""
-        service = self._service
-        if config.cooldown is not None:
-            service.cooldown.configure(config.cooldown.failures, config.cooldown.seconds)
-        return Router(
-            config,
-            context=service.context,
-            log=service.log,
-            backends={**keep, **service.overrides},
-            cooldown=service.cooldown if config.cooldown is not None else None,
-            match_executor=service.match_pool,
-        )
+    def __init__(
+        self,
+        config_path: Path,
+        backends_path: Path,
+        *,
+        make_router: Callable[[RouterConfig, Mapping[str, Backend]], Router],
+        cooldown: Cooldown,
+        overrides: Collection[str],
+        report: Callable[[str, str], None],
+    ) -> None:
+        self.config_path = config_path
+        self.backends_path = backends_path
+        self._make_router = make_router
+        self._cooldown = cooldown
+        self._overrides = overrides
+        self._report = report
+        # Noted now: changes from here on reload.
+        self._config_file = Watched(config_path, signature(config_path))
+        self._backends_file = Watched(backends_path, signature(backends_path))
 
-    def reload(self) -> dict[str, str]:
-        """Re-read whichever of the two files changed on disk since last read (see
-        :meth:`.service.Service.reload`)."""
-        service = self._service
+    def reload(self, current: Snapshot) -> tuple[Snapshot, dict[str, str]]:
+        """The snapshot to serve next (``current`` itself if nothing changed or nothing could be
+        read), and ``{"router-config.json"|"backends.json": "reloaded"|"failed"}`` for the files
+        that changed (see :meth:`.service.Service.reload`)."""
         outcome: dict[str, str] = {}
-        sig = signature(service.config_path)
+        snapshot = current
+        sig = signature(self.config_path)
         if sig != self._config_file.signature:
-            self._config_file = Watched(service.config_path, sig)
-            outcome[service.config_path.name] = self._reload_config()
-        sig = signature(service.backends_path)
+            self._config_file = Watched(self.config_path, sig)
+            snapshot, outcome[self.config_path.name] = self._reload_config(snapshot)
+        sig = signature(self.backends_path)
         if sig != self._backends_file.signature:
-            self._backends_file = Watched(service.backends_path, sig)
-            outcome[service.backends_path.name] = self._reload_installed()
-        return outcome
+            self._backends_file = Watched(self.backends_path, sig)
+            snapshot, outcome[self.backends_path.name] = self._reload_installed(snapshot)
+        return snapshot, outcome
 
-    def _reload_config(self) -> str:
-        service = self._service
+    def _reload_config(self, current: Snapshot) -> tuple[Snapshot, str]:
         try:
-            config = load_config(service.config_path)
+            config = load_config(self.config_path)
         except RouterError as exc:
-            return self._reload_failed(exc, kept=True)
-        old = service.router
+            return current, self._reload_failed(exc, kept=True)
+        old = current.router
         keep: dict[str, Backend] = {}
         for name, instance in old.instances().items():
-            if name in service.overrides:
+            if name in self._overrides:
                 continue
             if config.backends.get(name) == old.config.backends.get(name):
                 keep[name] = instance  # same type and settings: keep its warm caches
             else:
-                service.cooldown.forget(name)
+                self._cooldown.forget(name)
                 close_quietly(instance)
-        service.router = self.make_router(config, keep)
-        service.watcher.stale = True
-        return self._reloaded(
-            f"{service.config_path} reloaded: {len(config.rules.rules)} rules, backends {', '.join(config.backends)}"
-        )
+        router = self._make_router(config, keep)
+        message = f"{self.config_path} reloaded: {len(config.rules.rules)} rules, backends {', '.join(config.backends)}"
+        return replace(current, router=router), self._reloaded(message)
 
-    def _reload_installed(self) -> str:
-        service = self._service
+    def _reload_installed(self, current: Snapshot) -> tuple[Snapshot, str]:
         try:
-            installed = load_installed(service.backends_path)
+            installed = load_installed(self.backends_path)
         except RouterError as exc:
-            if service.installed is None:
-                service.installed_error = exc  # nothing good to keep: report the current problem
-            return self._reload_failed(exc, kept=service.installed is not None)
-        service.installed, service.installed_error = installed, None
+            kept = current.installed is not None
+            if not kept:  # nothing good to keep: report the current problem
+                current = replace(current, installed_error=exc)
+            return current, self._reload_failed(exc, kept=kept)
         usable = ", ".join(installed.usable) or "none"
-        return self._reloaded(f"{service.backends_path} reloaded: usable backends: {usable}")
+        message = f"{self.backends_path} reloaded: usable backends: {usable}"
+        return replace(current, installed=installed, installed_error=None), self._reloaded(message)
 
     def _reloaded(self, message: str) -> str:
-        self._service.stats.reloads["ok"] += 1
-        self._service.say(message)
-        self._service.log.event("RELOAD", message)
-        return "reloaded"
+        self._report("RELOAD", message)
+        return RELOADED
 
     def _reload_failed(self, exc: RouterError, *, kept: bool) -> str:
-        self._service.stats.reloads["failed"] += 1
         message = f"reload failed: {exc}" + (" The last good version keeps serving." if kept else "")
-        self._service.say(message)
-        self._service.log.event("RELOAD_FAILED", message)
-        return "failed"
+        self._report("RELOAD_FAILED", message)
+        return FAILED
 
 
 async def aclose_quietly(instance: object) -> None:

@@ -43,14 +43,16 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend, DescribedBackend, WarmableBackend
 
 from .. import jsonout
-from ..config import load_config
+from ..config import RouterConfig, load_config
 from ..cooldown import Cooldown
 from ..envelope import error_envelope
 from ..errors import InvalidQuery, RouterError, check_state_dir
 from ..installed import Installed, load_installed
+from ..router import Router
 from ..routerlog import RouterLog
+from .describe import describe_warmup
 from .protocol import BadRequest, Request, parse_line, parse_request
-from .reload import Reloader, aclose_quietly
+from .reload import RELOADED, Reloader, Snapshot, aclose_quietly
 from .stats import Stats
 from .watch import Watcher
 
@@ -111,16 +113,55 @@ class Service:
         self.match_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-router-match")
 
         config = load_config(self.config_path)
-        self.cooldown = Cooldown(on_event=self._cooldown_event, clock=clock)
-        self._reloader = Reloader(self)  # notes both files' signatures: changes from now on reload
-        self.router = self._reloader.make_router(config, keep={})
-        self.installed: Installed | None = None
-        self.installed_error: RouterError | None = None
+        self.cooldown = Cooldown(on_event=self._report, clock=clock)
+        # Notes both files' signatures: changes from now on reload.
+        self._reloader = Reloader(
+            self.config_path,
+            backends_path,
+            make_router=self._make_router,
+            cooldown=self.cooldown,
+            overrides=self.overrides.keys(),
+            report=self._report,
+        )
+        router = self._make_router(config, keep={})
         try:
-            self.installed = load_installed(backends_path)
+            installed: Installed | None = load_installed(backends_path)
+            installed_error: RouterError | None = None
         except RouterError as exc:
-            self.installed_error = exc
+            installed, installed_error = None, exc
             self.say(f"warning: {exc} (queries answer {exc.error_code} until it is fixed; it is watched)")
+        # Everything a request reads that a reload changes, swapped whole (see reload.py).
+        self._snapshot = Snapshot(router, installed, installed_error)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The router and backends.json being served; a reload replaces it, never edits it."""
+        return self._snapshot
+
+    @property
+    def router(self) -> Router:
+        return self._snapshot.router
+
+    @property
+    def installed(self) -> Installed | None:
+        return self._snapshot.installed
+
+    @property
+    def installed_error(self) -> RouterError | None:
+        return self._snapshot.installed_error
+
+    def _make_router(self, config: RouterConfig, keep: Mapping[str, Backend]) -> Router:
+        """A router for ``config`` that reuses the ``keep`` instances (and the caller's overrides)."""
+        if config.cooldown is not None:
+            self.cooldown.configure(config.cooldown.failures, config.cooldown.seconds)
+        return Router(
+            config,
+            context=self.context,
+            log=self.log,
+            backends={**keep, **self.overrides},
+            cooldown=self.cooldown if config.cooldown is not None else None,
+            match_executor=self.match_pool,
+        )
 
     @classmethod
     def from_options(
@@ -211,10 +252,10 @@ class Service:
 
     async def _explain(self, request: Request) -> dict[str, Any]:
         assert request.query is not None
-        router, installed = self.router, self.installed
+        snapshot = self._snapshot
+        router, installed = snapshot.router, snapshot.installed
         if installed is None:
-            assert self.installed_error is not None
-            return self._installed_error(request)
+            return self._installed_error(request, snapshot)
         try:
             plan = await router.aplan(request.query, installed, deadline_ms=request.deadline_ms)
         except InvalidQuery as exc:
@@ -232,8 +273,8 @@ class Service:
             "cooldown": {key: cooling[key] for key in (s.health_key for s in plan.steps) if key in cooling},
         }
 
-    def _installed_error(self, request: Request) -> dict[str, Any]:
-        exc = self.installed_error
+    def _installed_error(self, request: Request, snapshot: Snapshot) -> dict[str, Any]:
+        exc = snapshot.installed_error
         assert exc is not None
         self.stats.request("error", exc.error_code)
         return self.error_response(request.id, exc.error_code, str(exc), request.query or "")
@@ -241,10 +282,11 @@ class Service:
     async def _query(self, request: Request) -> dict[str, Any]:
         assert request.query is not None
         started = time.perf_counter()
-        # Snapshot: a reload during the query swaps these for the next request, not this one.
-        router, installed = self.router, self.installed
+        # A reload during the query swaps the snapshot for the next request, not this one.
+        snapshot = self._snapshot
+        router, installed = snapshot.router, snapshot.installed
         if installed is None:
-            return self._installed_error(request)
+            return self._installed_error(request, snapshot)
         slots = self._semaphore()
         self._in_flight += 1
         try:
@@ -272,6 +314,7 @@ class Service:
         return self._slots
 
     def stats_snapshot(self) -> dict[str, Any]:
+        snapshot = self._snapshot
         return {
             **self.stats.snapshot(),
             "in_flight": self._in_flight,
@@ -279,11 +322,11 @@ class Service:
             "pid": os.getpid(),
             "config": str(self.config_path),
             "backends_json": str(self.backends_path),
-            "backends_json_error": str(self.installed_error)
-            if self.installed is None and self.installed_error
+            "backends_json_error": str(snapshot.installed_error)
+            if snapshot.installed is None and snapshot.installed_error
             else None,
-            "cooldown": self.cooldown.snapshot() if self.router.cooldown is not None else None,
-            "deadline_ms": self.router.config.deadline_ms,
+            "cooldown": self.cooldown.snapshot() if snapshot.router.cooldown is not None else None,
+            "deadline_ms": snapshot.config.deadline_ms,
         }
 
     async def runtime_facts(self) -> dict[str, Any]:
@@ -305,9 +348,16 @@ class Service:
         Returns ``{"router-config.json"|"backends.json": "reloaded"|"failed"}`` for the files
         that changed. Called by the watcher; transports may call it too (SIGHUP).
         """
-        return self._reloader.reload()
+        before = self._snapshot
+        self._snapshot, outcome = self._reloader.reload(before)
+        if self._snapshot.router is not before.router:
+            self.watcher.stale = True  # the new router may create backends whose data to watch
+        for result in outcome.values():
+            self.stats.reloads["ok" if result == RELOADED else "failed"] += 1
+        return outcome
 
-    def _cooldown_event(self, kind: str, message: str) -> None:
+    def _report(self, kind: str, message: str) -> None:
+        """A cooldown or reload event: on stderr and in router.log."""
         self.say(message)
         self.log.event(kind, message)
 
@@ -352,8 +402,6 @@ class Service:
             return
         warmup = facts.get("warmup")
         if isinstance(warmup, dict) and warmup.get("state"):
-            from .control import describe_warmup  # the CLI's wording (daemon status), loaded once here
-
             self.say(f"{name}: warm-up {describe_warmup(warmup)}")
 
     async def aclose(self) -> None:

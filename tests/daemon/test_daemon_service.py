@@ -398,3 +398,43 @@ def test_cooldown_is_per_search_mode(tmp_path: Path) -> None:
     assert (symbol["routed_to"], symbol["routed_mode"], codes(symbol)) == ("qmd", "search", [("qmd", None)])
     plan = ask(service, {"id": 4, "query": concept, "explain": True})
     assert list(plan["cooldown"]) == ["qmd/vsearch"] and plan["cooldown"]["qmd/vsearch"]["cooling_down"]
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")  # as editors save: a new inode renamed over the old
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def test_a_reload_swaps_in_a_new_snapshot_whole_and_never_edits_the_one_a_request_holds(tmp_path: Path) -> None:
+    import dataclasses
+
+    qmd = MockBackend("qmd", answer(Result(title="q", content="q", source="s", relevance=0.9)))
+    service = make_service(tmp_path, {"qmd": qmd}, threshold=0.4)
+    try:
+        first = service.snapshot
+        assert first.config.threshold == 0.4 and first.installed is not None and "cognee" in first.installed.usable
+
+        _replace(service.backends_path, orjson.dumps({"backends": {"qmd": {"status": "ready"}}}))
+        assert service.reload() == {"backends.json": "reloaded"}
+        second = service.snapshot
+        assert second is not first and second.router is first.router  # backends.json alone: same router
+        assert second.installed is not None and second.installed.usable == ["qmd"]
+        assert first.installed is not None and "cognee" in first.installed.usable  # the old one untouched
+
+        config = read_json(service.config_path)
+        _replace(service.config_path, orjson.dumps({**config, "threshold": 0.7}))
+        assert service.reload() == {"router-config.json": "reloaded"}
+        third = service.snapshot
+        assert third.config.threshold == 0.7 and second.config.threshold == 0.4
+        assert third.installed is second.installed
+        assert third.router.backend("qmd") is qmd  # the caller's instance survives the new router
+
+        _replace(service.config_path, b"{ not json")
+        assert service.reload() == {"router-config.json": "failed"}
+        assert service.snapshot is third  # the last good version keeps serving, as it was
+        assert service.stats.snapshot()["reloads"] == {"ok": 2, "failed": 1}
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            third.router = first.router  # type: ignore[misc]
+    finally:
+        service.match_pool.shutdown()

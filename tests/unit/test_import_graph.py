@@ -1,0 +1,178 @@
+"""No import cycles between the modules of memory_router/ and backends/ (issue 23).
+
+The graph is read from the source with ``ast``, so it counts every ``import`` statement: at module
+level, inside functions (the lazy imports that keep the one-shot query's cold start small) and under
+``if TYPE_CHECKING:`` (not executed, but still a dependency of the design: a module that names
+another's type depends on it). Left out: ``importlib.import_module("...")`` strings (cli's
+LAZY_COMMANDS, which look subcommands up by name) and the implicit import of a package's
+``__init__`` when one of its submodules is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# Folder -> the package it installs as (pyproject's package-dir maps backends/ to memory_router.backends).
+PACKAGES = {ROOT / "memory_router": "memory_router", ROOT / "backends": "memory_router.backends"}
+
+
+def module_files(packages: Mapping[Path, str]) -> dict[str, Path]:
+    """Every module's dotted name -> its file (a package is its ``__init__.py``)."""
+    found: dict[str, Path] = {}
+    for folder, package in packages.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            # A subfolder already mapped to a package of its own (backends/ inside memory_router/ never is).
+            found.setdefault(name, path)
+    return found
+
+
+def imported_names(path: Path, module: str) -> Iterator[str]:
+    """The dotted names each import statement of ``path`` can bind (candidates, resolved below)."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target
+            # `from pkg import name`: name may be a submodule (then that module is the dependency).
+            yield from (f"{target}.{alias.name}" for alias in node.names if alias.name != "*")
+
+
+def import_graph(packages: Mapping[Path, str]) -> dict[str, set[str]]:
+    """module -> the project modules it imports."""
+    files = module_files(packages)
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        for target in imported_names(path, name):
+            if target in files and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def _only_submodules(path: Path, module: str, files: Mapping[str, Path]) -> set[str]:
+    """Packages that ``path`` names only as ``from pkg import submodule[, submodule]``."""
+    only: set[str] = set()
+    other: set[str] = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if all(f"{target}.{alias.name}" in files for alias in node.names):
+                only.add(target)
+            else:
+                other.add(target)
+        elif isinstance(node, ast.Import):
+            other.update(alias.name for alias in node.names)
+    return only - other
+
+
+def project_graph(packages: Mapping[Path, str] = PACKAGES) -> dict[str, set[str]]:
+    """module -> the project modules it imports; ``from pkg import submodule`` depends on the
+    submodule, not on ``pkg`` (unless the file takes something else from ``pkg`` too)."""
+    files = module_files(packages)
+    graph = import_graph(packages)
+    for name, path in files.items():
+        graph[name] -= _only_submodules(path, name, files)
+    return graph
+
+
+def components(graph: Mapping[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def connect(node: str) -> None:  # the graph has ~100 nodes: recursion is fine
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = {stack.pop()}
+            while node not in component:
+                component.add(stack.pop())
+            on_stack.difference_update(component)
+            if len(component) > 1:
+                found.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def shortest_cycle(graph: Mapping[str, set[str]], component: set[str]) -> list[str]:
+    """``[start, ..., start]`` through the component's alphabetically first module (breadth-first)."""
+    start = min(component)
+    parent: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(graph[node] & component):
+            if nxt == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return [*reversed(path), start]
+            if nxt not in parent:
+                parent[nxt] = node
+                queue.append(nxt)
+    raise AssertionError(f"{start} is in a component but on no cycle")
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle naming each tangle of modules that import each other, sorted."""
+    return sorted(shortest_cycle(graph, component) for component in components(graph))
+
+
+def test_the_modules_of_memory_router_and_backends_import_each_other_without_a_cycle():
+    graph = project_graph()
+    assert "memory_router.daemon.service" in graph and "memory_router.backends.qmd" in graph
+    found = cycles(graph)
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
+
+
+def test_the_graph_counts_imports_in_functions_under_type_checking_and_relative_ones(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from .sub import b\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..c import C\n")
+    (pkg / "c.py").write_text("import pkg.a\n")
+    (pkg / "d.py").write_text("from pkg import c\n")  # imports c, not the package: no edge to pkg
+    graph = project_graph({pkg: "pkg"})
+    assert graph["pkg.d"] == {"pkg.c"}
+    assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]]
+
+
+def test_each_tangle_is_named_once_by_a_shortest_cycle_and_a_chain_is_no_cycle():
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"b"}, "d": {"a"}, "x": {"y"}, "y": {"z"}, "z": {"x"}}
+    assert cycles(graph) == [["a", "b", "a"], ["x", "y", "z", "x"]]
+    assert cycles({"x": {"y"}, "y": {"z"}, "z": set()}) == []
