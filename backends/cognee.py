@@ -416,8 +416,8 @@ class CogneeBackend:
         )
 
     def calibration_key(self, mode: str | None) -> str:
-        """The calibration map (memory_router.calibration): ``cognee``, which LoCoMo could not
-        fit (no Cognee in its tier), so the pooled ``default`` map answers for it."""
+        """The calibration map (memory_router.calibration): ``cognee``. LoCoMo's tier has no graph
+        to measure it on, so none is shipped and Cognee's relevance stays its own."""
         return "cognee"
 
     def probe(self) -> Probe:

@@ -17,7 +17,8 @@ Per calibration key (``qmd:search``, ``qmd:vsearch``, ``qmd:query``, ``totalreca
 2. the first result's step map: isotonic regression (pool adjacent violators, blocks of at least
    1/12 of the answers) of "the first result is a hit" on its logistic value.
 
-``default`` is fitted the same way on every key pooled. Then the script prints, per key, the
+Only measured configurations get a map (the router keeps the native relevance of any other).
+Then the script prints, per key, the
 calibration table before and after (relevance bucket -> share of answers, hit@1 and hit@10 of
 the answers in the bucket) and replays the router's decision rule over the recorded answers with
 the shipped code (memory_router.calibration): sequential fallback with the spec's table and with
@@ -211,14 +212,12 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
 
 
 def fit(per_key: dict[str, dict[tuple[str, str], Answer]], keep: Any = None) -> dict[str, Model]:
-    """The maps per key and ``default``, fitted on the questions ``keep`` accepts (all: None)."""
+    """The maps per key, fitted on the questions ``keep`` accepts (all: None)."""
 
     def chosen(recorded: dict[tuple[str, str], Answer]) -> list[Answer]:
         return [a for q, a in recorded.items() if keep is None or keep(q)]
 
-    models = {key: fit_key(chosen(recorded)) for key, recorded in per_key.items()}
-    models["default"] = fit_key([a for recorded in per_key.values() for a in chosen(recorded)])
-    return models
+    return {key: fit_key(chosen(recorded)) for key, recorded in per_key.items()}
 
 
 # ---------------------------------------------------------------------------- applying (the shipped code)

@@ -33,11 +33,13 @@ result holds what was asked. Replayed on LoCoMo, this did better on both hit@1 a
 recall@10 than judging an answer by its first three results or calibrating it to hit@10
 (docs/calibration.md).
 
-It is static while routing: nothing is learnt from live queries. A key with no fitted map (a
-command backend, Cognee, a qmd configuration that was not measured) uses the ``default`` map fitted
-on all backends pooled, over the features every backend has. When the data file is missing or
-unreadable the router keeps the native values and ``memory-router backends`` says why; a query
-never fails for it.
+It is static while routing: nothing is learnt from live queries. Only what was measured is
+mapped: a configuration without a fitted map (Cognee, which the LoCoMo tier has no graph for; qmd
+with another embedding model or a reranker on disk; a command backend) keeps its native relevance
+rather than a guess, and ``memory-router backends`` names the map (or ``native``) per mode. A
+query with no content term at all ("why did we do it that way") gives the features nothing to go
+on: its answers keep their native relevance too. When the data file is missing or unreadable the
+router keeps the native values and ``memory-router backends`` says why; a query never fails for it.
 """
 
 from __future__ import annotations
@@ -105,15 +107,12 @@ class Calibration(NamedTuple):
         return self.problem is None and bool(self.models)
 
     def model_for(self, key: str) -> tuple[str, Model | None]:
-        """The map that answers for an adapter's calibration key (its own, else the pooled
-        ``default``) and its name; ``("native", None)`` when calibration is off."""
+        """The map fitted for an adapter's calibration key, and its name; ``("native", None)``
+        when calibration is off or that configuration was not measured."""
         if not self.active:
             return "native", None
-        for candidate in (key, "default"):
-            model = self.models.get(candidate)
-            if model is not None:
-                return candidate, model
-        return "native", None
+        model = self.models.get(key)
+        return (key, model) if model is not None else ("native", None)
 
     def apply(self, key: str, query: str, response: BackendResponse) -> BackendResponse:
         """``response`` with every result's relevance calibrated by the map for ``key`` (its
@@ -125,6 +124,8 @@ class Calibration(NamedTuple):
         if model is None:
             return response
         terms = query_terms(query)
+        if not terms:  # "why did we do it that way": nothing to judge a result by; the backend's word stands
+            return response
         results: list[Result] = []
         cap = 1.0
         for position, hit in enumerate(response.results, start=1):

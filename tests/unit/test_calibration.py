@@ -59,9 +59,10 @@ def test_the_packaged_calibration_loads_and_maps_every_backend_the_bench_measure
     calibration = load("packaged")
     assert calibration.problem is None, calibration.problem
     assert calibration.active
-    for key in ("qmd:search", f"qmd:vsearch:{MINILM}", f"qmd:query:{MINILM}", "totalrecall", "lossless", "default"):
+    for key in ("qmd:search", f"qmd:vsearch:{MINILM}", f"qmd:query:{MINILM}", "totalrecall", "lossless"):
         assert key in calibration.models, key
-    assert calibration.model_for("cognee") == ("default", calibration.models["default"])
+    # What was not measured keeps its own relevance rather than a guess.
+    assert calibration.model_for("cognee") == ("native", None)
 
 
 @pytest.mark.parametrize(
@@ -140,6 +141,9 @@ def test_calibrating_keeps_the_backends_order_the_contract_and_the_native_value(
     calibration = Calibration({"qmd:query": model}, "test")
     before = response(query, *relevances, text=query)
     after = calibration.apply("qmd:query", query, before)
+    if not query_terms(query):  # nothing to judge by: the backend's own values stand
+        assert after == before
+        return
     values = [r.relevance for r in after.results]
     assert all(0.0 <= v <= 1.0 for v in values)
     assert values == sorted(values, reverse=True)
@@ -246,9 +250,17 @@ def test_qmd_names_its_embedding_model_and_reranker_in_its_calibration_key(tmp_p
     (cache / "qmd" / "models").mkdir(parents=True)
     (cache / "qmd" / "models" / "hf_ggml-org_qwen3-reranker-0.6b-q8_0.gguf").write_bytes(b"gguf")
     assert backend.calibration_key("query") == f"qmd:query:{MINILM}:rerank"  # reranked scores: another map
-    # qmd's own default embedding model was not measured: the pooled map answers for it.
+    # qmd's own default embedding model was not measured: its relevance stays qmd's own.
     default = qmd_module.create(
         "qmd", qmd_module.Settings(), BackendContext(tmp_path / "s", {"HOME": str(tmp_path)}, tmp_path)
     )
     assert default.calibration_key("vsearch") == "qmd:vsearch:embeddinggemma-300M-Q8_0"
-    assert load("packaged").model_for(default.calibration_key("vsearch"))[0] == "default"
+    assert load("packaged").model_for(default.calibration_key("vsearch"))[0] == "native"
+
+
+def test_a_query_without_content_terms_keeps_the_native_relevance():
+    """"why did we do it that way": no term to judge coverage by, so the map has nothing to go on."""
+    calibration = Calibration({"lossless": Model(-9.0, 0.0, 0.0, 0.0)}, "test")
+    before = response("why did we do it that way", 0.55, 0.5)
+    assert calibration.apply("lossless", "why did we do it that way", before) == before
+    assert calibration.apply("lossless", "why the schema", before).normalized_relevance < 0.01

@@ -123,6 +123,8 @@ def _comparable(envelope: dict) -> dict:
     for result in env["results"]:
         result.pop("timestamp")
         result["relevance"] = result["relevance"] >= 0.4
+        if "native_relevance" in result:  # the adapter's own figure, before calibration: decays alike
+            result["native_relevance"] = result["native_relevance"] >= 0.4
         result["path"] = re.sub(r"\d{4}-\d{2}-\d{2}", "DATE", result["path"])
     return env
 
