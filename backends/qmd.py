@@ -803,8 +803,8 @@ class QmdBackend:
         """The calibration map of a mode (memory_router.calibration). Vector scores depend on the
         embedding model, and ``query``'s on whether a reranker is on disk, so those modes name
         them: ``qmd:search``, ``qmd:vsearch:<embed model>``, ``qmd:query:<embed model>[:rerank]``
-        (the model's file name without ``.gguf``). A configuration that was not measured falls
-        to the calibration's pooled ``default`` map."""
+        (the model's file name without ``.gguf``). A configuration that was not measured has no
+        map, and its relevance stays qmd's own."""
         mode = mode or DEFAULT_MODE
         if mode == "search":
             return "qmd:search"
