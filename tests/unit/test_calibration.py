@@ -259,7 +259,7 @@ def test_qmd_names_its_embedding_model_and_reranker_in_its_calibration_key(tmp_p
 
 
 def test_a_query_without_content_terms_keeps_the_native_relevance():
-    """"why did we do it that way": no term to judge coverage by, so the map has nothing to go on."""
+    """A query such as 'why did we do it that way' has no term to judge coverage by: nothing to go on."""
     calibration = Calibration({"lossless": Model(-9.0, 0.0, 0.0, 0.0)}, "test")
     before = response("why did we do it that way", 0.55, 0.5)
     assert calibration.apply("lossless", "why did we do it that way", before) == before
