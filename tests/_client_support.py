@@ -83,6 +83,7 @@ def without_timings(envelope: dict) -> dict:
     env.pop("normalized_relevance", None)
     for result in env.get("results") or []:
         result.pop("relevance", None)
+        result.pop("native_relevance", None)  # the backend's own figure: Total Recall's decays with time too
     return env
 
 
