@@ -1,46 +1,204 @@
-"""``Frozen``: the one base of the immutable value classes a cold query defines.
+"""``Frozen``: the one idiom for immutable values in memory-router. This is the rule's one home.
 
-``Result``, ``BackendResponse``, ``BackendContext`` (``backends/base.py``), ``Envelope`` and
-``Rule`` are frozen values, but not ``@dataclass(frozen=True)``: defining a dataclass costs a
-cold query ~0.5-1 ms, because it generates its methods' source and ``exec()``s it. This class
-gives them what the dataclass did, from one class attribute, with ordinary methods that are
-defined once, here: no code generation, no ``dataclasses`` import. Standard library only.
+**The rule.** A value (a record that is built once and then only read: a result, a response, an
+envelope, a rule, a plan step, a parsed config, an adapter's internal record) is a subclass of
+:class:`Frozen`, declared with class annotations and defaults::
 
-A subclass declares ``__slots__`` (its fields and any private cache) and ``_FIELDS`` (its value
-fields in the constructor's order), and sets them in ``__init__`` with :meth:`Frozen._init` (or
-with ``object.__setattr__`` where building one is on the hot path, see there). It
-then is immutable (``AttributeError`` naming the class), equal to an instance of its own type
-with equal fields, hashed by its fields (a ``TypeError`` while one is unhashable, as a frozen
-dataclass), shown as ``Name(field=value, ...)``, picklable and copyable, and has
-:meth:`Frozen.replace`. Pickling, copying and ``replace`` rebuild through the class's own
-``__init__``, so its checks run on every copy.
+    class Step(Frozen):
+        backend: str
+        mode: str | None = None
+
+It is then immutable (``AttributeError`` naming the class), slotted (no ``__dict__``), equal only
+to a value of exactly its own type with equal fields (never to a tuple, unlike a ``NamedTuple``:
+``Step("qmd") != ("qmd", None)``), hashed by its fields (a ``TypeError`` while one is unhashable,
+as a frozen dataclass), shown as ``Name(field=value, ...)``, picklable and copyable, and has
+:meth:`Frozen.replace`. It does not unpack or index as a tuple: read fields by name. Fields that
+hold several things hold tuples (or read-only mappings), so a value is immutable all the way
+down where it can be.
+
+* Checks: a class that checks its values defines ``__post_init__(self)`` (it raises); it runs
+  after every construction, so :meth:`~Frozen.replace`, pickling and copying check again.
+* A class that needs its own constructor (extra keyword fields, conversions, the classes built
+  per hit: ``Result``, ``BackendResponse``) writes ``__init__`` and sets its slots with
+  :meth:`Frozen._init` or ``object.__setattr__``. Slots outside the value (a cache) are listed
+  in the class's own ``__slots__``; they are not fields (not compared, hashed, shown or copied).
+* Not values: mutable state (a cache, a connection, a session) is a plain class with
+  ``__slots__``; input from users (router-config.json, adapter ``Settings``) is validated by
+  pydantic models and pydantic dataclasses, because their errors name the field and the fix.
+
+**Why not ``@dataclass`` or ``NamedTuple``.** Cold start: a cold ``memory-router query`` defines
+every class it uses, and defining a ``@dataclass`` costs ~0.5-1 ms (it generates its methods'
+source and ``exec()``s it; docs/benchmarks.md, *Cold start*). A ``NamedTuple`` is cheaper to
+define but is a tuple: it equals any tuple with the same items and unpacks by position, which
+lets a renamed or reordered field go unnoticed. ``Frozen`` reads the annotations once per class,
+in :class:`_FrozenMeta`, and shares one set of ordinary methods defined here: no code
+generation, no ``dataclasses`` import, standard library only. ``typing.dataclass_transform``
+tells type checkers what the constructor takes.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:  # typing_extensions is a type checker's business; importing it would cost a cold query
+
+    def dataclass_transform(**_: object) -> Any:
+        return lambda cls: cls
+
 
 _F = TypeVar("_F", bound="Frozen")
 
+# Defaults a class body may not share between instances (as a dataclass refuses them).
+_MUTABLE_DEFAULTS = (list, dict, set, bytearray)
 
-class Frozen:
-    """An immutable slotted value: equality, hash, repr, pickling and ``replace`` from ``_FIELDS``.
 
-    Subclasses keep ``__slots__`` (so instances have no ``__dict__``). The value is
-    :meth:`_field_dict`: by default the ``_FIELDS`` in order, which a subclass with more to its
-    value (``Result``'s extra keys) extends; it must hold every ``_FIELDS`` entry, so that equal
-    values hash alike. Slots outside ``_FIELDS`` (a cache) are not part of the value."""
+def _is_classvar(annotation: object) -> bool:
+    """Whether an annotation (a string under ``from __future__ import annotations``) is ClassVar."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+    text = text.removeprefix("typing.").removeprefix("t.")
+    return text == "ClassVar" or text.startswith("ClassVar[") or annotation is ClassVar
+
+
+def _own_annotations(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The class body's annotations, in order."""
+    if "__annotations__" in namespace:
+        return dict(namespace["__annotations__"])
+    annotate = namespace.get("__annotate__")  # Python >= 3.14 without the __future__ import
+    if annotate is None:
+        return {}
+    import annotationlib  # type: ignore[import-not-found,unused-ignore]
+
+    return dict(annotationlib.call_annotate_function(annotate, annotationlib.Format.FORWARDREF))
+
+
+@dataclass_transform(eq_default=True, frozen_default=True)
+class _FrozenMeta(type):
+    """Makes a :class:`Frozen` subclass's fields from its annotations: ``_FIELDS`` (the base
+    classes' fields, then its own, in order), ``_DEFAULTS``, ``__slots__`` and
+    ``__match_args__``. Runs once per class definition; no code is generated."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs: Any) -> _FrozenMeta:
+        if "_FIELDS" in namespace or "_DEFAULTS" in namespace or "_TAILS" in namespace:
+            raise TypeError(f"{name}: declare a Frozen value's fields as class annotations, not _FIELDS")
+        inherited: tuple[str, ...] = ()
+        defaults: dict[str, Any] = {}
+        for base in reversed(bases):
+            inherited += tuple(f for f in getattr(base, "_FIELDS", ()) if f not in inherited)
+            defaults.update(getattr(base, "_DEFAULTS", {}))
+        extra_slots = namespace.get("__slots__", ())
+        extra_slots = (extra_slots,) if isinstance(extra_slots, str) else tuple(extra_slots)
+        own = tuple(
+            field
+            for field, annotation in _own_annotations(namespace).items()
+            if field not in extra_slots and field not in inherited and not _is_classvar(annotation)
+        )
+        defaults.update(_take_defaults(name, own, namespace))
+        fields = inherited + own
+        if "__init__" not in namespace:  # the generic constructor takes them in this order
+            _check_order(name, fields, defaults)
+        namespace["__slots__"] = own + tuple(s for s in extra_slots if s not in own)
+        namespace["_FIELDS"] = fields
+        namespace["_DEFAULTS"] = MappingProxyType(defaults)
+        namespace["__match_args__"] = fields
+        # For each count of positional arguments, the defaults of the fields after them (None
+        # where one of those has no default): the generic __init__'s fast path.
+        namespace["_TAILS"] = tuple(
+            tuple(defaults[f] for f in fields[n:]) if all(f in defaults for f in fields[n:]) else None
+            for n in range(len(fields) + 1)
+        )
+        return super().__new__(mcs, name, bases, namespace, **kwargs)
+
+
+def _take_defaults(name: str, fields: tuple[str, ...], namespace: dict[str, Any]) -> dict[str, Any]:
+    """The class body's defaults of ``fields``, taken out of it (a class attribute would clash
+    with the slot of the same name)."""
+    defaults = {}
+    for field in fields:
+        if field in namespace:
+            default = namespace.pop(field)
+            if isinstance(default, _MUTABLE_DEFAULTS):
+                raise TypeError(
+                    f"{name}.{field}: a mutable default ({type(default).__name__}) would be shared by "
+                    "every instance; use a tuple, a frozenset or a MappingProxyType"
+                )
+            defaults[field] = default
+    return defaults
+
+
+def _check_order(name: str, fields: tuple[str, ...], defaults: dict[str, Any]) -> None:
+    """No field without a default after one with a default (as in a function's signature)."""
+    with_default = [field for field in fields if field in defaults]
+    for field in fields[fields.index(with_default[0]) :] if with_default else ():
+        if field not in defaults:
+            raise TypeError(f"{name}: field {field!r} without a default follows one with a default")
+
+
+class Frozen(metaclass=_FrozenMeta):
+    """An immutable slotted value whose fields are its class annotations; see the module docstring.
+
+    The value is :meth:`_field_dict`: by default the ``_FIELDS`` in order, which a subclass with
+    more to its value (``Result``'s extra keys) extends; it must hold every ``_FIELDS`` entry, so
+    that equal values hash alike."""
 
     __slots__ = ()
     _FIELDS: ClassVar[tuple[str, ...]]
     """The value fields, in the order ``__init__`` takes them (positionally or by keyword)."""
+    _DEFAULTS: ClassVar[MappingProxyType[str, Any]]
+    """The fields with a default, and the default."""
+    _TAILS: ClassVar[tuple[tuple[Any, ...] | None, ...]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # One generic constructor for every class: the fields by position, then by keyword, then
+        # the defaults; the errors read like those of a written-out signature.
+        fields = self._FIELDS
+        if kwargs or len(args) != len(fields):
+            args = self._bind(args, kwargs)
+        setter = object.__setattr__
+        for field, value in zip(fields, args, strict=True):
+            setter(self, field, value)
+        self.__post_init__()
+
+    @classmethod
+    def _bind(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """Every field's value, in order, from the constructor's arguments and the defaults."""
+        fields, name = cls._FIELDS, cls.__name__
+        if len(args) > len(fields):
+            raise TypeError(f"{name}() takes {len(fields)} positional arguments but {len(args)} were given")
+        if not kwargs:
+            tail = cls._TAILS[len(args)]  # the common short call: the rest are defaults
+            if tail is not None:
+                return args + tail
+        defaults = cls._DEFAULTS
+        values = list(args)
+        missing = []
+        for field in fields[len(args) :]:
+            if field in kwargs:
+                values.append(kwargs.pop(field))
+            elif field in defaults:
+                values.append(defaults[field])
+            else:
+                missing.append(field)
+        for field in kwargs:
+            if field in fields:
+                raise TypeError(f"{name}() got multiple values for argument {field!r}")
+            raise TypeError(f"{name}() got an unexpected keyword argument {field!r}")
+        if missing:
+            raise TypeError(f"{name}() missing required argument(s): {', '.join(map(repr, missing))}")
+        return tuple(values)
+
+    def __post_init__(self) -> None:
+        """Check the fields (raise if they are wrong); runs after the generic ``__init__``, so on
+        every construction, copy and :meth:`replace` too. Nothing to check by default."""
 
     def _init(self, *values: Any, **others: Any) -> None:
-        """Set the slots from ``__init__``, past the refusing :meth:`__setattr__`: ``values`` are
-        the ``_FIELDS`` in order (all of them), ``others`` any slots outside the value (a cache).
-        The classes built per hit or per call (``Result``, ``BackendResponse``, ``Envelope``) set
-        their slots with ``object.__setattr__`` directly instead: this loop costs ~0.6 us more
-        per object, which the daemon would pay for every hit of every query."""
+        """Set the slots from a hand-written ``__init__``, past the refusing :meth:`__setattr__`:
+        ``values`` are the ``_FIELDS`` in order (all of them), ``others`` any slots outside the
+        value (a cache). The classes built per hit or per call (``Result``, ``BackendResponse``)
+        set their slots with ``object.__setattr__`` directly instead: this loop costs ~0.6 us
+        more per object, which the daemon would pay for every hit of every query."""
         setter = object.__setattr__
         for name, value in zip(self._FIELDS, values, strict=True):
             setter(self, name, value)
@@ -68,8 +226,9 @@ class Frozen:
         raise AttributeError(f"{type(self).__name__} is immutable (cannot delete {name!r})")
 
     def __eq__(self, other: object) -> bool:
-        # isinstance rather than a dataclass's exact-type check: what these classes always did.
-        if not isinstance(other, type(self)):
+        # Exactly the same type, as a dataclass: a value never equals a tuple, a subclass or
+        # another class with the same fields.
+        if type(other) is not type(self):
             return NotImplemented
         return self._field_dict() == other._field_dict()
 

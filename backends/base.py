@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ._frozen import Frozen
 
@@ -73,8 +73,7 @@ class Result(Frozen):
     A slotted :class:`~._frozen.Frozen` class, not a pydantic model: every CLI query builds these,
     and importing pydantic would cost more than the rest of a cold query (docs/benchmarks.md, *Cold start*)."""
 
-    _FIELDS = ("content", "relevance", "source", "timestamp")
-    __slots__ = (*_FIELDS, "extra")
+    __slots__ = ("extra",)  # a slot, not a field: the extra keys are keywords of the value
     content: str
     relevance: float
     source: str
@@ -143,24 +142,10 @@ class BackendResponse(Frozen):
     :meth:`replace` (field names only). Immutable; checked when built (a known status,
     :class:`Result` objects, ``normalized_relevance`` in 0..1); equal and hashed by its fields.
 
-    A slotted :class:`~._frozen.Frozen` class, not a dataclass: defining a dataclass costs a cold
-    query ~1 ms."""
+    A :class:`~._frozen.Frozen` value (the one idiom for values: see there), with its own
+    keyword-only constructor."""
 
     # The contract's fields in its order: as_dict, repr, eq, hash and pickling follow it.
-    _FIELDS = (
-        "query_echo",
-        "results",
-        "result_count",
-        "status",
-        "error_message",
-        "error_code",
-        "backend_duration_ms",
-        "normalized_relevance",
-        "backend",
-        "query_sent",
-        "note",
-    )
-    __slots__ = _FIELDS
     query_echo: str
     results: tuple[Result, ...]
     result_count: int
@@ -270,7 +255,7 @@ class BackendResponse(Frozen):
         )
 
 
-class BackendRequest(NamedTuple):
+class BackendRequest(Frozen):
     """What the router asks of a backend.
 
     ``mode`` is the rule's mode for this step (``search``/``vsearch``/``query`` for qmd, ``None``
@@ -288,7 +273,7 @@ class BackendRequest(NamedTuple):
     Keyword adapters (qmd search) drop its literal words: they say how to search, not what for."""
 
 
-class Probe(NamedTuple):
+class Probe(Frozen):
     """Whether an adapter can run on this machine, for ``memory-router backends``: ``facts`` are
     JSON values shown beside ``detail`` (paths, counts, versions)."""
 
@@ -381,7 +366,6 @@ class WatchableBackend(Protocol):
     def invalidate(self) -> None: ...
 
 
-# A Frozen class, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
 class BackendContext(Frozen):
     """What an adapter may know about its surroundings when it is created.
 
@@ -392,8 +376,6 @@ class BackendContext(Frozen):
     hashable only if ``environ`` is (a ``dict`` is not), as the frozen dataclass it replaces.
     """
 
-    _FIELDS = ("state_dir", "environ", "cwd", "long_lived")
-    __slots__ = _FIELDS
     state_dir: Path
     environ: Mapping[str, str]
     cwd: Path

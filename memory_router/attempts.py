@@ -21,8 +21,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from memory_router.backends._frozen import Frozen
 from memory_router.backends.base import (
     BACKEND_ERROR,
     QUERY_TIMEOUT,
@@ -63,14 +64,14 @@ COOLDOWN = "COOLDOWN"
 DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 
 
-class Policy(NamedTuple):
+class Policy(Frozen):
     threshold: float = 0.4
     timeout_s: float = 5.0
     limit: int = 10
     deadline_s: float | None = None  # overall budget for the whole query; None: no deadline
 
 
-class Attempt(NamedTuple):
+class Attempt(Frozen):
     step: Step
     response: BackendResponse
     duration_ms: int  # measured by the router, wall clock

@@ -49,8 +49,9 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from memory_router.backends._frozen import Frozen
 from memory_router.backends._words import META_WORDS, STOPWORDS, stem
 from memory_router.backends.base import BackendResponse, Result
 
@@ -62,7 +63,7 @@ _WORD = re.compile(r"[0-9A-Za-z]+")
 _SCAN_CHARS = 4000
 
 
-class Model(NamedTuple):
+class Model(Frozen):
     """A logistic map, ``sigmoid(intercept + sum(weight * feature))``, and the step map of the
     first result (``first_x`` -> ``first_y``, interpolated; none: the logistic value stands)."""
 
@@ -95,7 +96,7 @@ class Model(NamedTuple):
         return y0 + (y1 - y0) * (value - x0) / (x1 - x0) if x1 > x0 else y1
 
 
-class Calibration(NamedTuple):
+class Calibration(Frozen):
     """The loaded maps, keyed ``type:mode`` (``qmd:query``) or ``type`` (``lossless``)."""
 
     models: Mapping[str, Model]

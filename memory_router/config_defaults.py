@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
+
+from memory_router.backends._frozen import Frozen
 
 
-class CooldownConfig(NamedTuple):
+class CooldownConfig(Frozen):
     failures: int
     seconds: float
 

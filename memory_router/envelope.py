@@ -31,48 +31,25 @@ class InvalidEnvelope(ValueError):
     """JSON that is not a router envelope; the message names the field and quotes the value."""
 
 
-# The envelope's fields in the spec's order, each with whether from_dict requires it (the others
-# have defaults in Envelope.__init__): one list for __slots__, _FIELDS (replace, repr, eq, hash,
-# pickling) and the reader.
-FIELDS: tuple[tuple[str, bool], ...] = (
-    ("query_echo", True),
-    ("routed_to", True),
-    ("routed_mode", True),
-    ("fallback_chain", True),
-    ("fallbacks_used", True),
-    ("results", True),
-    ("result_count", True),
-    ("normalized_relevance", True),
-    ("status", True),
-    ("error_code", False),
-    ("error_message", False),
-    ("router_duration_ms", False),
-    ("backend_duration_ms", False),
-    ("rule", False),
-    ("attempts", False),
-)
-FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
-
-
 class Envelope(Frozen):
     """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
 
-    A slotted class serialised by orjson through :meth:`as_dict`, not a pydantic model: a cold
-    CLI query would spend more time importing pydantic than routing (docs/benchmarks.md, *Cold start*); and
-    a :class:`~memory_router.backends._frozen.Frozen` class, not a dataclass: defining a dataclass
-    costs a cold query ~1 ms. Immutable (change one with :meth:`replace`); equal by its fields and
-    hashed by them (so not while they hold lists); built unchecked from the router's own values,
-    while :meth:`from_dict` is the strict reader for envelopes that come back as JSON (tests,
-    clients)."""
+    A :class:`~memory_router.backends._frozen.Frozen` value (the one idiom for values: see there)
+    serialised by orjson through :meth:`as_dict`, not a pydantic model: a cold CLI query would
+    spend more time importing pydantic than routing (docs/benchmarks.md, *Cold start*). Immutable
+    (change one with :meth:`replace`): the lists of the JSON are tuples here (a list given is
+    copied into one); ``rule`` and each attempt stay dicts, the JSON objects they are. Equal by its
+    fields and hashed by them (so not while ``rule`` or an attempt is set); built unchecked from
+    the router's own values, while :meth:`from_dict` is the strict reader for envelopes that come
+    back as JSON (tests, clients). The annotations are the fields in the JSON's order; those
+    without a default in ``__init__`` are the keys :meth:`from_dict` requires."""
 
-    _FIELDS = FIELD_NAMES
-    __slots__ = FIELD_NAMES
     query_echo: str
     routed_to: str | None
     routed_mode: str | None
-    fallback_chain: list[str]
+    fallback_chain: tuple[str, ...]
     fallbacks_used: int
-    results: list[Result]
+    results: tuple[Result, ...]
     result_count: int
     normalized_relevance: float
     status: Status
@@ -81,16 +58,16 @@ class Envelope(Frozen):
     router_duration_ms: int
     backend_duration_ms: int
     rule: dict[str, Any] | None
-    attempts: list[dict[str, Any]]
+    attempts: tuple[dict[str, Any], ...]
 
     def __init__(
         self,
         query_echo: str,
         routed_to: str | None,
         routed_mode: str | None,
-        fallback_chain: list[str],
+        fallback_chain: tuple[str, ...] | list[str],
         fallbacks_used: int,
-        results: list[Result],
+        results: tuple[Result, ...] | list[Result],
         result_count: int,
         normalized_relevance: float,
         status: Status,
@@ -99,16 +76,17 @@ class Envelope(Frozen):
         router_duration_ms: int = 0,
         backend_duration_ms: int = 0,
         rule: dict[str, Any] | None = None,
-        attempts: list[dict[str, Any]] | None = None,
+        attempts: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
     ) -> None:
-        # Slots set directly, not through Frozen._init: every query builds one.
+        # Slots set directly, not through Frozen._init: every query builds one. The lists the
+        # router builds become tuples, so the envelope cannot change under a caller.
         setter = object.__setattr__
         setter(self, "query_echo", query_echo)
         setter(self, "routed_to", routed_to)
         setter(self, "routed_mode", routed_mode)
-        setter(self, "fallback_chain", fallback_chain)
+        setter(self, "fallback_chain", fallback_chain if type(fallback_chain) is tuple else tuple(fallback_chain))
         setter(self, "fallbacks_used", fallbacks_used)
-        setter(self, "results", results)
+        setter(self, "results", results if type(results) is tuple else tuple(results))
         setter(self, "result_count", result_count)
         setter(self, "normalized_relevance", normalized_relevance)
         setter(self, "status", status)
@@ -117,7 +95,7 @@ class Envelope(Frozen):
         setter(self, "router_duration_ms", router_duration_ms)
         setter(self, "backend_duration_ms", backend_duration_ms)
         setter(self, "rule", rule)
-        setter(self, "attempts", [] if attempts is None else attempts)  # a new list each, not shared
+        setter(self, "attempts", attempts if type(attempts) is tuple else tuple(attempts))
 
     def as_dict(self) -> dict[str, Any]:
         """The envelope as JSON-ready data, keys in the spec's order."""
@@ -136,7 +114,7 @@ class Envelope(Frozen):
             "router_duration_ms": self.router_duration_ms,
             "backend_duration_ms": self.backend_duration_ms,
             "rule": self.rule,
-            "attempts": self.attempts,
+            "attempts": list(self.attempts),
         }
 
     def to_json(self, *, pretty: bool = False) -> bytes:
@@ -161,6 +139,14 @@ class Envelope(Frozen):
         except ValueError as exc:
             raise InvalidEnvelope(f"envelope: {exc}") from None
         return cls(**{**data, "results": results})
+
+
+# The field names in the JSON's order, and whether from_dict requires each (no default in __init__).
+FIELD_NAMES: tuple[str, ...] = Envelope._FIELDS
+_OPTIONAL = len(Envelope.__init__.__defaults__ or ())
+FIELDS: tuple[tuple[str, bool], ...] = tuple(
+    (name, at < len(FIELD_NAMES) - _OPTIONAL) for at, name in enumerate(FIELD_NAMES)
+)
 
 
 def _check_shape(data: Any) -> None:
@@ -223,9 +209,9 @@ def error_envelope(
         query_echo=query,
         routed_to=None,
         routed_mode=None,
-        fallback_chain=plan.fallback_chain if plan else [],
+        fallback_chain=plan.fallback_chain if plan else (),
         fallbacks_used=0,
-        results=[],
+        results=(),
         result_count=0,
         normalized_relevance=0.0,
         status="error",
@@ -234,5 +220,5 @@ def error_envelope(
         router_duration_ms=router_ms,
         backend_duration_ms=0,
         rule=plan.match.as_dict() if plan else None,
-        attempts=[],
+        attempts=(),
     )

@@ -29,8 +29,8 @@ router.log lines included.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
+from memory_router.backends._frozen import Frozen
 from memory_router.backends.base import BACKEND_ERROR, QUERY_TIMEOUT, BackendRequest, BackendResponse
 
 from .attempts import COOLDOWN, DEADLINE_EXCEEDED, Attempt, Policy
@@ -44,7 +44,7 @@ from .rules import Step
 Calibrate = Callable[[Step, BackendResponse], BackendResponse]
 
 
-class Call(NamedTuple):
+class Call(Frozen):
     """One backend call for the driver to make: the step's backend name, the request, and the
     time it is given (the driver cancels it then and reports ``QUERY_TIMEOUT``)."""
 
@@ -53,7 +53,7 @@ class Call(NamedTuple):
     timeout_s: float
 
 
-class Outcome(NamedTuple):
+class Outcome(Frozen):
     """What a call answered (a contract-checked response; see attempts.call_backend) and how long
     it took, measured by the driver."""
 
@@ -61,7 +61,7 @@ class Outcome(NamedTuple):
     elapsed_ms: int
 
 
-class LogEvent(NamedTuple):
+class LogEvent(Frozen):
     """A router.log line the spec asks for: ``FALLBACK`` for a failed call, ``TIMEOUT`` for one
     that ran out of time; ``next`` is the backend the chain moves on to, if any."""
 
@@ -138,7 +138,8 @@ class Fallback:
         if len(outcomes) != len(self._pending):
             raise ValueError(f"expected {len(self._pending)} outcomes, got {len(outcomes)}")
         pending, self._pending = self._pending, []
-        for (index, step, cut), (response, elapsed) in zip(pending, outcomes, strict=True):
+        for (index, step, cut), outcome in zip(pending, outcomes, strict=True):
+            response, elapsed = (outcome.response, outcome.elapsed_ms) if isinstance(outcome, Outcome) else outcome
             response = self._judge(step, response, cut)
             accepted = response.status == "success" and (
                 self.strategy == "fuse" or response.normalized_relevance >= self.policy.threshold

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
+
+from memory_router.backends._frozen import Frozen
 
 from .config import read_json
 from .errors import BackendsFileMissing, InvalidBackendsFile
@@ -24,7 +26,7 @@ USABLE_STATUSES = frozenset({"ready", "degraded"})
 KNOWN_STATUSES = frozenset({"ready", "degraded", "installed", "unavailable", "failed"})
 
 
-class Installed(NamedTuple):
+class Installed(Frozen):
     path: Path
     tier: str | None
     statuses: Mapping[str, str]

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
+
+from memory_router.backends._frozen import Frozen
 
 from . import paths
 from .errors import InvalidQuery, RouterError, check_state_dir
@@ -21,7 +23,7 @@ if TYPE_CHECKING:  # imported when the backends are first read
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
-class Options(NamedTuple):
+class Options(Frozen):
     state_dir: str | None
     backends_json: str | None
     config: str | None

@@ -6,18 +6,18 @@ tier works. The plan keeps the dropped steps and why, for ``memory-router route`
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from memory_router.backends._frozen import Frozen
 
 from .installed import Installed
 from .rules import RuleMatch, Step
 
 
-class SkippedStep(NamedTuple):
+class SkippedStep(Frozen):
     step: Step
     reason: str
 
 
-class Plan(NamedTuple):
+class Plan(Frozen):
     match: RuleMatch
     steps: tuple[Step, ...]
     skipped: tuple[SkippedStep, ...]

@@ -9,14 +9,16 @@ probes: it reads backends.json only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
+
+from memory_router.backends._frozen import Frozen
 
 from .installed import Installed
 from .router import Router
 from .rules import Rule
 
 
-class Readiness(NamedTuple):
+class Readiness(Frozen):
     backend: str
     type: str
     runs_here: bool  # the adapter's probe()

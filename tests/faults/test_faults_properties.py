@@ -171,7 +171,7 @@ def test_envelope_properties(tmp_path_factory, driver, outcomes, query) -> None:
     # ... error iff every attempt errored (and then the chain is exhausted).
     assert (env.status == "error") == all(a["status"] == "error" for a in attempts)
     if env.status == "error":
-        assert env.error_code == "ALL_BACKENDS_FAILED" and env.results == []
+        assert env.error_code == "ALL_BACKENDS_FAILED" and env.results == ()
     # An error attempt never contributes results.
     assert all(a["result_count"] == 0 for a in attempts if a["status"] == "error")
     assert env.fallbacks_used == len(attempts) - len(accepted)
@@ -179,7 +179,7 @@ def test_envelope_properties(tmp_path_factory, driver, outcomes, query) -> None:
     assert env.result_count == len(env.results)
     # routed_to is the backend whose results are returned.
     if env.routed_to is None:
-        assert env.results == [] and env.status in ("empty", "error") and env.backend_duration_ms == 0
+        assert env.results == () and env.status in ("empty", "error") and env.backend_duration_ms == 0
     else:
         winner = (
             accepted[0]

@@ -193,7 +193,7 @@ def test_responses_and_envelopes_replace_compare_hash_and_pickle() -> None:
     envelope = Envelope.from_dict(_envelope())
     assert pickle.loads(pickle.dumps(envelope)) == envelope
     assert envelope.replace() == envelope and envelope.replace(status="partial").status == "partial"
-    assert error_envelope("q", "X", "y").attempts == [] and error_envelope("q", "X", "y") != envelope
+    assert error_envelope("q", "X", "y").attempts == () and error_envelope("q", "X", "y") != envelope
     assert repr(envelope).startswith("Envelope(query_echo='what schema', routed_to='totalrecall'")
     with pytest.raises(AttributeError, match="immutable"):
         envelope.status = "error"  # type: ignore[misc]

@@ -41,7 +41,7 @@ def test_primary_accepted(config, tmp_path):
     env, router = route(config, tmp_path, answer(0.82, 0.5), answer(0.9))
     assert (env.status, env.routed_to, env.routed_mode, env.fallbacks_used) == ("success", "qmd", "query", 0)
     assert env.result_count == 2 and env.normalized_relevance == 0.82
-    assert env.fallback_chain == ["qmd", "totalrecall"]
+    assert env.fallback_chain == ("qmd", "totalrecall")
     assert router.backend("totalrecall").requests == []  # never called
     assert log_lines(tmp_path) == []
 
@@ -96,7 +96,7 @@ def test_every_backend_fails(config, tmp_path):
         env.error_message.startswith("All backends in the fallback chain failed. Check ")
         and "router.log" in env.error_message
     )
-    assert (env.routed_to, env.results, env.fallbacks_used, env.backend_duration_ms) == (None, [], 2, 0)
+    assert (env.routed_to, env.results, env.fallbacks_used, env.backend_duration_ms) == (None, (), 2, 0)
     first, second = log_lines(tmp_path)
     assert first.endswith(
         'FALLBACK query="database" backend=qmd error_code=BACKEND_ERROR '
@@ -146,7 +146,7 @@ def test_no_usable_backend_in_chain(config, tmp_path):
     router = make_router(config, tmp_path, {})
     env = asyncio.run(router.route("how does auth relate to sessions", installed("lossless")))
     assert env.status == "error" and env.error_code == "NO_BACKEND_AVAILABLE"
-    assert "cognee: not listed in backends.json" in env.error_message and env.fallback_chain == []
+    assert "cognee: not listed in backends.json" in env.error_message and env.fallback_chain == ()
 
 
 @pytest.mark.parametrize(
@@ -219,7 +219,7 @@ def test_envelope_invariants(config, tmp_path_factory, outcomes, query):
     assert env.router_duration_ms >= env.backend_duration_ms
     assert env.result_count == len(env.results)
     if env.routed_to is None:
-        assert env.results == [] and env.status in ("empty", "error")
+        assert env.results == () and env.status in ("empty", "error")
     else:
         winner = (
             accepted[0]

@@ -8,7 +8,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from memory_router.backends._frozen import Frozen
@@ -19,10 +19,10 @@ from memory_router.rules import Rule, Step
 
 
 class Point(Frozen):
-    """A checked value with a cache slot outside its value (as ``Rule._compiled``)."""
+    """A checked value with a cache slot outside its value (as ``Rule._compiled``), so its own
+    ``__init__``."""
 
-    _FIELDS = ("x", "y")
-    __slots__ = (*_FIELDS, "_cache")
+    __slots__ = ("_cache",)
     x: int
     y: Any
     _cache: dict[str, int]
@@ -34,27 +34,43 @@ class Point(Frozen):
 
 
 class Pair(Frozen):
-    """Another type with the same field names: never equal to a Point."""
+    """Another type with the same field names, declared the usual way: never equal to a Point."""
 
-    _FIELDS = ("x", "y")
-    __slots__ = _FIELDS
-
-    def __init__(self, x: int, y: int) -> None:
-        self._init(x, y)
+    x: int
+    y: int
 
 
 class Tagged(Frozen):
     """A value wider than its ``_FIELDS`` (as ``Result``'s extra keys): compared, shown and
     rebuilt by them, hashed by ``_FIELDS`` only."""
 
-    _FIELDS = ("name",)
-    __slots__ = (*_FIELDS, "tags")
+    __slots__ = ("tags",)
+    name: str
+    tags: dict[str, Any]
 
     def __init__(self, name: str, **tags: Any) -> None:
         self._init(name, tags=tags)
 
     def _field_dict(self) -> dict[str, Any]:
         return {"name": self.name, **self.tags}
+
+
+class Span(Frozen):
+    """The usual value: annotations, defaults, and a check in ``__post_init__``."""
+
+    start: int
+    end: int = 0
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.end < 0:
+            raise ValueError(f"Span: end must be >= 0, got {self.end}")
+
+
+class LabelledSpan(Span):
+    """A subclass adds its fields after its base's."""
+
+    colour: str = "red"
 
 
 def test_equal_fields_make_equal_values_with_equal_hashes() -> None:
@@ -142,14 +158,84 @@ def test_a_wider_value_compares_shows_and_rebuilds_by_its_field_dict_but_hashes_
 
 def test_init_needs_every_field() -> None:
     class Short(Frozen):
-        _FIELDS = ("a", "b")
-        __slots__ = _FIELDS
+        a: int
+        b: int
 
         def __init__(self, a: int) -> None:
             self._init(a)
 
     with pytest.raises(ValueError, match="zip"):
         Short(1)
+
+
+def test_the_annotations_are_the_fields_in_order_with_their_defaults() -> None:
+    assert Span._FIELDS == ("start", "end", "label") and Span.__slots__ == Span._FIELDS
+    assert LabelledSpan._FIELDS == ("start", "end", "label", "colour") and LabelledSpan.__slots__ == ("colour",)
+    assert Span(1) == Span(1, 0, None) == Span(start=1) == Span(1, label=None)
+    assert LabelledSpan(1, 2, colour="blue") == LabelledSpan(1, 2, None, "blue")
+    assert repr(LabelledSpan(1, 2)) == "LabelledSpan(start=1, end=2, label=None, colour='red')"
+    assert Span.__match_args__ == ("start", "end", "label")
+    match Span(3, 4):
+        case Span(start, end):
+            assert (start, end) == (3, 4)
+
+
+def test_the_generic_constructor_refuses_what_a_written_signature_would() -> None:
+    with pytest.raises(TypeError, match=r"^Span\(\) missing required argument\(s\): 'start'$"):
+        Span()
+    with pytest.raises(TypeError, match=r"^Span\(\) takes 3 positional arguments but 4 were given$"):
+        Span(1, 2, "a", "b")
+    with pytest.raises(TypeError, match=r"^Span\(\) got multiple values for argument 'start'$"):
+        Span(1, start=2)
+    with pytest.raises(TypeError, match=r"^Span\(\) got an unexpected keyword argument 'stop'$"):
+        Span(1, stop=2)
+
+
+def test_post_init_checks_every_construction_replace_and_copy() -> None:
+    with pytest.raises(ValueError, match="end must be >= 0, got -1"):
+        Span(2, -1)
+    span = Span(2, 3)
+    with pytest.raises(ValueError, match="end must be >= 0, got -1"):
+        span.replace(end=-1)
+    assert span.replace(end=5) == Span(2, 5) and copy.deepcopy(span) == span
+    assert pickle.loads(pickle.dumps(LabelledSpan(1, 2, "x", "blue"))) == LabelledSpan(1, 2, "x", "blue")
+
+
+def test_a_value_never_equals_a_tuple_a_subclass_or_a_lookalike() -> None:
+    # The NamedTuple leak this base closes: Step("qmd") == ("qmd", None) was True.
+    assert Step("qmd") != ("qmd", None, False) and ("qmd", None, False) != Step("qmd")
+    assert Span(1, 2) != (1, 2, None) and Span(1, 2) != LabelledSpan(1, 2) and LabelledSpan(1, 2) != Span(1, 2)
+    assert Span(1, 2) != Pair(1, 2) and Span(1, 2) != {"start": 1, "end": 2, "label": None}
+    with pytest.raises(TypeError):
+        iter(Step("qmd"))  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        Step("qmd")[0]  # type: ignore[index]
+
+
+def test_a_class_definition_refuses_a_shared_mutable_default_and_misordered_defaults() -> None:
+    with pytest.raises(TypeError, match=r"Bad\.items: a mutable default \(list\) would be shared"):
+
+        class Bad(Frozen):
+            items: list[int] = []  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="field 'b' without a default follows one with a default"):
+
+        class Misordered(Frozen):
+            a: int = 0
+            b: int
+
+    with pytest.raises(TypeError, match="declare a Frozen value's fields as class annotations"):
+
+        class Old(Frozen):
+            _FIELDS = ("a",)
+
+
+def test_classvars_are_not_fields() -> None:
+    class WithConstant(Frozen):
+        LIMIT: ClassVar[int] = 3
+        a: int
+
+    assert WithConstant._FIELDS == ("a",) and WithConstant.LIMIT == 3 and WithConstant(1).LIMIT == 3
 
 
 def _instances() -> list[Frozen]:
@@ -159,6 +245,7 @@ def _instances() -> list[Frozen]:
         BackendContext(Path("/state"), {}, Path("/cwd")),
         error_envelope("q", "X", "y"),
         Rule(1, "id", "d", ("a",), (), (Step("qmd"),), "(?P<s0>a)"),
+        Step("qmd", "query"),
     ]
 
 

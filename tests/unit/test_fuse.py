@@ -93,7 +93,7 @@ def test_all_steps_failing_is_the_specs_error_envelope(tmp_path):
         {"qmd": MockBackend("qmd", fail()), "totalrecall": MockBackend("totalrecall", fail())},
     )
     envelope = route(router)
-    assert (envelope.status, envelope.error_code, envelope.results) == ("error", ALL_BACKENDS_FAILED, [])
+    assert (envelope.status, envelope.error_code, envelope.results) == ("error", ALL_BACKENDS_FAILED, ())
 
 
 def test_all_steps_empty_is_empty(tmp_path):
