@@ -32,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ._frozen import Frozen
+from memory_router.core.frozen import Frozen
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -70,7 +70,7 @@ class Result(Frozen):
     takes extra keys too); checked when built. Equal when the fields and the extra keys are;
     hashed by the four contract fields (extra values may be unhashable lists).
 
-    A slotted :class:`~._frozen.Frozen` class, not a pydantic model: every CLI query builds these,
+    A slotted :class:`~memory_router.core.frozen.Frozen` class, not a pydantic model: every CLI query builds these,
     and importing pydantic would cost more than the rest of a cold query (docs/benchmarks.md, *Cold start*)."""
 
     __slots__ = ("extra",)  # a slot, not a field: the extra keys are keywords of the value
@@ -142,7 +142,7 @@ class BackendResponse(Frozen):
     :meth:`replace` (field names only). Immutable; checked when built (a known status,
     :class:`Result` objects, ``normalized_relevance`` in 0..1); equal and hashed by its fields.
 
-    A :class:`~._frozen.Frozen` value (the one idiom for values: see there), with its own
+    A :class:`~memory_router.core.frozen.Frozen` value (the one idiom for values: see there), with its own
     keyword-only constructor."""
 
     # The contract's fields in its order: as_dict, repr, eq, hash and pickling follow it.
@@ -314,7 +314,7 @@ class BlockingBackend(Protocol):
 @runtime_checkable
 class CalibratedBackend(Protocol):
     """Optional: a backend whose native relevance the router knows how to put on the one shared
-    scale (:mod:`memory_router.calibration`, fitted on labelled data). :meth:`calibration_key`
+    scale (:mod:`memory_router.core.calibration`, fitted on labelled data). :meth:`calibration_key`
     names the map for a mode: ``"qmd:query"``, ``"lossless"``. A backend without it (a command
     program, a test double) is taken at its word: its relevance is used as it is."""
 
