@@ -462,8 +462,6 @@ def fetch_health(base_url: str, timeout_s: float) -> dict[str, Any] | str:
 def graph_answer(payload: Any, mode: str) -> tuple[list[Relationship], dict[str, str], list[str]]:
     """The relationships of a graph-context or Cypher answer (each with its dataset), the node
     descriptions of graph contexts, and the Cypher rows that are not relationships, as text."""
-    from dataclasses import replace
-
     from memory_router.backends.cognee.results import parse_connections, parse_nodes, rows_to_relationships, unwrap
 
     answers, _ = unwrap(payload)
@@ -480,7 +478,7 @@ def graph_answer(payload: Any, mode: str) -> tuple[list[Relationship], dict[str,
             for context in (i for i in items if isinstance(i, str)):
                 found += parse_connections(context)
                 nodes.update(parse_nodes(context))
-        rels += [replace(r, dataset=answer.dataset) for r in found]
+        rels += [r.replace(dataset=answer.dataset) for r in found]
     return rels, nodes, other
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from memory_router.backends.cognee.question import Mention, node_words
+
+from memory_router.core.frozen import Frozen
 
 # Edges Cognee's own data model adds around the user's graph (chunk -> document, chunk ->
 # entity, entity -> type, summary -> chunk, node -> node set).
@@ -29,8 +30,7 @@ MAX_HOPS = 6
 MAX_PATHS = 3
 
 
-@dataclass(frozen=True, slots=True)
-class Relationship:
+class Relationship(Frozen):
     source: str
     relation: str
     target: str
@@ -42,8 +42,7 @@ class Relationship:
         return f"{self.source} --[{self.relation}]--> {self.target}"
 
 
-@dataclass(frozen=True, slots=True)
-class Path:
+class Path(Frozen):
     """A walk ``nodes[0] .. nodes[-1]``; ``edges[i]`` (as stored) joins ``nodes[i]`` and ``nodes[i+1]``."""
 
     nodes: tuple[str, ...]

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
 
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, stem
 from memory_router.backends.totalrecall.adapter import index_terms
+
+from memory_router.core.frozen import Frozen
 
 Role = Literal["source", "target", "any"]
 
@@ -99,8 +100,7 @@ GENERIC_NOUNS = frozenset(
 _WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*(?:'s)?", re.UNICODE)
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
+class Term(Frozen):
     """One word of a mention: its stem and, for identifiers, the stems of its parts."""
 
     stem: str
@@ -115,8 +115,7 @@ def term_of(word: str) -> Term:
     return Term(stem(word.lower()), tuple(stem(p) for p in parts) if len(parts) > 1 else ())
 
 
-@dataclass(frozen=True, slots=True)
-class Mention:
+class Mention(Frozen):
     """An entity the question names: its words as written, its terms, and its side of the edge."""
 
     text: str
@@ -128,8 +127,7 @@ class Mention:
         return sum(1 for t in self.terms if t.covered_by(node_words)) / len(self.terms)
 
 
-@dataclass(frozen=True, slots=True)
-class Question:
+class Question(Frozen):
     mentions: tuple[Mention, ...]
     families: frozenset[str]
     """Relation families the question names (empty: any relation)."""

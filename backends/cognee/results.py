@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from memory_router.backends.base import Result
@@ -36,6 +35,8 @@ from memory_router.backends.cognee.paths import STRUCTURAL_RELATIONS, Path, Rela
 from memory_router.backends.cognee.question import UNKNOWN_CAP, Question, Term, relation_factor, score_edge, score_path
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, stem
 from memory_router.backends.totalrecall.adapter import index_terms
+
+from memory_router.core.frozen import Frozen
 
 NO_TERMS_RELEVANCE = 0.35
 # Structural edges (Cognee's own: a chunk's document, an entity's type): context, never a strong answer.
@@ -60,8 +61,7 @@ _NODE = re.compile(
 # --------------------------------------------------------------------------- shapes
 
 
-@dataclass(frozen=True, slots=True)
-class DatasetAnswer:
+class DatasetAnswer(Frozen):
     dataset: str | None  # None when access control is off (no per-dataset wrapper)
     result: Any
 

@@ -21,7 +21,8 @@ import functools
 import math
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
+
+from memory_router.core.frozen import Frozen
 
 DOCUMENT_SUFFIXES = (".md", ".mdx", ".markdown", ".txt", ".rst", ".adoc", ".org")
 """Files read as prose with code in it (fenced blocks, inline code), not as source."""
@@ -57,7 +58,7 @@ _FILLER = frozenset(
 )
 
 
-class Target(NamedTuple):
+class Target(Frozen):
     """The symbol a definition query asks for (``symbol``; ``Ledger.reconcile`` -> ``reconcile``)."""
 
     symbol: str
@@ -101,7 +102,7 @@ def _last_part(token: str) -> str:
 # --------------------------------------------------------------------------- the forms
 
 
-class Definition(NamedTuple):
+class Definition(Frozen):
     """Where a text defines the symbol: 1-based ``line`` of the text, the ``kind`` of definition
     and the defining line itself (stripped)."""
 

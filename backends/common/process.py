@@ -15,9 +15,10 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from memory_router.backends.common import groups as _groups
+
+from memory_router.core.frozen import Frozen
 
 DEFAULT_MAX_STDOUT = 8 * 1024 * 1024
 DEFAULT_MAX_STDERR = 64 * 1024
@@ -36,8 +37,7 @@ class OutputTooLarge(Exception):
         self.limit = limit
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessResult:
+class ProcessResult(Frozen):
     returncode: int
     stdout: bytes
     stderr: bytes

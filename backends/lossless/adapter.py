@@ -62,7 +62,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
 from memory_router.backends import BackendContext
 from memory_router.backends.base import (
@@ -80,6 +80,7 @@ from memory_router.backends.common.threads import WorkerPool
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, recency, stem
 
 from memory_router.config.envvars import LOSSLESS
+from memory_router.core.frozen import Frozen
 
 ENV_VARS: frozenset[str] = LOSSLESS  # the environment variables it reads: memory_router.config.envvars
 
@@ -124,7 +125,7 @@ def create(name: str, settings: Settings, context: BackendContext) -> LosslessBa
 # --------------------------------------------------------------------------- locating the DB
 
 
-class Location(NamedTuple):
+class Location(Frozen):
     path: Path | None  # the database to open; None when no candidate exists
     source: str  # where it came from ("backends.lossless.db_path", "LCM_DATABASE_PATH"...)
     tried: tuple[tuple[str, Path], ...]  # every candidate considered, in order
@@ -201,7 +202,7 @@ def connect_readonly(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Conn
 # --------------------------------------------------------------------------- schema detection
 
 
-class Schema(NamedTuple):
+class Schema(Frozen):
     summaries: frozenset[str]  # column names; empty when the table is missing
     messages: frozenset[str]
     conversations: frozenset[str]
@@ -286,7 +287,7 @@ def _unsegmented() -> re.Pattern[str]:
     return re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u0e00-\u0e7f\uf900-\ufaff]")
 
 
-class Term(NamedTuple):
+class Term(Frozen):
     text: str  # as the user wrote it (minus edge punctuation and double quotes)
     phrase: bool  # came from a "quoted phrase"
 
@@ -345,7 +346,7 @@ class _Deadline(Exception):
     pass
 
 
-class _Hit(NamedTuple):
+class _Hit(Frozen):
     table: str  # "summaries" | "messages"
     row: dict[str, Any]
     coverage: float

@@ -87,6 +87,7 @@ from memory_router.backends.qmd.parse import (
 )
 
 from memory_router.config.envvars import QMD
+from memory_router.core.frozen import Frozen
 
 ENV_VARS: frozenset[str] = QMD  # the environment variables it reads: memory_router.config.envvars
 WARM_TIMEOUT_S = 300.0  # a start-up model load longer than this is reported as failed
@@ -151,8 +152,7 @@ def create(name: str, settings: Settings, context: BackendContext) -> QmdBackend
 # --------------------------------------------------------------------------- transport
 
 
-@dataclass(frozen=True, slots=True)
-class SemanticPlan:
+class SemanticPlan(Frozen):
     """How one vsearch/query call runs: the text ``sent`` (the question, or a typed ``lex:``/``vec:``
     document when qmd does not expand it), the models that must be on disk (``needs``, a key of
     ``_qmd_locate.MODES_NEED``: the embedding model, plus the generate model when expanding),
@@ -166,8 +166,7 @@ class SemanticPlan:
     note: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(Frozen):
     """One qmd call's outcome: hits, or a failure already classified into a contract code."""
 
     hits: list[dict[str, Any]] | None

@@ -36,9 +36,10 @@ heavily relaxed query is honestly weak.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from memory_router.backends.common import words as _words
+
+from memory_router.core.frozen import Frozen
 
 # The shared stopwords, plus the words that tell a keyword searcher how to search rather than
 # what for (in an ANDed BM25 query they only exclude).
@@ -73,8 +74,7 @@ _REGEX_NOISE = re.compile(r"\\[A-Za-z]|\[[^\]]*\]|\(\?[^:)]*[:)]|\{\{[^}]*\}\}|\
 _REGEX_LETTERS = re.compile(r"[A-Za-z]{3,}")
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
+class Term(Frozen):
     text: str  # exactly what is sent to qmd for this term
     weight: int  # 2: phrase, path or identifier; 1: plain word
     position: int  # order in the query, for stable tie-breaking
@@ -85,8 +85,7 @@ class Term:
         return (-self.weight, -len(self.text), self.position)
 
 
-@dataclass(frozen=True, slots=True)
-class KeywordForm:
+class KeywordForm(Frozen):
     """One query string sent to ``qmd search`` and the share of the strict form it keeps."""
 
     text: str

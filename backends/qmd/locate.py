@@ -22,12 +22,12 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from memory_router.backends.common.files import FileRefused, read_regular_file
 
 from memory_router.config.installation import checkout_root
+from memory_router.core.frozen import Frozen
 
 SMALL_FILE_BYTES = 1 << 20  # index.yml and package.json are a few kB
 
@@ -75,8 +75,7 @@ class QmdNotFound(Exception):
     """qmd or a suitable node is missing; the message names what and how to fix it."""
 
 
-@dataclass(frozen=True, slots=True)
-class QmdCommand:
+class QmdCommand(Frozen):
     """How to start qmd: ``argv_prefix + [subcommand, ...]``."""
 
     argv_prefix: tuple[str, ...]

@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated
 
 from memory_router.backends import BackendContext
 from memory_router.backends.base import (
@@ -98,6 +98,7 @@ from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifie
 
 from memory_router.config.envvars import TOTALRECALL
 from memory_router.config.paths import openclaw_workspace
+from memory_router.core.frozen import Frozen
 from memory_router.core.timefmt import iso_z
 
 ENV_VARS: frozenset[str] = TOTALRECALL  # the environment variables it reads: memory_router.config.envvars
@@ -195,7 +196,7 @@ def query_terms(query: str) -> list[str]:
 # --------------------------------------------------------------------------- parsing
 
 
-class Entry(NamedTuple):
+class Entry(Frozen):
     tier: str
     path: str  # relative to the memory root
     line: int

@@ -15,11 +15,12 @@ router-config.json.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import regex
+
+from memory_router.core.frozen import Frozen
 
 # Error codes of protocol-level failures (the line never reached the router).
 INVALID_REQUEST = "INVALID_REQUEST"  # valid JSON, wrong shape: no query, unknown key, bad value
@@ -37,8 +38,7 @@ _INT_LIMITS = {"timeout_ms": 600_000, "limit": 1000, "deadline_ms": 3_600_000}
 _LEADING_ID = regex.compile(rb'^\s*\{\s*"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\\x00-\x1f]|\\.){0,200}")\s*[,}]')
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(Frozen):
     id: Any
     op: str = "query"
     query: str | None = None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from memory_router.backends.base import Backend, ClosableBackend
@@ -23,6 +22,7 @@ from memory_router.config.installed import Installed, load_installed
 from memory_router.config.router_config import RouterConfig, load_config
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.errors import RouterError
+from memory_router.core.frozen import Frozen
 from memory_router.core.router import Router
 from memory_router.daemon.watch import Watched, signature
 
@@ -30,8 +30,7 @@ RELOADED = "reloaded"
 FAILED = "failed"
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(Frozen):
     """What a service answers with, replaced whole by a reload and never edited.
 
     ``installed`` is None while backends.json has never been valid; ``installed_error`` then says
@@ -106,7 +105,7 @@ class Reloader:
                 close_quietly(instance)
         router = self._make_router(config, keep)
         message = f"{self.config_path} reloaded: {len(config.rules.rules)} rules, backends {', '.join(config.backends)}"
-        return replace(current, router=router), self._reloaded(message)
+        return current.replace(router=router), self._reloaded(message)
 
     def _reload_installed(self, current: Snapshot) -> tuple[Snapshot, str]:
         try:
@@ -114,11 +113,11 @@ class Reloader:
         except RouterError as exc:
             kept = current.installed is not None
             if not kept:  # nothing good to keep: report the current problem
-                current = replace(current, installed_error=exc)
+                current = current.replace(installed_error=exc)
             return current, self._reload_failed(exc, kept=kept)
         usable = ", ".join(installed.usable) or "none"
         message = f"{self.backends_path} reloaded: usable backends: {usable}"
-        return replace(current, installed=installed, installed_error=None), self._reloaded(message)
+        return current.replace(installed=installed, installed_error=None), self._reloaded(message)
 
     def _reloaded(self, message: str) -> str:
         self._report("RELOAD", message)

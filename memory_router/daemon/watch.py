@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memory_router.backends.base import Backend, WatchableBackend
+from memory_router.core.frozen import Frozen
 
 
-@dataclass(frozen=True, slots=True)
-class Watched:
+class Watched(Frozen):
     """What is known about one watched file: its identity on disk when last read."""
 
     path: Path

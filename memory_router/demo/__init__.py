@@ -19,7 +19,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from datetime import time as dtime
 from pathlib import Path
@@ -27,11 +26,12 @@ from typing import Any
 
 import orjson
 
+from memory_router.core.frozen import Frozen
+
 WORKSPACE = Path(__file__).with_name("workspace")
 
 
-@dataclass(frozen=True)
-class Example:
+class Example(Frozen):
     number: int
     query: str
     rule: int
@@ -62,8 +62,7 @@ SPEC_EXAMPLES: tuple[Example, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class DemoWorkspace:
+class DemoWorkspace(Frozen):
     root: Path
     state_dir: Path
     config_path: Path
