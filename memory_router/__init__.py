@@ -13,11 +13,9 @@ The folders follow the pipeline and its surroundings::
 Backends sit behind the seam in ``memory_router.backends.base`` (the repository's ``backends/``
 folder, one package per backend type). Nothing in ``core`` knows a subprocess, SQLite or HTTP.
 
-Value records on the query path (``Step``, ``RuleMatch``, ``Plan``, ``Attempt``...) are
-``NamedTuple``s, not dataclasses: on Python 3.11 defining a dataclass costs ~0.5 ms at import
-(it compiles five or six generated methods), and a cold CLI query defines every class it uses
-(docs/benchmarks.md, *Cold start*). Dataclasses stay where their machinery earns it (``replace``, field
-factories, pydantic-validated ``Settings``).
+Immutable values (results, envelopes, rules, plan steps, the parsed config, the adapters'
+records) have one idiom, written down once with the reason (cold start) in
+``memory_router/core/frozen.py``: a ``Frozen`` subclass declared by its annotations.
 """
 
 __version__ = "0.1.0"

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memory_router.backends.cognee.paths import (
@@ -55,14 +54,29 @@ MAX_ROUNDS = 8
 MIN_SLICE_S = 0.05
 
 
-@dataclass
 class Explored:
-    rels: list[Relationship] = field(default_factory=list)
-    """Relationships the follow-up searches found (besides the first answer's)."""
-    paths: list[Path] = field(default_factory=list)
-    searches: int = 0
-    via: str | None = None
-    """How the paths were found: "cypher", "expand", or None."""
+    """What an exploration found, filled in as it goes: mutable state, so a plain class (values
+    are :class:`~memory_router.core.frozen.Frozen`; see there)."""
+
+    __slots__ = ("paths", "rels", "searches", "via")
+
+    def __init__(
+        self,
+        *,
+        rels: list[Relationship] | None = None,
+        paths: list[Path] | None = None,
+        searches: int = 0,
+        via: str | None = None,
+    ) -> None:
+        self.rels = [] if rels is None else rels
+        """Relationships the follow-up searches found (besides the first answer's)."""
+        self.paths = [] if paths is None else paths
+        self.searches = searches
+        self.via = via
+        """How the paths were found: "cypher", "expand", or None."""
+
+    def __repr__(self) -> str:
+        return f"Explored(rels={self.rels!r}, paths={self.paths!r}, searches={self.searches!r}, via={self.via!r})"
 
 
 async def explore(

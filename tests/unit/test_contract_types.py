@@ -197,3 +197,61 @@ def test_responses_and_envelopes_replace_compare_hash_and_pickle() -> None:
     assert repr(envelope).startswith("Envelope(query_echo='what schema', routed_to='totalrecall'")
     with pytest.raises(AttributeError, match="immutable"):
         envelope.status = "error"  # type: ignore[misc]
+
+
+_BACKENDS = ("qmd", "totalrecall", "lossless", "cognee")
+_answers = st.one_of(
+    st.builds(
+        lambda backend, hits: BackendResponse.from_results(backend, "q", hits),
+        st.sampled_from(_BACKENDS),
+        st.lists(results, max_size=3),
+    ),
+    st.builds(
+        lambda backend, code: BackendResponse.failure(backend, "q", code, f"{code} from {backend}"),
+        st.sampled_from(_BACKENDS),
+        st.sampled_from(("BACKEND_ERROR", "BACKEND_UNAVAILABLE", "QUERY_TIMEOUT")),
+    ),
+)
+
+
+@given(
+    st.lists(st.sampled_from(_BACKENDS), min_size=1, max_size=4),
+    st.lists(_answers, min_size=4, max_size=4),
+    st.sampled_from(("sequential", "fuse")),
+)
+def test_envelopes_from_any_attempts_are_immutable_and_round_trip_through_json(
+    chain: list[str], answers: list[BackendResponse], strategy: str
+) -> None:
+    # Envelopes the fallback machine builds from arbitrary answers (either strategy): nothing in
+    # one can be changed in place, and its JSON reads back to an equal envelope.
+    from memory_router.core.attempts import Policy
+    from memory_router.core.fallback import Fallback
+    from memory_router.core.plan import Plan
+    from memory_router.core.rules import Rule, RuleMatch, Step
+
+    steps = tuple(Step(name) for name in chain)
+    plan = Plan(RuleMatch(Rule(7, "default", "", (), (), steps), "default"), steps, ())
+    machine = Fallback("q", plan, Policy(), now=0.0, strategy=strategy)
+    while calls := machine.next_calls(0.0):
+        machine.receive([(answers[i].replace(backend=call.backend), i) for i, call in enumerate(calls)])
+    envelope = machine.envelope(3)
+    for name in ("fallback_chain", "results", "attempts"):
+        assert type(getattr(envelope, name)) is tuple
+    with pytest.raises(AttributeError, match="immutable"):
+        envelope.results = ()  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        envelope.results.append(None)  # type: ignore[attr-defined]
+    data = envelope.to_json()
+    assert Envelope.from_dict(orjson.loads(data)) == envelope
+    assert Envelope.from_dict(orjson.loads(data)).to_json() == data
+    assert pickle.loads(pickle.dumps(envelope)) == envelope
+
+
+def test_an_envelope_built_from_lists_equals_one_built_from_tuples_and_writes_the_same_json() -> None:
+    hit = Result("a", 0.5, "qmd")
+    attempt = {"backend": "qmd", "accepted": True}
+    as_lists = Envelope("q", "qmd", None, ["qmd"], 0, [hit], 1, 0.5, "success", attempts=[attempt])
+    as_tuples = Envelope("q", "qmd", None, ("qmd",), 0, (hit,), 1, 0.5, "success", attempts=(attempt,))
+    assert as_lists == as_tuples and as_lists.to_json() == as_tuples.to_json()
+    assert orjson.loads(as_lists.to_json())["fallback_chain"] == ["qmd"]
+    assert as_lists.as_dict()["attempts"] == [attempt]
