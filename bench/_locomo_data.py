@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from memory_router.core.frozen import Frozen
+
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 """The categories scored for retrieval; 5 (adversarial: no answer in the conversation) is skipped."""
 
@@ -37,8 +39,7 @@ class LocomoFileError(ValueError):
     """The file cannot be used at all (not JSON, no sessions, no qa list)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(Frozen):
     dia_id: str
     speaker: str
     text: str
@@ -51,8 +52,7 @@ class Turn:
         return f"{self.speaker}: {self.text}{image}"
 
 
-@dataclass(frozen=True, slots=True)
-class Session:
+class Session(Frozen):
     number: int
     when: datetime
     turns: tuple[Turn, ...]
@@ -60,8 +60,7 @@ class Session:
     """(fact, its dia_ids) in the order LoCoMo lists them."""
 
 
-@dataclass(frozen=True, slots=True)
-class Question:
+class Question(Frozen):
     qid: str
     category: int
     question: str

@@ -32,7 +32,6 @@ import shutil
 import sqlite3
 import subprocess
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,13 +42,14 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db
 from memory_router.backends.qmd import adapter as qmd_adapter
 
+from memory_router.core.frozen import Frozen
+
 COLLECTION = "notes"
 LAYOUTS = ("daily", "openclaw")
 _LABEL = re.compile(r"\bD\d+:\d+\b")
 
 
-@dataclass(frozen=True)
-class Workspace:
+class Workspace(Frozen):
     conv: str
     root: Path
     memory: Path

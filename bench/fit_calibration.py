@@ -36,7 +36,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory_router.backends.base import BackendResponse, Result  # noqa: E402
 
 from memory_router.core.calibration import FEATURES, FORMAT, Calibration, Model, coverage, query_terms  # noqa: E402
+from memory_router.core.frozen import Frozen  # noqa: E402
 from memory_router.core.fuse import RRF_K  # noqa: E402
 
 BUCKETS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
@@ -70,7 +71,7 @@ SPEC_CHAINS = {
 EXTENSIONS = {"default": ["lossless"]}
 
 
-class Answer(NamedTuple):
+class Answer(Frozen):
     """One backend's recorded answer to one question."""
 
     question: tuple[str, str]
@@ -208,7 +209,7 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
             free[i] = False
     logistic = Model(*(round(v, 4) for v in w))
     first_x, first_y = isotonic([(logistic(*features(a)[0]), float(a.hits[0])) for a in listed])
-    return logistic._replace(first_x=tuple(first_x), first_y=tuple(first_y))
+    return logistic.replace(first_x=tuple(first_x), first_y=tuple(first_y))
 
 
 def fit(per_key: dict[str, dict[tuple[str, str], Answer]], keep: Any = None) -> dict[str, Model]:
@@ -263,7 +264,7 @@ def _pct(value: float) -> str:
 # ---------------------------------------------------------------------------- replay
 
 
-class Replayed(NamedTuple):
+class Replayed(Frozen):
     dia_ids: tuple[frozenset[str], ...]
     hits: tuple[bool, ...]
 
