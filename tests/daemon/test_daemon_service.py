@@ -407,7 +407,6 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 def test_a_reload_swaps_in_a_new_snapshot_whole_and_never_edits_the_one_a_request_holds(tmp_path: Path) -> None:
-
     qmd = MockBackend("qmd", answer(Result(title="q", content="q", source="s", relevance=0.9)))
     service = make_service(tmp_path, {"qmd": qmd}, threshold=0.4)
     try:
