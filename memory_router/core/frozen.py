@@ -38,6 +38,8 @@ tells type checkers what the constructor takes.
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -50,6 +52,9 @@ else:  # typing_extensions is a type checker's business; importing it would cost
 
 
 _F = TypeVar("_F", bound="Frozen")
+
+_setattr = object.__setattr__  # past Frozen.__setattr__, which refuses
+_consume = deque(maxlen=0).extend  # runs an iterator to its end, in C
 
 # Defaults a class body may not share between instances (as a dataclass refuses them).
 _MUTABLE_DEFAULTS = (list, dict, set, bytearray)
@@ -81,7 +86,7 @@ class _FrozenMeta(type):
     ``__match_args__``. Runs once per class definition; no code is generated."""
 
     def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs: Any) -> _FrozenMeta:
-        if "_FIELDS" in namespace or "_DEFAULTS" in namespace or "_TAILS" in namespace:
+        if any(made in namespace for made in ("_FIELDS", "_DEFAULTS", "_TAILS", "_AFTER", "_CHECKED")):
             raise TypeError(f"{name}: declare a Frozen value's fields as class annotations, not _FIELDS")
         inherited: tuple[str, ...] = ()
         defaults: dict[str, Any] = {}
@@ -103,11 +108,15 @@ class _FrozenMeta(type):
         namespace["_FIELDS"] = fields
         namespace["_DEFAULTS"] = MappingProxyType(defaults)
         namespace["__match_args__"] = fields
-        # For each count of positional arguments, the defaults of the fields after them (None
-        # where one of those has no default): the generic __init__'s fast path.
+        # The generic __init__'s fast paths, per count of positional arguments (see Frozen).
         namespace["_TAILS"] = tuple(
             tuple(defaults[f] for f in fields[n:]) if all(f in defaults for f in fields[n:]) else None
             for n in range(len(fields) + 1)
+        )
+        namespace["_AFTER"] = tuple(frozenset(fields[n:]) for n in range(len(fields) + 1))
+        # Frozen's own __post_init__ checks nothing: only a subclass's is worth a call.
+        namespace["_CHECKED"] = any(getattr(b, "_CHECKED", False) for b in bases) or (
+            "__post_init__" in namespace and any(isinstance(b, _FrozenMeta) for b in bases)
         )
         return super().__new__(mcs, name, bases, namespace, **kwargs)
 
@@ -149,49 +158,59 @@ class Frozen(metaclass=_FrozenMeta):
     _DEFAULTS: ClassVar[MappingProxyType[str, Any]]
     """The fields with a default, and the default."""
     _TAILS: ClassVar[tuple[tuple[Any, ...] | None, ...]]
+    """Per count of positional arguments, the defaults of the fields after them (None where one
+    has no default)."""
+    _AFTER: ClassVar[tuple[frozenset[str], ...]]
+    """Per count of positional arguments, the fields a keyword may still name."""
+    _CHECKED: ClassVar[bool]
+    """Whether the class or a base defines :meth:`__post_init__`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # One generic constructor for every class: the fields by position, then by keyword, then
-        # the defaults; the errors read like those of a written-out signature.
+        # the defaults; the errors read like those of a written-out signature. The slots are set
+        # by map() inside a zero-length deque, in C: a Python loop here would cost every query's
+        # requests, calls and attempts ~1 us each (bench/overhead.py).
         fields = self._FIELDS
         if kwargs or len(args) != len(fields):
             args = self._bind(args, kwargs)
-        setter = object.__setattr__
-        for field, value in zip(fields, args, strict=True):
-            setter(self, field, value)
-        self.__post_init__()
+        _consume(map(_setattr, repeat(self, len(fields)), fields, args))
+        if self._CHECKED:
+            self.__post_init__()
 
     @classmethod
     def _bind(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Every field's value, in order, from the constructor's arguments and the defaults."""
+        fields, given = cls._FIELDS, len(args)
+        if given <= len(fields):
+            if not kwargs:
+                tail = cls._TAILS[given]  # the common short call: the rest are defaults
+                if tail is not None:
+                    return args + tail
+            elif kwargs.keys() <= cls._AFTER[given]:  # no unknown name, none given twice
+                values = cls._DEFAULTS | kwargs
+                try:
+                    return args + tuple(map(values.__getitem__, fields[given:]))
+                except KeyError:
+                    pass  # a field without a value: named below
+        raise cls._refusal(args, kwargs)
+
+    @classmethod
+    def _refusal(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TypeError:
+        """What a written-out signature would say about arguments :meth:`_bind` cannot use."""
         fields, name = cls._FIELDS, cls.__name__
         if len(args) > len(fields):
-            raise TypeError(f"{name}() takes {len(fields)} positional arguments but {len(args)} were given")
-        if not kwargs:
-            tail = cls._TAILS[len(args)]  # the common short call: the rest are defaults
-            if tail is not None:
-                return args + tail
-        defaults = cls._DEFAULTS
-        values = list(args)
-        missing = []
-        for field in fields[len(args) :]:
-            if field in kwargs:
-                values.append(kwargs.pop(field))
-            elif field in defaults:
-                values.append(defaults[field])
-            else:
-                missing.append(field)
+            return TypeError(f"{name}() takes {len(fields)} positional arguments but {len(args)} were given")
         for field in kwargs:
-            if field in fields:
-                raise TypeError(f"{name}() got multiple values for argument {field!r}")
-            raise TypeError(f"{name}() got an unexpected keyword argument {field!r}")
-        if missing:
-            raise TypeError(f"{name}() missing required argument(s): {', '.join(map(repr, missing))}")
-        return tuple(values)
+            if field in fields[: len(args)]:
+                return TypeError(f"{name}() got multiple values for argument {field!r}")
+            if field not in fields:
+                return TypeError(f"{name}() got an unexpected keyword argument {field!r}")
+        missing = [f for f in fields[len(args) :] if f not in kwargs and f not in cls._DEFAULTS]
+        return TypeError(f"{name}() missing required argument(s): {', '.join(map(repr, missing))}")
 
     def __post_init__(self) -> None:
-        """Check the fields (raise if they are wrong); runs after the generic ``__init__``, so on
-        every construction, copy and :meth:`replace` too. Nothing to check by default."""
+        """Check the fields (raise if they are wrong); a subclass that defines it has it run
+        after the generic ``__init__``, so on every construction, copy and :meth:`replace`."""
 
     def _init(self, *values: Any, **others: Any) -> None:
         """Set the slots from a hand-written ``__init__``, past the refusing :meth:`__setattr__`:
