@@ -44,6 +44,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from typing_extensions import dataclass_transform
 else:  # typing_extensions is a type checker's business; importing it would cost a cold query
 
@@ -54,7 +56,7 @@ else:  # typing_extensions is a type checker's business; importing it would cost
 _F = TypeVar("_F", bound="Frozen")
 
 _setattr = object.__setattr__  # past Frozen.__setattr__, which refuses
-_consume = deque(maxlen=0).extend  # runs an iterator to its end, in C
+_consume: Callable[[Iterable[None]], None] = deque[None](maxlen=0).extend  # runs an iterator to its end, in C
 
 # Defaults a class body may not share between instances (as a dataclass refuses them).
 _MUTABLE_DEFAULTS = (list, dict, set, bytearray)
