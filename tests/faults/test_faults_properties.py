@@ -158,7 +158,7 @@ def test_envelope_properties(tmp_path_factory, driver, outcomes, query) -> None:
     assert env.query_echo == query
     attempts = env.attempts
     if not normalise(query):
-        assert (env.status, env.error_code, attempts) == ("error", "EMPTY_QUERY", [])
+        assert (env.status, env.error_code, attempts) == ("error", "EMPTY_QUERY", ())
         return
     accepted = [a for a in attempts if a["accepted"]]
     # Attempts stop at the first accepted one.
