@@ -25,8 +25,8 @@ Rules every adapter follows:
   It may raise only for programming errors; the router turns those into ``BACKEND_ERROR`` too.
 * ``search`` must be cancellable: the router enforces ``timeout_ms`` by cancelling the task, and
   the adapter's cleanup (killing a process group, closing a connection) runs in ``finally``.
-  Blocking work (SQLite, file scans) runs on the instance's own threads (``._threads.WorkerPool``),
-  never the shared default executor, and stops early once its call is cancelled: what
+  Blocking work (SQLite, file scans) runs on the instance's own threads
+  (``common.threads.WorkerPool``), never the shared default executor, and stops early once its call is cancelled: what
   :class:`BlockingAdapter` does for an adapter that implements ``search_blocking``.
 * Relevance is 0..1 and means the same everywhere: >= 0.4 is a usable match, below is weak.
   Each adapter documents how it maps its native score onto that scale.
@@ -42,10 +42,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from ._frozen import Frozen
+from memory_router.core.frozen import Frozen
 
 if TYPE_CHECKING:
-    from ._threads import WorkerPool
+    from memory_router.backends.common.threads import WorkerPool
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -345,10 +345,10 @@ class BlockingAdapter:
     the style of httpx's transports: it implements :meth:`search_blocking` only, and this class
     gives it the async :meth:`search` (and :meth:`aclose`), so the two cannot drift apart.
 
-    :meth:`search` runs :meth:`search_blocking` on the instance's own worker threads
-    (:class:`._threads.WorkerPool`: a stuck backend starves only itself) and, when the router
-    cancels the call at its timeout, sets ``stop``: the same event the one-shot CLI's driver sets,
-    so both drivers stop an abandoned search the same way. The instance is a
+    :meth:`search` runs :meth:`search_blocking` on the instance's own worker threads (a
+    :class:`~memory_router.backends.common.threads.WorkerPool`: a stuck backend starves only
+    itself) and, when the router cancels the call at its timeout, sets ``stop``: the same event
+    the one-shot CLI's driver sets, so both drivers stop an abandoned search the same way. The instance is a
     :class:`BlockingBackend` and a :class:`ClosableBackend`."""
 
     name: str
@@ -364,7 +364,7 @@ class BlockingAdapter:
         import asyncio  # here, not at the top: the one-shot CLI's blocking path never awaits
 
         if self._pool is None:
-            from ._threads import WorkerPool
+            from memory_router.backends.common.threads import WorkerPool
 
             self._pool = WorkerPool(self.name)
         stop = threading.Event()
@@ -383,7 +383,7 @@ class BlockingAdapter:
 @runtime_checkable
 class CalibratedBackend(Protocol):
     """Optional: a backend whose native relevance the router knows how to put on the one shared
-    scale (:mod:`memory_router.calibration`, fitted on labelled data). :meth:`calibration_key`
+    scale (:mod:`memory_router.core.calibration`, fitted on labelled data). :meth:`calibration_key`
     names the map for a mode: ``"qmd:query"``, ``"lossless"``. A backend without it (a command
     program, a test double) is taken at its word: its relevance is used as it is."""
 

@@ -19,7 +19,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 
-from .base import BackendRequest, BackendResponse, BlockingAdapter, Probe, Result
+from memory_router.backends.base import BackendRequest, BackendResponse, BlockingAdapter, Probe, Result
 
 Handler = Callable[[BackendRequest], BackendResponse | Awaitable[BackendResponse]]
 
