@@ -27,7 +27,7 @@ thread hop would cost more than the match).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -47,6 +47,7 @@ from memory_router.core.routerlog import RouterLog
 from memory_router.core.rules import RuleMatch, Step
 
 if TYPE_CHECKING:  # the daemon's executor; the one-shot CLI never imports concurrent.futures
+    from collections.abc import Awaitable, Callable, Generator
     from concurrent.futures import Executor
 
 ON_LOOP_MATCH_S = 0.005  # with a match_executor: the most a match may hold the event loop
@@ -188,7 +189,7 @@ class Router:
         """query -> rule -> plan, the one preparation path of :meth:`plan` and :meth:`route`:
         the normalised query and its plan. Raises :class:`InvalidQuery`."""
         clean = check_query(query, self.config.max_query_chars)
-        match: RuleMatch = yield _Work(self.match, self.match_blocking, clean, deadline_ms)
+        match: RuleMatch = yield (self.match, self.match_blocking, (clean, deadline_ms))
         return clean, make_plan(match, installed)
 
     def _routing(
@@ -226,24 +227,20 @@ class Router:
             cooldown=self.cooldown,
             calibrate=self._calibrate(clean),
         )
-        yield _Work(drive, drive_blocking, machine, self.backend)
+        yield (drive, drive_blocking, (machine, self.backend))
         for event in machine.events:
             event.write(self.log, query)
         return machine.envelope(_ms(started), str(self.log.path) if self.log.path else None)
 
 
-class _Work:
-    """What a path of the router hands its driver: one call it can make either way (``run``
-    awaited by the async driver, ``run_blocking`` by the blocking one), with its arguments."""
+if TYPE_CHECKING:  # annotations only: a cold query does not build these types
+    # What a path of the router hands its driver: one call it can make either way, ``(x,
+    # x_blocking, arguments)``: the async driver awaits ``x(*arguments)``, the blocking one calls
+    # ``x_blocking(*arguments)``. A plain tuple: a class instance would cost each query ~1 us.
+    _Work = tuple[Callable[..., Awaitable[Any]], Callable[..., Any], tuple[Any, ...]]
 
-    __slots__ = ("run", "run_blocking", "args")
-
-    def __init__(self, run: Callable[..., Awaitable[Any]], run_blocking: Callable[..., Any], *args: Any) -> None:
-        self.run, self.run_blocking, self.args = run, run_blocking, args
-
-
-# A path of the router: yields the work it needs done, is sent each result, returns its answer.
-_Flow = Generator[_Work, Any, _T]
+    # A path of the router: yields the work it needs done, is sent each result, returns its answer.
+    _Flow = Generator[_Work, Any, _T]
 
 
 async def _run(flow: _Flow[_T]) -> _T:
@@ -254,7 +251,8 @@ async def _run(flow: _Flow[_T]) -> _T:
             work = flow.send(result)
         except StopIteration as done:
             return cast("_T", done.value)
-        result = await work.run(*work.args)
+        run, _, args = work
+        result = await run(*args)
 
 
 def _run_blocking(flow: _Flow[_T]) -> _T:
@@ -265,7 +263,8 @@ def _run_blocking(flow: _Flow[_T]) -> _T:
             work = flow.send(result)
         except StopIteration as done:
             return cast("_T", done.value)
-        result = work.run_blocking(*work.args)
+        _, run_blocking, args = work
+        result = run_blocking(*args)
 
 
 def _ms(started: float) -> int:
