@@ -26,8 +26,9 @@ Rules every adapter follows:
 * ``search`` must be cancellable: the router enforces ``timeout_ms`` by cancelling the task, and
   the adapter's cleanup (killing a process group, closing a connection) runs in ``finally``.
   Blocking work (SQLite, file scans) runs on the instance's own threads
-  (``common.threads.WorkerPool``), never the shared default executor, and stops early once its call is cancelled: what
-  :class:`BlockingAdapter` does for an adapter that implements ``search_blocking``.
+  (``common.threads.WorkerPool``), never the shared default executor, and stops early once its
+  call is cancelled: what :class:`BlockingAdapter` does for an adapter that implements
+  ``search_blocking``.
 * Relevance is 0..1 and means the same everywhere: >= 0.4 is a usable match, below is weak.
   Each adapter documents how it maps its native score onto that scale.
 """
@@ -331,8 +332,8 @@ class BlockingBackend(Protocol):
     can stop early. The one-shot CLI calls :meth:`search_blocking` in a thread of its own and
     waits with the router's timeout, so a cold query needs no event loop (importing asyncio is a
     sixth of a cold query); the daemon still awaits :meth:`Backend.search`. Both must answer
-    alike, so an adapter implements this one and subclasses :class:`BlockingAdapter` for the other.
-    ``stop`` is set when the router gives up on the call: return soon after (the answer is
+    alike, so an adapter implements this one and subclasses :class:`BlockingAdapter` for the
+    other. ``stop`` is set when the router gives up on the call: return soon after (the answer is
     discarded). The same rules as :meth:`Backend.search`: never raise for a backend-side problem."""
 
     name: str
@@ -348,8 +349,8 @@ class BlockingAdapter:
     :meth:`search` runs :meth:`search_blocking` on the instance's own worker threads (a
     :class:`~memory_router.backends.common.threads.WorkerPool`: a stuck backend starves only
     itself) and, when the router cancels the call at its timeout, sets ``stop``: the same event
-    the one-shot CLI's driver sets, so both drivers stop an abandoned search the same way. The instance is a
-    :class:`BlockingBackend` and a :class:`ClosableBackend`."""
+    the one-shot CLI's driver sets, so both drivers stop an abandoned search the same way. The
+    instance is a :class:`BlockingBackend` and a :class:`ClosableBackend`."""
 
     name: str
     _pool: WorkerPool | None = None  # made on the first async search: the one-shot CLI never needs one

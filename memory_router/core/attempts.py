@@ -99,8 +99,7 @@ class Attempt(NamedTuple):
 
 
 async def call_backend(backend: Backend, request: BackendRequest, timeout_s: float) -> tuple[BackendResponse, int]:
-    """One backend call under the router's timeout; never raises (except our own cancellation,
-    a ``BaseException`` that :func:`_failed` passes on)."""
+    """One backend call under the router's timeout; never raises (except our own cancellation)."""
     import asyncio
 
     started = time.perf_counter()

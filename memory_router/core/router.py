@@ -46,7 +46,7 @@ from memory_router.core.query import check_query
 from memory_router.core.routerlog import RouterLog
 from memory_router.core.rules import RuleMatch, Step
 
-if TYPE_CHECKING:  # the daemon's executor; the one-shot CLI never imports concurrent.futures
+if TYPE_CHECKING:  # types only: the one-shot CLI never imports concurrent.futures (the daemon's executor)
     from collections.abc import Awaitable, Callable, Generator
     from concurrent.futures import Executor
 
