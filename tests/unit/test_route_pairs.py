@@ -39,6 +39,10 @@ def raising(request: BackendRequest) -> BackendResponse:
     raise KeyError("adapter bug")
 
 
+def timing_out(request: BackendRequest) -> BackendResponse:
+    raise TimeoutError("the adapter's own client timed out")  # a timeout, whichever driver sees it
+
+
 class NotAContract:
     """What a buggy adapter might return: no BackendResponse (``replace`` only so that the mock
     can stamp its name on it as on any answer)."""
@@ -64,6 +68,7 @@ OUTCOMES: dict[str, tuple[tuple[Handler, Handler], dict[str, int], str, str | No
     ),
     "fallback after a timeout": ((hang(), answer(0.8)), {}, "success", "QUERY_TIMEOUT", ["TIMEOUT"]),
     "adapter raises": ((raising, answer(0.8)), {}, "success", "BACKEND_ERROR", ["FALLBACK"]),
+    "adapter raises TimeoutError": ((timing_out, answer(0.8)), {}, "success", "QUERY_TIMEOUT", ["TIMEOUT"]),
     "not a contract": ((not_a_contract, answer(0.8)), {}, "success", "BACKEND_ERROR", ["FALLBACK"]),
     "partial": ((answer(0.2), answer(0.3, 0.1)), {}, "partial", None, []),
     "empty": ((answer(), answer()), {}, "empty", None, []),
