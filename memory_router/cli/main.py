@@ -183,7 +183,7 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
 
     try:
         session = Session(Options(**kw))
-        plan = session.router.plan(read_query(query), session.installed())
+        plan = session.router.plan_blocking(read_query(query), session.installed())
     except RouterError as exc:
         say(str(exc))
         if as_json:  # like `query`: a caller parsing stdout always gets JSON

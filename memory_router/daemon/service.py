@@ -256,7 +256,7 @@ class Service:
         if installed is None:
             return self._installed_error(request, snapshot)
         try:
-            plan = await router.aplan(request.query, installed, deadline_ms=request.deadline_ms)
+            plan = await router.plan(request.query, installed, deadline_ms=request.deadline_ms)
         except InvalidQuery as exc:
             self.stats.request("error", exc.error_code)
             return self.error_response(request.id, exc.error_code, str(exc), request.query)
