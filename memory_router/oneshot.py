@@ -13,32 +13,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import paths
+from .contract import COMMON_OPTIONS, EXIT_OK, INVALID_UTF8, exit_code, say
 from .errors import InvalidQuery, RouterError, check_state_dir
 
 if TYPE_CHECKING:  # imported when the backends are first read
     from .installed import Installed
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
 
 class Options(NamedTuple):
+    """The files a command reads: ``contract.COMMON_OPTIONS``' values (``None``: the default)."""
+
     state_dir: str | None
     backends_json: str | None
     config: str | None
-
-
-def say(message: str) -> None:
-    """One diagnostic line on stderr (ANSI escapes stripped unless it is a terminal, as click.echo)."""
-    if not message.isascii():
-        from .jsonout import printable
-
-        message = printable(message)  # a path that is not UTF-8: \xff, as in the JSON
-    line = f"memory-router: {message}"
-    if not sys.stderr.isatty():
-        import re
-
-        line = re.sub(r"\033\[[;?0-9]*[a-zA-Z]", "", line)
-    print(line, file=sys.stderr, flush=True)
 
 
 def write_json(data: bytes) -> None:
@@ -83,7 +70,7 @@ def read_query(query: str) -> str:
             except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
                 start = len(os.fsencode(query[: _first_surrogate(query)]))
                 raise InvalidQuery(
-                    "INVALID_UTF8", f"the query argument is not valid UTF-8 (byte {start}); pass UTF-8 text"
+                    INVALID_UTF8, f"the query argument is not valid UTF-8 (byte {start}); pass UTF-8 text"
                 ) from None
         return query
     raw = sys.stdin.buffer.read()
@@ -91,7 +78,7 @@ def read_query(query: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidQuery(
-            "INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
+            INVALID_UTF8, f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
         ) from None
 
 
@@ -136,11 +123,8 @@ def run_query(
         sys.exit(exc.exit_code)
     write_json(envelope.to_json(pretty=pretty))
     if envelope.status == "error":
-        if envelope.error_code in ("EMPTY_QUERY", "QUERY_TOO_LONG"):
-            say(envelope.error_message or "")
-            _leave(EXIT_USAGE)
         say(envelope.error_message or "all backends failed")
-        _leave(EXIT_ERROR)
+        _leave(exit_code(envelope.error_code))
     _leave(EXIT_OK)
 
 
@@ -152,7 +136,7 @@ def main(opts: dict[str, Any]) -> None:
     try:
         run_query(
             opts["query"],
-            Options(opts.get("state_dir"), opts.get("backends_json"), opts.get("config")),
+            Options(**{option.dest: opts.get(option.dest) for option in COMMON_OPTIONS}),
             pretty=opts.get("pretty", False),
             timeout_ms=opts.get("timeout_ms"),
             limit=opts.get("limit"),

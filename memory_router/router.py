@@ -35,7 +35,7 @@ from .config import RouterConfig
 from .cooldown import Cooldown
 from .envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope
 from .errors import InvalidQuery
-from .fallback import Calibrate, Fallback
+from .fallback import Calibrate, Fallback, ms
 from .installed import Installed
 from .plan import Plan, make_plan
 from .query import check_query
@@ -212,7 +212,7 @@ class Router:
                 f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
                 f"Install one of them or mark it ready in {installed.path}.",
                 plan=plan,
-                router_ms=_ms(started),
+                router_ms=ms(time.perf_counter() - started),
             )
         return Fallback(
             clean,
@@ -229,11 +229,7 @@ class Router:
         """Write what the machine asks router.log to say, and build the envelope."""
         for event in machine.events:
             event.write(self.log, query)
-        return machine.envelope(_ms(started), str(self.log.path) if self.log.path else None)
-
-
-def _ms(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)
+        return machine.envelope(ms(time.perf_counter() - started), str(self.log.path) if self.log.path else None)
 
 
 def default_context(state_dir: Path) -> BackendContext:

@@ -14,12 +14,6 @@ import stat
 
 from . import __version__, envvars
 
-# Path resolution has one home, memory_router.paths (os.path only, no pathlib): re-exported here
-# (the `x as x` form marks an explicit re-export for mypy).
-from .paths import resolve_backends_json as resolve_backends_json
-from .paths import resolve_config as resolve_config
-from .paths import resolve_state_dir as resolve_state_dir
-
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable

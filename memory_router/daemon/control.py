@@ -17,7 +17,7 @@ from typing import Any
 import click
 import orjson
 
-from .. import client, statedir
+from .. import client, paths, statedir
 from ..cli import common_options
 from .describe import describe_runtime
 
@@ -32,7 +32,7 @@ def _socket_option(func: Any) -> Any:
 
 
 def _path(kw: dict[str, Any]) -> str:
-    return client.socket_path(client.resolve_state_dir(kw.get("state_dir")), kw.get("socket"))
+    return client.socket_path(paths.resolve_state_dir(kw.get("state_dir")), kw.get("socket"))
 
 
 @click.group("daemon")
@@ -57,15 +57,15 @@ def status(as_json: bool, **kw: Any) -> None:
         else:
             click.echo(f"not running: {exc}")
         sys.exit(1)
-    state = client.resolve_state_dir(kw.get("state_dir"))
+    state = paths.resolve_state_dir(kw.get("state_dir"))
     theirs = hello.get("context")
     mine = client.context_for(
         theirs,
         cwd=os.getcwd(),
         environ=os.environ,
         state_dir=state,
-        backends_json=client.resolve_backends_json(state, kw.get("backends_json")),
-        config=client.resolve_config(kw.get("config"), state),
+        backends_json=paths.resolve_backends_json(state, kw.get("backends_json")),
+        config=paths.resolve_config(kw.get("config"), state),
     )
     diff = client.context_diff(mine, theirs)
     if as_json:
@@ -202,7 +202,7 @@ def _verify_daemon(pid: int, path: str) -> str | None:
 @common_options
 def start(idle_exit: float | None, **kw: Any) -> None:
     """Start a daemon in the background for this shell's context, unless one answers already."""
-    state = client.resolve_state_dir(kw.get("state_dir"))
+    state = paths.resolve_state_dir(kw.get("state_dir"))
     path = client.socket_path(state)
     try:
         with client.Connection(path) as conn:
