@@ -2,10 +2,11 @@
 error codes are usage errors, and the envelope's fields with the error envelope.
 
 Everything that speaks to a caller is built from these tables: click's options
-(:mod:`.cli`), the thin client's argument parser and the error envelope it prints when it must
-answer itself (:mod:`.client`), the one-shot path (:mod:`.oneshot`), the exceptions' exit codes
-(:mod:`.errors`) and the :class:`~.envelope.Envelope` class. Path resolution has its own home,
-:mod:`.paths`; one diagnostic line on stderr is :func:`say`.
+(:mod:`memory_router.cli.main`), the thin client's argument parser and the error envelope it
+prints when it must answer itself (:mod:`memory_router.client.thin`), the one-shot path
+(:mod:`memory_router.cli.oneshot`), the exceptions' exit codes (:mod:`memory_router.core.errors`)
+and the :class:`~memory_router.core.envelope.Envelope` class. Path resolution has its own home,
+:mod:`memory_router.config.paths`; one diagnostic line on stderr is :func:`say`.
 
 Standard library only, and nothing beyond ``sys``: the thin client imports this module on every
 cold query (no ``typing``, no ``dataclasses``: each would cost it milliseconds).
@@ -261,7 +262,7 @@ def say(message: str, who: str = "memory-router") -> None:
     escaped, as in the JSON; ANSI escapes are stripped unless stderr is a terminal (as click's
     ``echo`` does), so a message quoting a hostile file name cannot drive the caller's terminal."""
     if not message.isascii():
-        from .jsonout import printable
+        from memory_router.output.jsonout import printable
 
         message = printable(message)
     line = f"{who}: {message}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_router import client
+from memory_router.client import thin as client
 
 
 def test_context_covers_what_changes_an_answer(tmp_path: Path) -> None:

@@ -17,9 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_router import cli, client, contract, errors, oneshot
+from memory_router import contract
+from memory_router.cli import main as cli
+from memory_router.cli import oneshot
+from memory_router.client import thin as client
 from memory_router.contract import QUERY_OPTIONS, Option, parse_query_args
-from memory_router.envelope import Envelope, error_envelope
+from memory_router.core import errors
+from memory_router.core.envelope import Envelope, error_envelope
 
 QUERY_COMMAND = cli.main.get_command(click.Context(cli.main), "query")
 _QUERY_TEXT = st.one_of(
