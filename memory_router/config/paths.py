@@ -23,10 +23,10 @@ query and must not import ``pathlib``; the ``Path`` helpers import it when calle
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 OPENCLAW_ROOT = "~/.openclaw"

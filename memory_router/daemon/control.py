@@ -20,6 +20,7 @@ import orjson
 from memory_router.cli.main import common_options
 from memory_router.client import thin as client
 from memory_router.config import paths, statedir
+from memory_router.contract import say
 from memory_router.daemon.describe import describe_runtime
 
 
@@ -123,7 +124,7 @@ def stop(timeout_s: float, **kw: Any) -> None:
     path = _path(kw)
     reason = statedir.problem(os.path.dirname(os.path.abspath(path)), what="the socket's directory")
     if reason:
-        click.echo(f"memory-router: {reason}; not stopping anything there", err=True)
+        say(f"{reason}; not stopping anything there")
         sys.exit(2)
     pid = None
     try:
@@ -131,7 +132,7 @@ def stop(timeout_s: float, **kw: Any) -> None:
             pid = conn.hello().get("pid")
             conn.request({"op": "shutdown"}, timeout=5.0)
     except client.ProtocolMismatch as exc:
-        click.echo(f"memory-router: {exc}", err=True)
+        say(f"{exc}")
         pid = _lock_holder(path)
         if pid:
             _terminate(pid, path)
@@ -145,7 +146,7 @@ def stop(timeout_s: float, **kw: Any) -> None:
     deadline = time.monotonic() + timeout_s
     while os.path.exists(path) or (pid is not None and _lock_holder(path) == pid):
         if time.monotonic() > deadline:
-            click.echo(f"memory-router: the daemon (pid {pid}) has not exited after {timeout_s:g} s", err=True)
+            say(f"the daemon (pid {pid}) has not exited after {timeout_s:g} s")
             sys.exit(1)
         time.sleep(0.05)
     click.echo(f"stopped (pid {pid})")
@@ -155,7 +156,7 @@ def _terminate(pid: int, path: str) -> None:
     """SIGTERM ``pid`` if it is verified to be the daemon serving ``path``; else exit 1 saying why."""
     reason = _verify_daemon(pid, path)
     if reason:
-        click.echo(f"memory-router: not signalling pid {pid}: {reason}", err=True)
+        say(f"not signalling pid {pid}: {reason}")
         sys.exit(1)
     click.echo(f"sending SIGTERM to the daemon (pid {pid})", err=True)
     os.kill(pid, signal.SIGTERM)
@@ -219,18 +220,15 @@ def start(idle_exit: float | None, **kw: Any) -> None:
             idle_exit=idle_exit,
         )
     except client.DaemonError as exc:
-        click.echo(f"memory-router: not starting a daemon: {exc}", err=True)
+        say(f"not starting a daemon: {exc}")
         sys.exit(2)
     if pid is None:
-        click.echo(
-            f"memory-router: the state directory {state} does not exist; run the stack's installer or pass --state-dir",
-            err=True,
-        )
+        say(f"the state directory {state} does not exist; run the stack's installer or pass --state-dir")
         sys.exit(2)
     try:
         client.wait_for_daemon(path).close()
     except client.DaemonError as exc:
-        click.echo(f"memory-router: {exc}; see {os.path.join(state, 'daemon.log')}", err=True)
+        say(f"{exc}; see {os.path.join(state, 'daemon.log')}")
         sys.exit(1)
     click.echo(f"started: pid {pid}, socket {path}")
 
