@@ -1,8 +1,9 @@
 """``memory-router query`` in-process, without click: what runs when no daemon answers.
 
-The console script (:mod:`.entry`) parses ``query``'s arguments with the client's exact parser
-and, when no daemon answers, calls :func:`run_query` directly, so a cold query never imports
-click; the click command in :mod:`.cli` calls the same function. Exit codes as in :mod:`.cli`.
+The console script (:mod:`.entry`) parses ``query``'s arguments with the parser built from the
+option table in :mod:`memory_router.contract` (click's options come from the same table) and,
+when no daemon answers, calls :func:`run_query` directly, so a cold query never imports click;
+the click command in :mod:`.main` calls the same function. Exit codes: :mod:`memory_router.contract`.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def run_query(
 
 
 def main(opts: dict[str, Any]) -> None:
-    """The console script's in-process ``query`` (``opts`` from :func:`.client.parse_query_args`),
+    """The console script's in-process ``query`` (``opts`` from :func:`memory_router.contract.parse_query_args`),
     with click's standalone handling of Ctrl-C and a closed stdout."""
     import errno
 
