@@ -181,16 +181,17 @@ def parse_query_args(args: list[str]) -> dict[str, Any] | None:
         if arg == "--":
             only_args = True
             continue
-        name, eq, given = arg.partition("=")
+        name, eq, given_text = arg.partition("=")
+        given: str | None = given_text
         option = _BY_FLAG.get(name)
         if option is None or (eq and option.kind == "flag"):
             return None
         if option.kind == "flag":
             opts[option.dest] = True
             continue
-        text = given if eq else args[i] if i < len(args) else None
-        i += 0 if eq else 1
-        value = option.value(text)
+        if not eq:  # "--limit 5": the value is the next argument (missing: None, click reports it)
+            given, i = (args[i] if i < len(args) else None), i + 1
+        value = option.value(given)
         if value is None:
             return None
         opts[option.dest] = value
