@@ -132,7 +132,7 @@ _TOKENS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(_TOKENS, max_size=7))
 def test_the_fast_parser_agrees_with_click_whenever_it_answers(args: list[str]) -> None:
     fast = parse_query_args(args)
