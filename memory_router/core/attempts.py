@@ -19,7 +19,6 @@ a fresh event loop for its one call. Both drivers give the machine the same outc
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -191,9 +190,9 @@ def run_on_new_loop(coro: Coroutine[Any, Any, _T]) -> _T:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()  # shuts the default executor down without waiting
-            threads = sys.modules.get("memory_router.backends.common.threads")
-            if threads is not None:  # adapters' own worker pools (Total Recall, Lossless): the same
-                threads.release_all()
+            from memory_router.backends.common.threads import release_all
+
+            release_all()  # adapters' own worker pools (Total Recall, Lossless): the same
 
 
 def _sane(name: str, query: str, response: object) -> BackendResponse:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import orjson
 
+from memory_router import contract
 from memory_router.backends.base import Result, check_relevance
 from memory_router.core.frozen import Frozen
 from memory_router.core.plan import Plan
@@ -32,24 +33,8 @@ class InvalidEnvelope(ValueError):
 
 # The envelope's fields in the spec's order, each with whether from_dict requires it (the others
 # have defaults in Envelope.__init__): one list for __slots__, _FIELDS (replace, repr, eq, hash,
-# pickling) and the reader.
-FIELDS: tuple[tuple[str, bool], ...] = (
-    ("query_echo", True),
-    ("routed_to", True),
-    ("routed_mode", True),
-    ("fallback_chain", True),
-    ("fallbacks_used", True),
-    ("results", True),
-    ("result_count", True),
-    ("normalized_relevance", True),
-    ("status", True),
-    ("error_code", False),
-    ("error_message", False),
-    ("router_duration_ms", False),
-    ("backend_duration_ms", False),
-    ("rule", False),
-    ("attempts", False),
-)
+# pickling) and the reader, kept in the contract with the error envelope the thin client prints.
+FIELDS = contract.ENVELOPE_FIELDS
 FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
 
 
@@ -218,20 +203,12 @@ def error_envelope(
     router_ms: int = 0,
 ) -> Envelope:
     """An envelope for a query the router could not dispatch at all (bad input, no backends)."""
-    return Envelope(
-        query_echo=query,
-        routed_to=None,
-        routed_mode=None,
-        fallback_chain=plan.fallback_chain if plan else [],
-        fallbacks_used=0,
-        results=[],
-        result_count=0,
-        normalized_relevance=0.0,
-        status="error",
-        error_code=code,
-        error_message=message,
-        router_duration_ms=router_ms,
-        backend_duration_ms=0,
+    fields = contract.error_fields(
+        query,
+        code,
+        message,
+        fallback_chain=plan.fallback_chain if plan else None,
         rule=plan.match.as_dict() if plan else None,
-        attempts=[],
+        router_ms=router_ms,
     )
+    return Envelope(**fields)

@@ -40,7 +40,7 @@ from memory_router.core.calibration import Calibration
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope
 from memory_router.core.errors import InvalidQuery
-from memory_router.core.fallback import Calibrate, Fallback
+from memory_router.core.fallback import Calibrate, Fallback, ms
 from memory_router.core.plan import Plan, make_plan
 from memory_router.core.query import check_query
 from memory_router.core.routerlog import RouterLog
@@ -215,7 +215,7 @@ class Router:
                 f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
                 f"Install one of them or mark it ready in {installed.path}.",
                 plan=plan,
-                router_ms=_ms(started),
+                router_ms=ms(time.perf_counter() - started),
             )
         machine = Fallback(
             clean,
@@ -230,7 +230,7 @@ class Router:
         yield (drive, drive_blocking, (machine, self.backend))
         for event in machine.events:
             event.write(self.log, query)
-        return machine.envelope(_ms(started), str(self.log.path) if self.log.path else None)
+        return machine.envelope(ms(time.perf_counter() - started), str(self.log.path) if self.log.path else None)
 
 
 if TYPE_CHECKING:  # annotations only: a cold query does not build these types
@@ -265,10 +265,6 @@ def _run_blocking(flow: _Flow[_T]) -> _T:
             return cast("_T", done.value)
         _, run_blocking, args = work
         result = run_blocking(*args)
-
-
-def _ms(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)
 
 
 def default_context(state_dir: Path) -> BackendContext:
