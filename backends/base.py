@@ -9,6 +9,15 @@ backend contract, and a cheap synchronous :meth:`Backend.probe`; optionally
 :class:`AdapterModule` shape and is created with a :class:`BackendContext`. Subprocesses, SQLite,
 HTTP and markdown parsing all live below this line, in one adapter module each.
 
+**Sync/async pairs: one name each.** Wherever the project offers the same operation both ways,
+the async one is ``x`` and the blocking one (no event loop: the one-shot CLI) is ``x_blocking``:
+``search``/``search_blocking`` here, ``Router.route``/``route_blocking``,
+``Router.plan``/``plan_blocking``, ``Router.match``/``match_blocking``, and the fallback drivers
+``drive``/``drive_blocking`` and ``call_backend``/``call_backend_blocking``. A pair is written
+once: an adapter implements the one its backend does natively, an async ``search`` (a process,
+HTTP) or, by subclassing :class:`BlockingAdapter`, a ``search_blocking`` (files, SQLite), and
+gets the other from the seam; the router's paths are written once and driven both ways.
+
 Rules every adapter follows:
 
 * ``search`` never raises for a backend-side problem (missing binary, bad output, HTTP 500):
@@ -16,8 +25,10 @@ Rules every adapter follows:
   It may raise only for programming errors; the router turns those into ``BACKEND_ERROR`` too.
 * ``search`` must be cancellable: the router enforces ``timeout_ms`` by cancelling the task, and
   the adapter's cleanup (killing a process group, closing a connection) runs in ``finally``.
-  Blocking work (SQLite, file scans) runs on the instance's own threads (``._threads.WorkerPool``),
-  never the shared default executor, and stops early once its call is cancelled.
+  Blocking work (SQLite, file scans) runs on the instance's own threads
+  (``common.threads.WorkerPool``), never the shared default executor, and stops early once its
+  call is cancelled: what :class:`BlockingAdapter` does for an adapter that implements
+  ``search_blocking``.
 * Relevance is 0..1 and means the same everywhere: >= 0.4 is a usable match, below is weak.
   Each adapter documents how it maps its native score onto that scale.
 """
@@ -30,9 +41,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from memory_router.core.frozen import Frozen
+
+if TYPE_CHECKING:
+    from memory_router.backends.common.threads import WorkerPool
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -315,12 +329,53 @@ class BlockingBackend(Protocol):
     can stop early. The one-shot CLI calls :meth:`search_blocking` in a thread of its own and
     waits with the router's timeout, so a cold query needs no event loop (importing asyncio is a
     sixth of a cold query); the daemon still awaits :meth:`Backend.search`. Both must answer
-    alike. ``stop`` is set when the router gives up on the call: return soon after (the answer is
+    alike, so an adapter implements this one and subclasses :class:`BlockingAdapter` for the
+    other. ``stop`` is set when the router gives up on the call: return soon after (the answer is
     discarded). The same rules as :meth:`Backend.search`: never raise for a backend-side problem."""
 
     name: str
 
     def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse: ...
+
+
+class BlockingAdapter:
+    """The base of an adapter whose search is blocking work in this process (files, SQLite), in
+    the style of httpx's transports: it implements :meth:`search_blocking` only, and this class
+    gives it the async :meth:`search` (and :meth:`aclose`), so the two cannot drift apart.
+
+    :meth:`search` runs :meth:`search_blocking` on the instance's own worker threads (a
+    :class:`~memory_router.backends.common.threads.WorkerPool`: a stuck backend starves only
+    itself) and, when the router cancels the call at its timeout, sets ``stop``: the same event
+    the one-shot CLI's driver sets, so both drivers stop an abandoned search the same way. The
+    instance is a :class:`BlockingBackend` and a :class:`ClosableBackend`."""
+
+    name: str
+    _pool: WorkerPool | None = None  # made on the first async search: the one-shot CLI never needs one
+
+    def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:
+        """:meth:`BlockingBackend.search_blocking`: what a subclass implements."""
+        raise NotImplementedError(f"{type(self).__name__} must implement search_blocking")
+
+    async def search(self, request: BackendRequest) -> BackendResponse:
+        """:meth:`Backend.search`: :meth:`search_blocking` in a worker thread; cancelling the call
+        sets its ``stop``, and the thread ends at the adapter's next check."""
+        import asyncio  # here, not at the top: the one-shot CLI's blocking path never awaits
+
+        if self._pool is None:
+            from memory_router.backends.common.threads import WorkerPool
+
+            self._pool = WorkerPool(self.name)
+        stop = threading.Event()
+        try:
+            return await self._pool.run(self.search_blocking, request, stop)
+        except asyncio.CancelledError:
+            stop.set()  # the router's timeout: the worker stops at its next check
+            raise
+
+    async def aclose(self) -> None:
+        """:class:`ClosableBackend`: a reload replaced this instance, or the daemon stops."""
+        if self._pool is not None:
+            self._pool.close()
 
 
 @runtime_checkable

@@ -7,7 +7,9 @@ records the requests it saw. The helpers build the handlers the tests need::
     MockBackend("qmd", fail("BACKEND_ERROR", "exit 1"))
     MockBackend("qmd", hang())               # never returns; the router's timeout must end it
 
-``BlockingMockBackend`` is the same with ``search_blocking``, for the one-shot CLI's driver.
+``BlockingMockBackend`` is the same as a :class:`~.base.BlockingAdapter`: it implements
+``search_blocking`` (the one-shot CLI's driver calls it) and gets ``search`` from the seam, as
+Total Recall and Lossless do.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 
-from memory_router.backends.base import BackendRequest, BackendResponse, Probe, Result
+from memory_router.backends.base import BackendRequest, BackendResponse, BlockingAdapter, Probe, Result
 
 Handler = Callable[[BackendRequest], BackendResponse | Awaitable[BackendResponse]]
 
@@ -41,9 +43,10 @@ class MockBackend:
         return Probe(self._probe_ok, "mock backend")
 
 
-class BlockingMockBackend(MockBackend):
-    """A :class:`MockBackend` that is also a :class:`~.base.BlockingBackend`, for the one-shot
-    CLI's driver. An async handler runs on a loop of its own in the caller's thread, cut off one
+class BlockingMockBackend(BlockingAdapter, MockBackend):
+    """A :class:`MockBackend` whose search is blocking (a :class:`~.base.BlockingAdapter`): the
+    one-shot CLI's driver calls :meth:`search_blocking`, the async driver the ``search`` the seam
+    builds on it. An async handler runs on a loop of its own in the calling thread, cut off one
     second after the router's timeout so a ``hang()`` does not keep its thread forever."""
 
     def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:

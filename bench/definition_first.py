@@ -26,6 +26,7 @@ import json
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from datetime import date
 from pathlib import Path
@@ -168,7 +169,7 @@ def total_recall(root: Path, queries: tuple[tuple[str, str], ...]) -> None:
             if label == "before":
                 totalrecall.definition_target = lambda _query: None  # type: ignore[assignment]
             try:
-                response = backend.search_sync(BackendRequest(query=query, limit=10))
+                response = backend.search_blocking(BackendRequest(query=query, limit=10), threading.Event())
             finally:
                 totalrecall.definition_target = original
             top = response.results[0].extra if response.results else {}

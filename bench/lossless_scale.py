@@ -3,7 +3,7 @@
 Each size N is a database with N messages and N leaf summaries (``populate_synthetic`` in
 ``memory_router.backends.lossless.schema``: the plugin's DDL, FTS rows written by app code as the
 plugin does), once in the current 0.15.x layout (FTS5) and once without FTS tables (the LIKE
-fallback). Every query goes through ``LosslessBackend.search_sync``: open read-only, schema
+fallback). Every query goes through ``LosslessBackend.search_blocking``: open read-only, schema
 check, search, close - the whole per-query cost. Queries:
 
 * ``and``  - every content term is in some rows: the strict FTS5 AND form answers;
@@ -17,6 +17,7 @@ Target: FTS5 search at 100k rows under 50 ms (median).
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -61,13 +62,14 @@ def main() -> int:
             db = root / f"lcm-{layout}-{n}.db"
             builds.append((f"{n:,} {layout}", fmt(build(db, n, layout), 2)))
             backend = L.create("lossless", L.Settings(db_path=str(db)), BackendContext(state_dir=root, environ={}))
+            never = threading.Event()  # no search here is stopped
             for label, query in QUERIES.items():
                 request = BackendRequest(query, timeout_s=60)
-                backend.search_sync(request)  # warm the page cache and the schema cache
+                backend.search_blocking(request, never)  # warm the page cache and the schema cache
                 times = []
                 for _ in range(n_repeat):
                     t0 = time.perf_counter()
-                    resp = backend.search_sync(request)
+                    resp = backend.search_blocking(request, never)
                     times.append((time.perf_counter() - t0) * 1000)
                 search = "fts5" if layout == "current" else "like"
                 target = verdict(median(times), TARGET_FTS_MS) if search == "fts5" else "-"

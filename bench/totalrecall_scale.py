@@ -23,6 +23,7 @@ import gc
 import random
 import shutil
 import tempfile
+import threading
 import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -123,8 +124,9 @@ def build_root(root: Path, files: int, seed: int = 3, vocab_kind: str = "realist
 
 
 def timed_search(backend: TotalRecallBackend, query: str) -> float:
+    request, never = BackendRequest(query=query, limit=10), threading.Event()
     t0 = time.perf_counter()
-    response = backend.search_sync(BackendRequest(query=query, limit=10))
+    response = backend.search_blocking(request, never)
     elapsed = (time.perf_counter() - t0) * 1000
     if response.status == "error":
         raise SystemExit(f"search failed: {response.error_message}")

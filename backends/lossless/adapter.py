@@ -13,7 +13,8 @@ plugin's own resolution order. Environment and home come from the :class:`Backen
 empty database), ``PRAGMA query_only=ON``, a busy timeout (``busy_timeout_ms``), one short-lived
 connection per search (so no read transaction outlives a query and WAL checkpoints of the live
 plugin are never held back), a progress handler that aborts SQLite work at the request's
-deadline, and ``Connection.interrupt()`` when the router cancels the call.
+deadline or as soon as the router gives up on the call (its ``stop`` event, checked every 2000
+SQLite VM steps, in the daemon and the one-shot CLI alike).
 
 **Schema drift.** Columns and tables are detected with ``PRAGMA table_info`` and
 ``sqlite_master`` (cached per ``PRAGMA schema_version``): ``latest_at``, ``depth``, ``kind``,
@@ -71,12 +72,12 @@ from memory_router.backends.base import (
     QUERY_TIMEOUT,
     BackendRequest,
     BackendResponse,
+    BlockingAdapter,
     Probe,
     Result,
     Stopwatch,
 )
 from memory_router.backends.common.settings import Limits
-from memory_router.backends.common.threads import WorkerPool
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, recency, stem
 
 from memory_router.config.envvars import LOSSLESS
@@ -355,36 +356,13 @@ class _Hit(Frozen):
     fts_rowid: int | None = None
 
 
-class _Call:
-    """The connection of one in-flight search, so a cancellation can interrupt it. ``stop``: the
-    caller's event (:meth:`LosslessBackend.search_blocking`), also read by the progress handler."""
-
-    __slots__ = ("conn", "stop", "lock")
-
-    def __init__(self, stop: threading.Event | None = None) -> None:
-        self.conn: sqlite3.Connection | None = None
-        self.stop = stop if stop is not None else threading.Event()
-        self.lock = threading.Lock()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.stop.is_set()
-
-    def interrupt(self) -> None:
-        with self.lock:
-            self.stop.set()
-            if self.conn is not None:
-                self.conn.interrupt()
-
-
-class LosslessBackend:
+class LosslessBackend(BlockingAdapter):
     def __init__(self, name: str, settings: Settings, context: BackendContext) -> None:
         self.name = name
         self.settings = settings
         self.context = context
         self._schemas: dict[tuple[str, int], Schema] = {}
         self._schemas_lock = threading.Lock()
-        self._pool = WorkerPool(name)  # its own threads: a stuck backend elsewhere cannot hold them
 
     # -- plumbing
 
@@ -406,9 +384,6 @@ class LosslessBackend:
         return cached
 
     # -- the Backend protocol
-
-    async def aclose(self) -> None:
-        self._pool.close()  # ClosableBackend: a reload replaced this instance, or the daemon stops
 
     def calibration_key(self, mode: str | None) -> str:
         """The calibration map (memory_router.core.calibration): one mode, one map."""
@@ -454,24 +429,11 @@ class LosslessBackend:
         )
         return Probe(True, detail, facts)
 
-    async def search(self, request: BackendRequest) -> BackendResponse:
-        import asyncio  # here, not at the top: the one-shot CLI's blocking path never awaits
-
-        call = _Call()
-        try:
-            return await self._pool.run(self.search_sync, request, call)
-        except asyncio.CancelledError:
-            call.interrupt()  # the router's timeout: stop SQLite work in the worker thread now
-            raise
-
     def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:
-        """:class:`~.base.BlockingBackend`: the search in the caller's thread; ``stop`` aborts the
-        SQLite statement at its next progress check (every 2000 VM steps)."""
-        return self.search_sync(request, _Call(stop))
-
-    def search_sync(self, request: BackendRequest, call: _Call | None = None) -> BackendResponse:
+        """:class:`~.base.BlockingBackend` (the async ``search`` is :class:`~.base.BlockingAdapter`'s):
+        the search in the caller's thread; ``stop`` aborts the SQLite statement at its next
+        progress check (every 2000 VM steps)."""
         watch = Stopwatch()
-        call = call or _Call()
         loc = self.location()
         if loc.path is None:
             return BackendResponse.failure(
@@ -494,11 +456,8 @@ class LosslessBackend:
         deadline = time.monotonic() + max(0.0, request.timeout_s)
         # Checked every 2000 VM steps: a cancelled call or a passed deadline aborts the statement
         # ("interrupted"), so no SQLite work outlives the router's timeout.
-        conn.set_progress_handler(lambda: 1 if call.cancelled or time.monotonic() > deadline else 0, 2000)
-        with call.lock:
-            call.conn = conn
-            cancelled = call.cancelled
-        if cancelled:  # the router gave up before the thread got here
+        conn.set_progress_handler(lambda: 1 if stop.is_set() or time.monotonic() > deadline else 0, 2000)
+        if stop.is_set():  # the router gave up before the thread got here
             conn.close()
             return BackendResponse.failure(
                 self.name,
@@ -555,8 +514,6 @@ class LosslessBackend:
                 query_sent=sent,
             )
         finally:
-            with call.lock:
-                call.conn = None
             conn.close()
 
     # -- search strategy

@@ -44,8 +44,9 @@ which the router treats as weak.
 
 **Bounded work.** A memory file larger than ``max_file_bytes`` (default 4 MiB) is skipped, and so
 is one that cannot be read (EACCES...) or is not a regular file: the rest of the tree is still
-searched, and ``memory-router backends`` lists what was skipped and why. Blocking work runs on
-the instance's own threads (:mod:`._threads`) and stops between files (and every few thousand
+searched, and ``memory-router backends`` lists what was skipped and why. The search is blocking
+work (:class:`~.base.BlockingAdapter`: in the daemon it runs on the instance's own threads) and
+stops between files (and every few thousand
 lines of a file) once the router has given up on the call, so a slow tree never holds threads
 that other backends need.
 
@@ -81,6 +82,7 @@ from memory_router.backends.base import (
     QUERY_TIMEOUT,
     BackendRequest,
     BackendResponse,
+    BlockingAdapter,
     Probe,
     Result,
     Stopwatch,
@@ -93,7 +95,6 @@ from memory_router.backends.common.definitions import (
 )
 from memory_router.backends.common.files import FileRefused, read_regular_file
 from memory_router.backends.common.settings import Limits
-from memory_router.backends.common.threads import WorkerPool
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
 
 from memory_router.config.envvars import TOTALRECALL
@@ -817,14 +818,13 @@ def _iso(ts: datetime | None) -> str | None:
     return iso_z(ts) if ts else None
 
 
-class TotalRecallBackend:
+class TotalRecallBackend(BlockingAdapter):
     def __init__(self, name: str, root: Path | None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
         self.name = name
         self.root = root
         self.max_file_bytes = max_file_bytes
         self._index = _Index()
         self._lock = threading.Lock()
-        self._pool = WorkerPool(name)
         self._watched = False  # a watcher calls invalidate() on changes under watch_paths()
         self._stale = True
         self._walked_at = 0.0
@@ -844,9 +844,6 @@ class TotalRecallBackend:
     def invalidate(self) -> None:
         """Something under the root changed: the next query walks the tree again."""
         self._stale = True
-
-    async def aclose(self) -> None:
-        self._pool.close()  # ClosableBackend: a reload replaced this instance, or the daemon stops
 
     def calibration_key(self, mode: str | None) -> str:
         """The calibration map (memory_router.core.calibration): one mode, one map."""
@@ -884,22 +881,10 @@ class TotalRecallBackend:
         """Files the index left out, as of the last search: relative path -> why."""
         return {rel: why for rel, (_, why) in self._index.skipped.items()}
 
-    async def search(self, request: BackendRequest) -> BackendResponse:
-        import asyncio  # here, not at the top: the one-shot CLI's blocking path never awaits
-
-        cancel = threading.Event()
-        try:
-            return await self._pool.run(self.search_sync, request, cancel)
-        except asyncio.CancelledError:
-            cancel.set()  # the router's timeout: the worker stops at its next check
-            raise
-
     def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:
-        """:class:`~.base.BlockingBackend`: the search in the caller's thread; ``stop`` ends a tree
-        read at its next check (between files, every 1024 lines of one)."""
-        return self.search_sync(request, stop)
-
-    def search_sync(self, request: BackendRequest, cancel: threading.Event | None = None) -> BackendResponse:
+        """:class:`~.base.BlockingBackend` (the async ``search`` is :class:`~.base.BlockingAdapter`'s):
+        the search in the caller's thread; ``stop`` ends a tree read at its next check (between
+        files, every 1024 lines of one)."""
         watch = Stopwatch()
         if self.root is None or not self.root.is_dir():
             where = "no memory root found" if self.root is None else f"memory root {self.root} does not exist"
@@ -925,7 +910,7 @@ class TotalRecallBackend:
             if not self._watched or self._stale or now - self._walked_at > WATCHED_RESCAN_S:
                 self._stale = False  # before the walk: a change during it marks it stale again
                 self._walked_at = now
-                self._index.refresh(self.root, self.max_file_bytes, cancel)
+                self._index.refresh(self.root, self.max_file_bytes, stop)
             hits = rank(self._index, request.query, request.limit, datetime.now(timezone.utc))
             nothing = None if self._index.files else _no_memory_files(self.root, self.skipped(), self.name)
         except Cancelled:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import sys
 
+from memory_router.contract import say
+
 _HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")  # exit 128 + number: 130, 143, 129 on Linux
 _by_number: dict[int, str] = {}  # filled by install()
 
@@ -51,8 +53,7 @@ def _leave(signum: int) -> None:
         groups.kill_all()
     name = _by_number.get(signum, f"signal {signum}")
     try:
-        sys.stderr.write(f"memory-router: {name}: query cancelled, its backend processes stopped\n")
-        sys.stderr.flush()
+        say(f"{name}: query cancelled, its backend processes stopped")
     except (OSError, ValueError):
         pass
     os._exit(128 + signum)

@@ -26,18 +26,9 @@ from typing import Any
 
 import click
 
-from memory_router import __version__
-from memory_router.cli.oneshot import (
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_USAGE,
-    Options,
-    Session,
-    read_query,
-    run_query,
-    say,
-    write_json,
-)
+from memory_router import __version__, contract
+from memory_router.cli.oneshot import Options, Session, read_query, run_query, write_json
+from memory_router.contract import EXIT_ERROR, EXIT_OK, EXIT_USAGE, say
 from memory_router.core.errors import RouterError
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "IN_PROCESS", "Options", "Session", "main", "common_options"]
@@ -47,28 +38,31 @@ __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "IN_PROCESS", "Options", "Sess
 IN_PROCESS = "in-process"
 
 
-def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option(
-        "--config",
-        "config",
-        metavar="PATH",
-        help=(
-            "router-config.json to use (default: $MEMORY_ROUTER_CONFIG, else <state dir>/router-config.json "
-            "if it exists, else the packaged one)."
-        ),
-    )(func)
-    func = click.option(
-        "--backends-json", metavar="PATH", help="backends.json to read (default: <state dir>/backends.json)."
-    )(func)
-    func = click.option(
-        "--state-dir",
-        metavar="DIR",
-        help=(
-            "State directory (default: $MEMORY_ROUTER_STATE_DIR, else $OPENCLAW_STATE_DIR/state, "
-            "else ~/.openclaw/state; docs/configuration.md)."
-        ),
-    )(func)
-    return func
+def click_option(option: contract.Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click decorator for one option of the table in :mod:`.contract`."""
+    kw: dict[str, Any] = {"help": option.help}
+    if option.kind == "flag":
+        kw["is_flag"] = True
+    elif option.kind == "int":
+        kw["type"] = click.IntRange(option.low, option.high)
+    elif option.kind == "choice":
+        kw["type"] = click.Choice(list(option.choices))
+    if option.metavar:
+        kw["metavar"] = option.metavar
+    return click.option(option.flag, option.dest, **kw)
+
+
+def _with_options(options: tuple[contract.Option, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):  # decorators apply bottom-up: the table's order is --help's
+            func = click_option(option)(func)
+        return func
+
+    return decorate
+
+
+# --state-dir, --backends-json, --config: every command that reads the configuration.
+common_options = _with_options(contract.COMMON_OPTIONS)
 
 
 # Subcommands that live in other modules, imported only when invoked (keeps `query` cold start
@@ -133,28 +127,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("query")
-@click.option("--pretty", is_flag=True, help="Indent the JSON.")
-@click.option(
-    "--timeout-ms", type=click.IntRange(1, 600_000), help="Per-backend timeout (default from router-config.json)."
-)
-@click.option("--limit", type=click.IntRange(1, 1000), help="Results per backend (default from router-config.json).")
-@click.option(
-    "--daemon",
-    "daemon_mode",
-    type=click.Choice(["auto", "off", "require"]),
-    help=(
-        "Use a warm daemon (`serve --socket`): auto (default, else in-process), off, require. "
-        "Default: $MEMORY_ROUTER_DAEMON, else auto."
-    ),
-)
-@click.option(
-    "--spawn",
-    is_flag=True,
-    help="If no daemon runs, start one in the background for the next queries (also $MEMORY_ROUTER_SPAWN=1).",
-)
-@common_options
+@_with_options(contract.QUERY_OPTIONS)
 def query(
-    query: str, pretty: bool, timeout_ms: int | None, limit: int | None, daemon_mode: str | None, spawn: bool, **kw: Any
+    query: str, pretty: bool, timeout_ms: int | None, limit: int | None, mode: str | None, spawn: bool, **kw: Any
 ) -> None:
     """Route QUERY and print the router envelope (JSON).
 
@@ -165,7 +140,7 @@ def query(
         if click.get_current_context().obj is IN_PROCESS:  # the console script already decided: in-process
             return None
         return client.route_via_daemon(
-            text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=daemon_mode, **kw
+            text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=mode, **kw
         )
 
     run_query(query, Options(**kw), pretty=pretty, timeout_ms=timeout_ms, limit=limit, via_daemon=via_daemon)
@@ -183,7 +158,7 @@ def route(query: str, as_json: bool, **kw: Any) -> None:
 
     try:
         session = Session(Options(**kw))
-        plan = session.router.plan(read_query(query), session.installed())
+        plan = session.router.plan_blocking(read_query(query), session.installed())
     except RouterError as exc:
         say(str(exc))
         if as_json:  # like `query`: a caller parsing stdout always gets JSON
@@ -310,9 +285,10 @@ def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[st
 def _daemon_runtime(state_dir: str | None) -> dict[str, Any]:
     """The socket daemon's live backend facts (qmd's warm engine), if a daemon answers."""
     from memory_router.client import thin as client
+    from memory_router.config import paths
 
     try:
-        with client.Connection(client.socket_path(client.resolve_state_dir(state_dir)), timeout=2.0) as conn:
+        with client.Connection(client.socket_path(paths.resolve_state_dir(state_dir)), timeout=2.0) as conn:
             conn.hello()
             stats = conn.request({"op": "stats"}, timeout=5.0).get("stats")
     except (client.DaemonError, OSError, ValueError):

@@ -1,8 +1,9 @@
 """``memory-router query`` in-process, without click: what runs when no daemon answers.
 
-The console script (:mod:`.entry`) parses ``query``'s arguments with the client's exact parser
-and, when no daemon answers, calls :func:`run_query` directly, so a cold query never imports
-click; the click command in :mod:`.cli` calls the same function. Exit codes as in :mod:`.cli`.
+The console script (:mod:`.entry`) parses ``query``'s arguments with the parser built from the
+option table in :mod:`memory_router.contract` (click's options come from the same table) and,
+when no daemon answers, calls :func:`run_query` directly, so a cold query never imports click;
+the click command in :mod:`.main` calls the same function. Exit codes: :mod:`memory_router.contract`.
 """
 
 from __future__ import annotations
@@ -13,33 +14,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memory_router.config import paths
+from memory_router.contract import COMMON_OPTIONS, EXIT_OK, INVALID_UTF8, exit_code, say
 from memory_router.core.errors import InvalidQuery, RouterError, check_state_dir
 from memory_router.core.frozen import Frozen
 
 if TYPE_CHECKING:  # imported when the backends are first read
     from memory_router.config.installed import Installed
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
 
 class Options(Frozen):
+    """The files a command reads: ``contract.COMMON_OPTIONS``' values (``None``: the default)."""
+
     state_dir: str | None
     backends_json: str | None
     config: str | None
-
-
-def say(message: str) -> None:
-    """One diagnostic line on stderr (ANSI escapes stripped unless it is a terminal, as click.echo)."""
-    if not message.isascii():
-        from memory_router.output.jsonout import printable
-
-        message = printable(message)  # a path that is not UTF-8: \xff, as in the JSON
-    line = f"memory-router: {message}"
-    if not sys.stderr.isatty():
-        import re
-
-        line = re.sub(r"\033\[[;?0-9]*[a-zA-Z]", "", line)
-    print(line, file=sys.stderr, flush=True)
 
 
 def write_json(data: bytes) -> None:
@@ -84,7 +72,7 @@ def read_query(query: str) -> str:
             except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
                 start = len(os.fsencode(query[: _first_surrogate(query)]))
                 raise InvalidQuery(
-                    "INVALID_UTF8", f"the query argument is not valid UTF-8 (byte {start}); pass UTF-8 text"
+                    INVALID_UTF8, f"the query argument is not valid UTF-8 (byte {start}); pass UTF-8 text"
                 ) from None
         return query
     raw = sys.stdin.buffer.read()
@@ -92,7 +80,7 @@ def read_query(query: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidQuery(
-            "INVALID_UTF8", f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
+            INVALID_UTF8, f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
         ) from None
 
 
@@ -137,23 +125,20 @@ def run_query(
         sys.exit(exc.exit_code)
     write_json(envelope.to_json(pretty=pretty))
     if envelope.status == "error":
-        if envelope.error_code in ("EMPTY_QUERY", "QUERY_TOO_LONG"):
-            say(envelope.error_message or "")
-            _leave(EXIT_USAGE)
         say(envelope.error_message or "all backends failed")
-        _leave(EXIT_ERROR)
+        _leave(exit_code(envelope.error_code))
     _leave(EXIT_OK)
 
 
 def main(opts: dict[str, Any]) -> None:
-    """The console script's in-process ``query`` (``opts`` from :func:`.client.parse_query_args`),
+    """The console script's in-process ``query`` (``opts`` from :func:`memory_router.contract.parse_query_args`),
     with click's standalone handling of Ctrl-C and a closed stdout."""
     import errno
 
     try:
         run_query(
             opts["query"],
-            Options(opts.get("state_dir"), opts.get("backends_json"), opts.get("config")),
+            Options(**{option.dest: opts.get(option.dest) for option in COMMON_OPTIONS}),
             pretty=opts.get("pretty", False),
             timeout_ms=opts.get("timeout_ms"),
             limit=opts.get("limit"),

@@ -40,43 +40,21 @@ from memory_router.client.wire import context as context
 from memory_router.client.wire import context_diff as context_diff
 from memory_router.client.wire import context_for as context_for
 from memory_router.client.wire import env_digest as env_digest
-from memory_router.client.wire import resolve_backends_json as resolve_backends_json
-from memory_router.client.wire import resolve_config as resolve_config
-from memory_router.client.wire import resolve_state_dir as resolve_state_dir
 from memory_router.client.wire import socket_path as socket_path
 from memory_router.config import statedir
+from memory_router.config.paths import resolve_backends_json, resolve_config, resolve_state_dir
+from memory_router.contract import COMMON_OPTIONS, DAEMON_MODES, DAEMON_UNAVAILABLE, error_fields, exit_code, say
+from memory_router.contract import parse_query_args as parse_query_args
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from typing import Any
 
-MODES = ("auto", "off", "require")
-DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"
-
-
 # Daemon answers that are not an answer to the query: route in-process instead.
 _RETRY_IN_PROCESS = frozenset({"SHUTTING_DOWN", "INTERNAL_ERROR", "INVALID_REQUEST", "REQUEST_TOO_LARGE"})
-# Error codes the in-process CLI exits 2 for (usage/configuration); other errors exit 1.
-_USAGE_CODES = frozenset(
-    {
-        "EMPTY_QUERY",
-        "QUERY_TOO_LONG",
-        "INVALID_UTF8",
-        "BACKENDS_JSON_MISSING",
-        "BACKENDS_JSON_INVALID",
-        "CONFIG_INVALID",
-        "STATE_DIR_UNSAFE",
-        DAEMON_UNAVAILABLE,
-    }
-)
 
 
 # ---------------------------------------------------------------------- query
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"memory-router: {message}\n")
-    sys.stderr.flush()
 
 
 def _emit(envelope_line: bytes, pretty: bool) -> None:
@@ -90,40 +68,21 @@ def _emit(envelope_line: bytes, pretty: bool) -> None:
 
 
 def _error_envelope(query: str, code: str, message: str) -> bytes:
+    """The error envelope as the in-process CLI prints it (orjson's compact form), without orjson."""
     import json
 
     if not (query.isascii() and message.isascii()):  # a path that is not UTF-8: escaped, as in-process
         from memory_router.output.jsonout import printable
 
         query, message = printable(query), printable(message)
-
-    return json.dumps(
-        {
-            "query_echo": query,
-            "routed_to": None,
-            "routed_mode": None,
-            "fallback_chain": [],
-            "fallbacks_used": 0,
-            "results": [],
-            "result_count": 0,
-            "normalized_relevance": 0.0,
-            "status": "error",
-            "error_code": code,
-            "error_message": message,
-            "router_duration_ms": 0,
-            "backend_duration_ms": 0,
-            "rule": None,
-            "attempts": [],
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode("utf-8")
+    fields = error_fields(query, code, message)
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def daemon_mode(flag: str | None = None) -> str:
     mode = flag or os.environ.get("MEMORY_ROUTER_DAEMON") or "auto"
-    if mode not in MODES:
-        _say(f"MEMORY_ROUTER_DAEMON must be one of {', '.join(MODES)}, not {mode!r}; using auto")
+    if mode not in DAEMON_MODES:
+        say(f"MEMORY_ROUTER_DAEMON must be one of {', '.join(DAEMON_MODES)}, not {mode!r}; using auto")
         return "auto"
     return mode
 
@@ -160,9 +119,9 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     def unavailable(reason: str) -> int | None:
         if mode != "require":
             return None
-        _say(f"{reason} (MEMORY_ROUTER_DAEMON=require)")
+        say(f"{reason} (MEMORY_ROUTER_DAEMON=require)")
         _emit(_error_envelope(query, DAEMON_UNAVAILABLE, reason), pretty)
-        return 2
+        return exit_code(DAEMON_UNAVAILABLE)
 
     try:
         conn = Connection(path)
@@ -173,7 +132,7 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
             spawned = spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config)
         except DaemonError as refused:
             if mode != "require":
-                _say(f"warning: not starting a daemon: {refused}")
+                say(f"warning: not starting a daemon: {refused}")
             return unavailable(f"{exc}; not starting a daemon: {refused}")
         if spawned is None:
             return unavailable(f"{exc}; not starting a daemon: the state directory {state} does not exist")
@@ -187,11 +146,11 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
         try:
             hello = conn.hello()
         except ProtocolMismatch as exc:
-            _say(f"warning: {exc}")
+            say(f"warning: {exc}")
             return unavailable(str(exc))
         except DaemonError as exc:
             if mode != "require":
-                _say(f"warning: {exc}; routing in-process")
+                say(f"warning: {exc}; routing in-process")
             return unavailable(str(exc))
         theirs = hello.get("context")
         mine = context_for(
@@ -216,13 +175,13 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
             conn.send(json.dumps(request, ensure_ascii=False).encode("utf-8", "surrogatepass"))
             raw = conn.receive(wait)
         except (DaemonError, UnicodeEncodeError) as exc:
-            _say(f"warning: {exc}; routing in-process")
+            say(f"warning: {exc}; routing in-process")
             return unavailable(str(exc))
     # The daemon echoes our (absent) id first: {"id":null,<the envelope's fields>}. Dropping
     # that member leaves exactly the bytes the in-process CLI prints.
     prefix = b'{"id":null,'
     if not raw.startswith(prefix):
-        _say("warning: unexpected response from the daemon; routing in-process")
+        say("warning: unexpected response from the daemon; routing in-process")
         return unavailable("unexpected response from the daemon")
     envelope_line = b"{" + raw[len(prefix) :]
     import json
@@ -230,16 +189,16 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     try:
         envelope = json.loads(envelope_line)
     except ValueError:
-        _say("warning: the daemon sent invalid JSON; routing in-process")
+        say("warning: the daemon sent invalid JSON; routing in-process")
         return unavailable("the daemon sent invalid JSON")
     code = envelope.get("error_code")
     if code in _RETRY_IN_PROCESS:
-        _say(f"warning: the daemon answered {code}: {envelope.get('error_message')}; routing in-process")
+        say(f"warning: the daemon answered {code}: {envelope.get('error_message')}; routing in-process")
         return unavailable(f"the daemon answered {code}")
     _emit(envelope_line, pretty)
     if envelope.get("status") == "error":
-        _say(envelope.get("error_message") or "all backends failed")
-        return 2 if code in _USAGE_CODES else 1
+        say(envelope.get("error_message") or "all backends failed")
+        return exit_code(code)
     return 0
 
 
@@ -267,9 +226,11 @@ def spawn_daemon(
     if idle_exit is None:
         idle_exit = float(os.environ.get("MEMORY_ROUTER_IDLE_EXIT") or 600)
     argv = [sys.executable, "-m", "memory_router", "serve", "--socket", "--idle-exit", f"{idle_exit:g}"]
-    for flag, value in (("--state-dir", state_dir), ("--backends-json", backends_json), ("--config", config)):
+    given = {"state_dir": state_dir, "backends_json": backends_json, "config": config}
+    for option in COMMON_OPTIONS:  # the daemon serves this process's context: the same files
+        value = given[option.dest]
         if value:
-            argv += [flag, value]
+            argv += [option.flag, value]
     log_path = os.path.join(state, "daemon.log")
     try:
         log_fd = statedir.open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -304,68 +265,6 @@ def wait_for_daemon(path: str, timeout: float = 15.0) -> Connection:
 
 
 # ---------------------------------------------------------------------- argv fast path
-
-_VALUE_OPTIONS = {
-    "--timeout-ms": "timeout_ms",
-    "--limit": "limit",
-    "--state-dir": "state_dir",
-    "--backends-json": "backends_json",
-    "--config": "config",
-    "--daemon": "mode",
-}
-_FLAG_OPTIONS = {"--pretty": "pretty", "--spawn": "spawn"}
-_INT_RANGES = {"timeout_ms": (1, 600_000), "limit": (1, 1000)}
-
-
-def parse_query_args(args: list[str]) -> dict[str, Any] | None:
-    """``query``'s arguments as the click command would read them, or ``None`` for anything
-    this simple parser does not handle exactly (help, bad values, unknown flags): click then
-    parses them and reports the error."""
-    opts: dict[str, Any] = {}
-    positional: list[str] = []
-    i = 0
-    only_args = False
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if only_args or arg == "-" or not arg.startswith("-"):
-            positional.append(arg)
-            continue
-        if arg == "--":
-            only_args = True
-            continue
-        name, eq, value = arg.partition("=")
-        if name in _FLAG_OPTIONS and not eq:
-            opts[_FLAG_OPTIONS[name]] = True
-        elif name in _VALUE_OPTIONS:
-            if not eq:
-                if i >= len(args):
-                    return None
-                value = args[i]
-                i += 1
-            key = _VALUE_OPTIONS[name]
-            parsed = _option_value(key, value)
-            if parsed is None:
-                return None
-            opts[key] = parsed
-        else:
-            return None
-    if len(positional) != 1:
-        return None
-    opts["query"] = positional[0]
-    return opts
-
-
-def _option_value(key: str, value: str) -> int | str | None:
-    """An option's value as click would accept it, or ``None`` to let click report it."""
-    if key in _INT_RANGES:
-        low, high = _INT_RANGES[key]
-        if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
-            return None
-        return int(value)
-    if key == "mode" and value not in MODES:
-        return None
-    return value
 
 
 def fast_query(args: list[str]) -> int | None:

@@ -15,12 +15,6 @@ import stat
 from memory_router import __version__
 from memory_router.config import envvars
 
-# Path resolution has one home, memory_router.config.paths (os.path only, no pathlib): re-exported here
-# (the `x as x` form marks an explicit re-export for mypy).
-from memory_router.config.paths import resolve_backends_json as resolve_backends_json
-from memory_router.config.paths import resolve_config as resolve_config
-from memory_router.config.paths import resolve_state_dir as resolve_state_dir
-
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,13 +1,14 @@
-"""The compiled config cache: router-config.json validated once by pydantic, then loaded without it.
+"""The config cache: a thin layer around :func:`~memory_router.config.router_config.load_config`
+that lets it skip validation (and pydantic) for bytes it validated before.
 
 Like a ``.pyc``: ``<state dir>/router-config.cache`` records that the config file's bytes passed
-:func:`~.config.parse_config` (pydantic, every adapter's ``Settings``, every signal regex compiled
-and checked) under a key made of those bytes and the code that validated them (package version,
-fingerprints of the validating modules and adapters, the ``regex`` and Python versions). When the
-key matches, the config is compiled from the file's own bytes without pydantic
-(:func:`_compiled`: defaults for absent keys, signals expanded, no regex compiled until a query
-reaches its rule; backend settings built by ``settings_from_json`` when a query first calls that
-backend, ``BackendConfig(validated=True)``).
+:func:`~memory_router.config.router_config.validate_config` (pydantic, every adapter's
+``Settings``, every signal regex compiled and checked) under a key made of those bytes and the
+code that validated them (package version, fingerprints of the validating modules and adapters,
+the ``regex`` and Python versions). When the key matches, ``load_config`` compiles the file's own
+bytes without validating them (the same ``compile_config`` as after a validation). Only a file
+whose values validation left as they are is recorded (``load_config`` checks), so the two compile
+to the same config.
 
 The cache holds nothing but that key (issue 22, item 7): it used to hold the compiled values too,
 and a body that disagreed with its key (``"cooldown": []``, an invalid regex, a threshold out of
@@ -26,29 +27,17 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import orjson
 
 from memory_router import __version__
-from memory_router.config.paths import packaged_config
-from memory_router.config.router_config import (
-    COOLDOWN_DEFAULT,
-    DEFAULTS,
-    MAX_CONFIG_BYTES,
-    BackendConfig,
-    CooldownConfig,
-    RouterConfig,
-    chain_of,
-    parse_config,
-    parse_json,
-    read_bytes,
-)
-from memory_router.core.rules import Rule, RuleTable, signal_regex
+from memory_router.config.router_config import MAX_CONFIG_BYTES, RouterConfig, load_config
 
 CACHE_NAME = "router-config.cache"
-FORMAT = 2  # 1 held the compiled values as well (trusted blindly: issue 22, item 7)
+# 1 held the compiled values as well (trusted blindly: issue 22, item 7); 2 was also written for
+# a file whose values validation coerced ("enabled": "false"), which then compiled otherwise.
+FORMAT = 3
 # The key is the config's bytes (at most MAX_CONFIG_BYTES) plus the code's stamps (a few kB).
 MAX_CACHE_BYTES = MAX_CONFIG_BYTES + (64 << 10)
 ENV_SWITCH = "MEMORY_ROUTER_CONFIG_CACHE"
@@ -59,25 +48,25 @@ def enabled(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def load_config_cached(path: Path | None, state_dir: Path, environ: Mapping[str, str] = os.environ) -> RouterConfig:
-    """:func:`~.config.load_config`, compiled without pydantic when the cache in ``state_dir``
-    vouches for these bytes; otherwise validated in full and the cache rewritten. Raises the same
-    errors."""
-    path = path or packaged_config()
-    raw = read_bytes(path)
-    data = parse_json(raw, path)
-    if not enabled(environ):
-        return parse_config(data, path)
-    key = cache_key(raw)
-    cache_path = state_dir / CACHE_NAME
-    stored = _read(cache_path)
-    if isinstance(stored, dict) and stored.get("format") == FORMAT and stored.get("key") == key:
-        try:
-            return _compiled(data, path)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            pass  # not the shape parse_config accepted: validated in full below, with its error
-    config = parse_config(data, path)
-    _write(cache_path, {"format": FORMAT, "key": key})
-    return config
+    """:func:`~memory_router.config.router_config.load_config` with the cache in ``state_dir``
+    (unless ``MEMORY_ROUTER_CONFIG_CACHE=off``). Raises the same errors."""
+    return load_config(path, ConfigCache(state_dir) if enabled(environ) else None)
+
+
+class ConfigCache:
+    """``<state dir>/router-config.cache``: which config bytes this code validated last."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / CACHE_NAME
+
+    def vouches_for(self, raw: bytes) -> bool:
+        stored = _read(self.path)
+        return isinstance(stored, dict) and stored.get("format") == FORMAT and stored.get("key") == cache_key(raw)
+
+    def record(self, raw: bytes) -> None:
+        _write(self.path, {"format": FORMAT, "key": cache_key(raw)})
 
 
 # ---------------------------------------------------------------------------- the key
@@ -116,62 +105,6 @@ def _code_stamps() -> list[str]:
         except OSError:
             stamps.append(f"{file}:-")
     return stamps
-
-
-# ---------------------------------------------------------------------------- compiling
-
-
-def _compiled(data: Any, path: Path) -> RouterConfig:
-    """The :class:`RouterConfig` that :func:`~.config.parse_config` made of ``data`` when the cache
-    was written, built without validating: the key vouches for these bytes. Same coercions as the
-    schema's (an integral ``threshold`` is a float); tests hold the two equal."""
-    extensions = data.get("file_extensions", ())
-    table = data.get("table", DEFAULTS["table"])
-    rules = []
-    rule_strategies = {}
-    for r in data["rules"]:
-        strong_sources, weak_sources = tuple(r.get("strong", ())), tuple(r.get("weak", ()))
-        chain = chain_of(
-            ((step["backend"], step.get("mode")) for step in r["chain"]),
-            ((step["backend"], step.get("mode")) for step in r.get("extend", ())),
-            table,
-        )
-        if r.get("strategy") is not None:
-            rule_strategies[r["id"]] = r["strategy"]
-        strong_regex = signal_regex(strong_sources, extensions)[1]
-        weak_regex = signal_regex(weak_sources, extensions)[1]
-        description = r.get("description", "")
-        rules.append(
-            Rule(int(r["number"]), r["id"], description, strong_sources, weak_sources, chain, strong_regex, weak_regex)
-        )
-    backends: dict[str, BackendConfig] = {}
-    for name, entry in data["backends"].items():
-        settings = MappingProxyType({k: v for k, v in entry.items() if k != "type"})
-        backends[name] = BackendConfig(name, entry["type"], raw=settings, path=path, validated=True)
-    setting = {name: data.get(name, default) for name, default in DEFAULTS.items()}
-    cooldown = data.get("cooldown", {})
-    regex_timeout_ms = int(setting["regex_timeout_ms"])
-    return RouterConfig(
-        path=path,
-        threshold=float(setting["threshold"]),
-        timeout_ms=int(setting["timeout_ms"]),
-        result_limit=int(setting["result_limit"]),
-        max_query_chars=int(setting["max_query_chars"]),
-        regex_timeout_ms=regex_timeout_ms,
-        rules=RuleTable(tuple(rules), regex_timeout_s=regex_timeout_ms / 1000),
-        backends=MappingProxyType(backends),
-        deadline_ms=None if data.get("deadline_ms") is None else int(data["deadline_ms"]),
-        cooldown=None
-        if cooldown is None or not cooldown.get("enabled", True)
-        else CooldownConfig(
-            int(cooldown.get("failures", COOLDOWN_DEFAULT.failures)),
-            float(cooldown.get("seconds", COOLDOWN_DEFAULT.seconds)),
-        ),
-        table=table,
-        strategy=str(setting["strategy"]),
-        rule_strategies=MappingProxyType(rule_strategies),
-        calibration=str(setting["calibration"]),
-    )
 
 
 # ---------------------------------------------------------------------------- the file

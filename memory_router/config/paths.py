@@ -23,11 +23,10 @@ query and must not import ``pathlib``; the ``Path`` helpers import it when calle
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 OPENCLAW_ROOT = "~/.openclaw"
@@ -80,13 +79,14 @@ def _warn_legacy(root: str, state: str) -> None:
     if root in _warned:
         return
     _warned.add(root)
-    sys.stderr.write(
-        f"memory-router: warning: using {root} as the state dir because it holds {BACKENDS_JSON} "
+    from memory_router.contract import say
+
+    say(
+        f"warning: using {root} as the state dir because it holds {BACKENDS_JSON} "
         f"(the layout before 0.2); $OPENCLAW_STATE_DIR is OpenClaw's root, and memory-router's state "
         f"belongs in {state}. Fix: move {BACKENDS_JSON} (and router.log) to {state}, or set "
-        f"MEMORY_ROUTER_STATE_DIR={root}\n"
+        f"MEMORY_ROUTER_STATE_DIR={root}"
     )
-    sys.stderr.flush()
 
 
 def resolve_backends_json(state_dir: str, flag: str | os.PathLike[str] | None = None) -> str:

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -29,7 +29,7 @@ from memory_router.config.defaults import CooldownConfig as CooldownConfig
 from memory_router.config.paths import packaged_config
 from memory_router.core.errors import InvalidConfig
 from memory_router.core.frozen import Frozen
-from memory_router.core.rules import Rule, RuleTable, Step, compile_rule
+from memory_router.core.rules import Rule, RuleTable, Step, compile_rule, signal_regex
 
 _UNSET: Any = object()
 
@@ -165,11 +165,38 @@ def parse_json(raw: bytes, path: Path, error: type[Exception] = InvalidConfig) -
         raise error(path, "", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
 
-def load_config(path: Path | None = None) -> RouterConfig:
-    """Load, validate and compile a router-config.json (``None``: the packaged default)."""
+class Vouching(Protocol):
+    """What :func:`load_config` asks of a cache (:class:`memory_router.config.cache.ConfigCache`)."""
+
+    def vouches_for(self, raw: bytes) -> bool:
+        """Whether these exact bytes passed :func:`validate_config` in this code before."""
+        ...
+
+    def record(self, raw: bytes) -> None:
+        """These bytes passed :func:`validate_config` and compile as they are."""
+        ...
+
+
+def load_config(path: Path | None = None, cache: Vouching | None = None) -> RouterConfig:
+    """A router-config.json (``None``: the packaged default), in one pass: read, validate,
+    compile. A ``cache`` that vouches for the file's bytes skips the validation (and pydantic)."""
     path = path or packaged_config()
-    data = read_json(path)
-    return parse_config(data, path)
+    raw = read_bytes(path)
+    data = parse_json(raw, path)
+    if cache is not None and cache.vouches_for(raw):
+        return compile_config(data, path)
+    checked, settings = validate_config(data, path)
+    if cache is not None and checked == data:
+        # Only a file that says exactly what validation made of it ("enabled": "false" is False
+        # to pydantic and true to Python) compiles the same without it next time.
+        cache.record(raw)
+    return compile_config(checked, path, settings)
+
+
+def parse_config(data: Any, path: Path) -> RouterConfig:
+    """Validate and compile an already parsed config (:func:`load_config` without the file)."""
+    checked, settings = validate_config(data, path)
+    return compile_config(checked, path, settings)
 
 
 def validate_settings(path: Path, name: str, type_name: str, raw: Mapping[str, Any]) -> Any:
@@ -193,8 +220,11 @@ def validate_settings(path: Path, name: str, type_name: str, raw: Mapping[str, A
         raise first_error(path, exc, raw, prefix=f"backends.{name}", known=known) from None
 
 
-def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one check per cross-reference, each with its own error
-    """Validate (pydantic: shape, then each adapter's ``Settings``) and compile a parsed config."""
+def validate_config(data: Any, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:  # noqa: C901 - one check per cross-reference, each with its own error
+    """Check a parsed config in full (pydantic: its shape, then each adapter's ``Settings``; the
+    rules' references, numbers and regexes) or raise :class:`InvalidConfig`. Returns the config
+    as validation reads it (the file's keys, values coerced as pydantic does) and each backend's
+    validated ``Settings``."""
     from pydantic import ValidationError
 
     from memory_router.backends import ADAPTER_MODULES, adapter_module
@@ -207,7 +237,8 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
     except ValidationError as exc:
         raise first_error(path, exc, data) from None
 
-    backends: dict[str, BackendConfig] = {}
+    settings: dict[str, Any] = {}
+    types: dict[str, str] = {}
     for name, raw in spec.backends.items():
         where = f"backends.{name}"
         type_name = raw.get("type")
@@ -215,10 +246,9 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
             known = ", ".join(sorted(ADAPTER_MODULES))
             raise InvalidConfig(path, f"{where}.type", f"unknown backend type {type_name!r}", f"Use one of: {known}.")
         settings_data = {k: v for k, v in raw.items() if k != "type"}
-        backends[name] = BackendConfig(name, type_name, validate_settings(path, name, type_name, settings_data))
+        settings[name] = validate_settings(path, name, type_name, settings_data)
+        types[name] = type_name
 
-    rules: list[Rule] = []
-    rule_strategies: dict[str, str] = {}
     numbers: set[int] = set()
     for index, rule in enumerate(spec.rules):
         label = f"rules[{index}] ({rule.id})"
@@ -226,66 +256,104 @@ def parse_config(data: Any, path: Path) -> RouterConfig:  # noqa: C901 - one che
             raise InvalidConfig(path, f"{label}.number", f"rule number {rule.number} is used twice")
         numbers.add(rule.number)
         for _, step, field_path in _steps(rule.chain, rule.extend, label):
-            backend = backends.get(step.backend)
-            if backend is None:
+            if step.backend not in settings:
                 raise InvalidConfig(
                     path,
                     f"{field_path}.backend",
                     f"names unknown backend {step.backend!r}",
-                    f'Define it under "backends" (defined: {", ".join(sorted(backends))}).',
+                    f'Define it under "backends" (defined: {", ".join(sorted(settings))}).',
                 )
             # A backend's own settings may list its modes (command backends); else the adapter's.
-            modes = getattr(backend.settings, "modes", None) or adapter_module(backend.type).MODES
+            type_name = types[step.backend]
+            modes = getattr(settings[step.backend], "modes", None) or adapter_module(type_name).MODES
             if step.mode is not None and modes is not None and step.mode not in modes:
                 raise InvalidConfig(
                     path,
                     f"{field_path}.mode",
-                    f"{backend.type} has no mode {step.mode!r}",
+                    f"{type_name} has no mode {step.mode!r}",
                     f"Use one of: {', '.join(sorted(modes))}.",
                 )
-        chain = chain_of(
-            ((s.backend, s.mode) for s in rule.chain), ((s.backend, s.mode) for s in rule.extend), spec.table
+        # Every signal compiles and cannot match the empty query (the error quotes the pattern).
+        compile_rule(
+            number=rule.number,
+            id=rule.id,
+            description=rule.description,
+            strong=rule.strong,
+            weak=rule.weak,
+            chain=(),
+            file_extensions=spec.file_extensions,
+            path=path,
+            label=label,
         )
-        if rule.strategy is not None:
-            rule_strategies[rule.id] = rule.strategy
-        rules.append(
-            compile_rule(
-                number=rule.number,
-                id=rule.id,
-                description=rule.description,
-                strong=rule.strong,
-                weak=rule.weak,
-                chain=chain,
-                file_extensions=spec.file_extensions,
-                path=path,
-                label=label,
-            )
-        )
-    default = rules[-1]
-    if default.strong_sources or default.weak_sources:
+    default = spec.rules[-1]
+    if default.strong or default.weak:
         raise InvalidConfig(
             path,
-            f"rules[{len(rules) - 1}] ({default.id})",
+            f"rules[{len(spec.rules) - 1}] ({default.id})",
             "the last rule is the default and must have no signals",
             "Remove its strong/weak lists.",
         )
+    return spec.model_dump(mode="json", exclude_unset=True), settings
+
+
+def compile_config(data: Any, path: Path, settings: Mapping[str, Any] | None = None) -> RouterConfig:
+    """The :class:`RouterConfig` of a config that passed :func:`validate_config`: just now (its
+    result and ``settings``), or when the cache vouching for these bytes was written (the file's
+    own data; each backend's settings are then built by ``settings_from_json`` when a query first
+    calls it). Defaults fill absent keys; no regex is compiled until a query reaches its rule,
+    unless the config was validated just now."""
+    extensions = data.get("file_extensions", ())
+    table = data.get("table", DEFAULTS["table"])
+    rules = []
+    rule_strategies = {}
+    for r in data["rules"]:
+        strong_sources, weak_sources = tuple(r.get("strong", ())), tuple(r.get("weak", ()))
+        chain = chain_of(
+            ((step["backend"], step.get("mode")) for step in r["chain"]),
+            ((step["backend"], step.get("mode")) for step in r.get("extend", ())),
+            table,
+        )
+        if r.get("strategy") is not None:
+            rule_strategies[r["id"]] = r["strategy"]
+        strong_regex = signal_regex(strong_sources, extensions)[1]
+        weak_regex = signal_regex(weak_sources, extensions)[1]
+        description = r.get("description", "")
+        rule = Rule(
+            int(r["number"]), r["id"], description, strong_sources, weak_sources, chain, strong_regex, weak_regex
+        )
+        if settings is not None:  # a daemon's config: every pattern compiled now, not on a query
+            rule.pattern("strong"), rule.pattern("weak")
+        rules.append(rule)
+    backends: dict[str, BackendConfig] = {}
+    for name, entry in data["backends"].items():
+        if settings is not None:
+            backends[name] = BackendConfig(name, entry["type"], settings[name])
+        else:
+            raw = MappingProxyType({k: v for k, v in entry.items() if k != "type"})
+            backends[name] = BackendConfig(name, entry["type"], raw=raw, path=path, validated=True)
+    setting = {name: data.get(name, default) for name, default in DEFAULTS.items()}
+    cooldown = data.get("cooldown", {})
+    regex_timeout_ms = int(setting["regex_timeout_ms"])
     return RouterConfig(
         path=path,
-        threshold=spec.threshold,
-        timeout_ms=spec.timeout_ms,
-        result_limit=spec.result_limit,
-        max_query_chars=spec.max_query_chars,
-        regex_timeout_ms=spec.regex_timeout_ms,
-        rules=RuleTable(tuple(rules), regex_timeout_s=spec.regex_timeout_ms / 1000),
+        threshold=float(setting["threshold"]),
+        timeout_ms=int(setting["timeout_ms"]),
+        result_limit=int(setting["result_limit"]),
+        max_query_chars=int(setting["max_query_chars"]),
+        regex_timeout_ms=regex_timeout_ms,
+        rules=RuleTable(tuple(rules), regex_timeout_s=regex_timeout_ms / 1000),
         backends=MappingProxyType(backends),
-        deadline_ms=spec.deadline_ms,
-        cooldown=CooldownConfig(spec.cooldown.failures, spec.cooldown.seconds)
-        if spec.cooldown is not None and spec.cooldown.enabled
-        else None,
-        table=spec.table,
-        strategy=spec.strategy,
+        deadline_ms=None if data.get("deadline_ms") is None else int(data["deadline_ms"]),
+        cooldown=None
+        if cooldown is None or not cooldown.get("enabled", True)
+        else CooldownConfig(
+            int(cooldown.get("failures", COOLDOWN_DEFAULT.failures)),
+            float(cooldown.get("seconds", COOLDOWN_DEFAULT.seconds)),
+        ),
+        table=table,
+        strategy=str(setting["strategy"]),
         rule_strategies=MappingProxyType(rule_strategies),
-        calibration=spec.calibration,
+        calibration=str(setting["calibration"]),
     )
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import stat
 
-UNSAFE = "STATE_DIR_UNSAFE"
-
 
 def problem(path: str, *, what: str = "the state directory") -> str | None:
     """Why ``path`` cannot be trusted as a directory of the router's files, or ``None`` if it can

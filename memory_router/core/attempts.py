@@ -4,7 +4,9 @@ An :class:`Attempt` is one step of a query's chain and what came of it. :func:`c
 makes one call and never raises for a backend's problem: a call that outlives its timeout is
 cancelled (the adapter's cleanup kills whatever it started) and answers ``QUERY_TIMEOUT``; an
 adapter that raises or returns something that is not a response answers ``BACKEND_ERROR``; an
-answer with more results than the request's limit is cut to it.
+answer with more results than the request's limit is cut to it. Both drivers' calls end in the
+same two functions: :func:`_failed` (what was raised, onto the contract) and :func:`_settled`
+(what was returned, held to it).
 
 Every decision (accept, move on, the deadline, cooldown, router.log) is the sans-IO machine's,
 :class:`~memory_router.core.fallback.Fallback`. Two drivers carry out its calls. :func:`drive` awaits
@@ -17,7 +19,6 @@ a fresh event loop for its one call. Both drivers give the machine the same outc
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -114,6 +115,7 @@ async def call_backend(backend: Backend, request: BackendRequest, timeout_s: flo
 
     started = time.perf_counter()
     scope = getattr(asyncio, "timeout", None)  # Python >= 3.11
+    response: object
     try:
         if scope is not None:
             # A cancel scope in this task: wait_for would create a task per backend call (a third
@@ -122,12 +124,10 @@ async def call_backend(backend: Backend, request: BackendRequest, timeout_s: flo
                 response = await backend.search(request)
         else:
             response = await asyncio.wait_for(backend.search(request), timeout_s)
-    except asyncio.TimeoutError:
-        response = _timed_out(backend, request, timeout_s)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # an adapter bug must not take the router down
-        response = _raised(backend, request, exc)
+    except asyncio.TimeoutError:  # Python 3.10's is not yet the built-in TimeoutError
+        response = _failed(backend, request, timeout_s, TimeoutError())
+    except Exception as exc:
+        response = _failed(backend, request, timeout_s, exc)
     return _settled(backend, request, response, started)
 
 
@@ -140,39 +140,42 @@ def call_backend_blocking(backend: Backend, request: BackendRequest, timeout_s: 
         return run_on_new_loop(call_backend(backend, request, timeout_s))
     started = time.perf_counter()
     stop, done = threading.Event(), threading.Event()
-    outcome: list[BackendResponse | BaseException] = []
+    answered: list[object] = []
+    raised: list[BaseException] = []
 
     def search() -> None:
         try:
-            outcome.append(backend.search_blocking(request, stop))
+            answered.append(backend.search_blocking(request, stop))
         except BaseException as exc:  # handed to the waiting thread
-            outcome.append(exc)
+            raised.append(exc)
         finally:
             done.set()
 
     threading.Thread(target=search, name=f"memory-router-{backend.name}", daemon=True).start()
+    response: object
     if not done.wait(timeout_s):
         stop.set()
-        response = _timed_out(backend, request, timeout_s)
-    elif isinstance(outcome[0], Exception):  # an adapter bug must not take the router down
-        response = _raised(backend, request, outcome[0])
-    elif isinstance(outcome[0], BaseException):
-        raise outcome[0]
+        response = _failed(backend, request, timeout_s, TimeoutError())
+    elif raised:
+        response = _failed(backend, request, timeout_s, raised[0])
     else:
-        response = outcome[0]
+        response = answered[0]
     return _settled(backend, request, response, started)
 
 
-def _timed_out(backend: Backend, request: BackendRequest, timeout_s: float) -> BackendResponse:
-    return BackendResponse.failure(
-        backend.name, request.query, QUERY_TIMEOUT, f"no answer within {int(timeout_s * 1000)} ms"
-    )
-
-
-def _raised(backend: Backend, request: BackendRequest, exc: Exception) -> BackendResponse:
-    return BackendResponse.failure(
-        backend.name, request.query, BACKEND_ERROR, f"adapter raised {type(exc).__name__}: {exc}"
-    )
+def _failed(backend: Backend, request: BackendRequest, timeout_s: float, exc: BaseException) -> BackendResponse:
+    """What a call that raised answers, for both drivers: the one mapping from exception to
+    contract. A timeout (the driver's, or a ``TimeoutError`` of the adapter's own) is
+    ``QUERY_TIMEOUT``; any other ``Exception`` is an adapter bug, ``BACKEND_ERROR``, which must
+    not take the router down. A ``BaseException`` (our own cancellation, ``KeyboardInterrupt``)
+    is not the backend's answer: it is raised again."""
+    if isinstance(exc, TimeoutError):
+        message = f"no answer within {int(timeout_s * 1000)} ms"
+        return BackendResponse.failure(backend.name, request.query, QUERY_TIMEOUT, message)
+    if isinstance(exc, Exception):
+        message = f"adapter raised {type(exc).__name__}: {exc}"
+        return BackendResponse.failure(backend.name, request.query, BACKEND_ERROR, message)
+    raise exc
 
 
 def _settled(
@@ -199,9 +202,9 @@ def run_on_new_loop(coro: Coroutine[Any, Any, _T]) -> _T:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()  # shuts the default executor down without waiting
-            threads = sys.modules.get("memory_router.backends.common.threads")
-            if threads is not None:  # adapters' own worker pools (Total Recall, Lossless): the same
-                threads.release_all()
+            from memory_router.backends.common.threads import release_all
+
+            release_all()  # adapters' own worker pools (Total Recall, Lossless): the same
 
 
 def _sane(name: str, query: str, response: object) -> BackendResponse:

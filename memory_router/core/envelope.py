@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import orjson
 
+from memory_router import contract
 from memory_router.backends.base import Result, check_relevance
 from memory_router.core.frozen import Frozen
 from memory_router.core.plan import Plan
@@ -30,6 +31,14 @@ class InvalidEnvelope(ValueError):
     """JSON that is not a router envelope; the message names the field and quotes the value."""
 
 
+# The envelope's fields in the spec's order, each with whether from_dict requires it (the others
+# have defaults in Envelope.__init__), kept in the contract with the error envelope the thin
+# client prints; Envelope's annotations declare the same fields in the same order (a test holds
+# the two equal).
+FIELDS = contract.ENVELOPE_FIELDS
+FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
+
+
 class Envelope(Frozen):
     """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
 
@@ -40,8 +49,7 @@ class Envelope(Frozen):
     copied into one); ``rule`` and each attempt stay dicts, the JSON objects they are. Equal by its
     fields and hashed by them (so not while ``rule`` or an attempt is set); built unchecked from
     the router's own values, while :meth:`from_dict` is the strict reader for envelopes that come
-    back as JSON (tests, clients). The annotations are the fields in the JSON's order; those
-    without a default in ``__init__`` are the keys :meth:`from_dict` requires."""
+    back as JSON (tests, clients)."""
 
     query_echo: str
     routed_to: str | None
@@ -140,14 +148,6 @@ class Envelope(Frozen):
         return cls(**{**data, "results": results})
 
 
-# The field names in the JSON's order, and whether from_dict requires each (no default in __init__).
-FIELD_NAMES: tuple[str, ...] = Envelope._FIELDS
-_OPTIONAL = len(Envelope.__init__.__defaults__ or ())
-FIELDS: tuple[tuple[str, bool], ...] = tuple(
-    (name, at < len(FIELD_NAMES) - _OPTIONAL) for at, name in enumerate(FIELD_NAMES)
-)
-
-
 def _check_shape(data: Any) -> None:
     """Keys, JSON types, counts and the status of an envelope read back (not its results)."""
     if not isinstance(data, dict):
@@ -204,20 +204,12 @@ def error_envelope(
     router_ms: int = 0,
 ) -> Envelope:
     """An envelope for a query the router could not dispatch at all (bad input, no backends)."""
-    return Envelope(
-        query_echo=query,
-        routed_to=None,
-        routed_mode=None,
-        fallback_chain=plan.fallback_chain if plan else (),
-        fallbacks_used=0,
-        results=(),
-        result_count=0,
-        normalized_relevance=0.0,
-        status="error",
-        error_code=code,
-        error_message=message,
-        router_duration_ms=router_ms,
-        backend_duration_ms=0,
+    fields = contract.error_fields(
+        query,
+        code,
+        message,
+        fallback_chain=plan.fallback_chain if plan else None,
         rule=plan.match.as_dict() if plan else None,
-        attempts=(),
+        router_ms=router_ms,
     )
+    return Envelope(**fields)

@@ -1,25 +1,30 @@
 """Errors the user can fix: each names the file (or input), the field, and what to do.
 
-They carry an ``error_code`` for the envelope and an exit code for the CLI (2: usage or
-configuration). Backend failures are not exceptions: they are ``error`` responses.
+They carry an ``error_code`` for the envelope and the exit code :mod:`memory_router.contract` gives it (2:
+usage or configuration). Backend failures are not exceptions: they are ``error`` responses.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from memory_router import contract
+
 
 class RouterError(Exception):
     """Base class. ``str(err)`` is the full human message."""
 
-    error_code = "ROUTER_ERROR"
-    exit_code = 2
+    error_code = contract.ROUTER_ERROR
+
+    @property
+    def exit_code(self) -> int:
+        return contract.exit_code(self.error_code)
 
 
 class InvalidConfig(RouterError):
     """router-config.json cannot be used."""
 
-    error_code = "CONFIG_INVALID"
+    error_code = contract.CONFIG_INVALID
 
     def __init__(self, path: Path | str, where: str, problem: str, hint: str = "") -> None:
         self.path, self.where, self.problem, self.hint = str(path), where, problem, hint
@@ -29,7 +34,7 @@ class InvalidConfig(RouterError):
 
 
 class BackendsFileMissing(RouterError):
-    error_code = "BACKENDS_JSON_MISSING"
+    error_code = contract.BACKENDS_JSON_MISSING
 
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
@@ -41,7 +46,7 @@ class BackendsFileMissing(RouterError):
 
 
 class InvalidBackendsFile(RouterError):
-    error_code = "BACKENDS_JSON_INVALID"
+    error_code = contract.BACKENDS_JSON_INVALID
 
     def __init__(self, path: Path | str, where: str, problem: str) -> None:
         self.path, self.where, self.problem = str(path), where, problem
@@ -61,7 +66,7 @@ class InvalidQuery(RouterError):
 class UnsafeStateDir(RouterError):
     """The state directory is another user's or writable by others (see :mod:`.statedir`)."""
 
-    error_code = "STATE_DIR_UNSAFE"
+    error_code = contract.STATE_DIR_UNSAFE
 
 
 def check_state_dir(path: Path | str) -> None:

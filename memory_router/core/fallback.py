@@ -171,7 +171,7 @@ class Fallback:
         if self.deadline is not None:
             left = self.deadline - now
             if left <= 0:
-                message = f"not tried: the query's {_ms(self.policy.deadline_s)} ms deadline was reached"
+                message = f"not tried: the query's {ms(self.policy.deadline_s)} ms deadline was reached"
                 self._skip(index, step, DEADLINE_EXCEEDED, message)
                 self._done = self.strategy == "sequential"  # nothing later can be tried either
                 return None
@@ -201,7 +201,7 @@ class Fallback:
         if cut_by_deadline and response.error_code == QUERY_TIMEOUT:
             response = response.replace(
                 error_code=DEADLINE_EXCEEDED,
-                error_message=f"cut short: the query's {_ms(self.policy.deadline_s)} ms deadline was reached",
+                error_message=f"cut short: the query's {ms(self.policy.deadline_s)} ms deadline was reached",
             )
         if self.calibrate is not None:
             response = self.calibrate(step, response)
@@ -312,5 +312,6 @@ def _error(status: Status, attempts: list[Attempt], log_hint: str | None) -> tup
     return ALL_BACKENDS_FAILED, f"All backends in the fallback chain failed. Check {log_hint} for details."
 
 
-def _ms(seconds: float | None) -> int:
+def ms(seconds: float | None) -> int:
+    """A duration in seconds (``None``: none) as whole milliseconds, the envelope's unit."""
     return int(round((seconds or 0) * 1000))

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import regex
 
+from memory_router.contract import EMPTY_QUERY, QUERY_TOO_LONG
 from memory_router.core.errors import InvalidQuery
-
-EMPTY_QUERY = "EMPTY_QUERY"
-QUERY_TOO_LONG = "QUERY_TOO_LONG"
 
 _CONTROL = regex.compile(r"[\p{Cc}\p{Cs}\u2028\u2029]+")
 

@@ -6,10 +6,15 @@ daemon). It is cheap to call many times; the CLI makes one per process.
 
 Tests and embedders can pass ``backends={"qmd": MockBackend(...)}`` to replace any adapter.
 
-:meth:`Router.route` (the daemon, ``serve``, MCP) and :meth:`Router.route_blocking` (the one-shot
-CLI: no event loop, so a cold query does not import asyncio) build the same plan and the same
-fallback machine (:class:`~.fallback.Fallback`, which makes every decision); only the driver that
-makes the calls differs (:mod:`.attempts`).
+Each operation is one pair, named as every sync/async pair is (``backends/base.py``): async ``x``
+for the daemon, ``serve`` and MCP, blocking ``x_blocking`` for the one-shot CLI (no event loop,
+so a cold query does not import asyncio): :meth:`Router.route`/:meth:`~Router.route_blocking`,
+:meth:`~Router.plan`/:meth:`~Router.plan_blocking`, :meth:`~Router.match`/:meth:`~Router.match_blocking`.
+A pair is written once, in the style of httpx's auth flow: a generator (:meth:`Router._routing`,
+which takes the one preparation path :meth:`Router._planning`, query -> rule -> plan) yields the
+work that needs a driver (the rule match; the fallback machine's calls,
+:class:`~.fallback.Fallback` making every decision) and returns the answer; :func:`_run` awaits
+each piece of work, :func:`_run_blocking` does it in place (:mod:`.attempts`).
 
 The rule match is bounded by one budget per query (see :mod:`.rules`), at most half the query's
 deadline so the chain keeps the other half; the deadline counts from the start of :meth:`route`.
@@ -24,7 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from memory_router.backends import BackendContext, adapter_module
 from memory_router.backends.base import Backend, BackendResponse
@@ -35,16 +40,19 @@ from memory_router.core.calibration import Calibration
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope
 from memory_router.core.errors import InvalidQuery
-from memory_router.core.fallback import Calibrate, Fallback
+from memory_router.core.fallback import Calibrate, Fallback, ms
 from memory_router.core.plan import Plan, make_plan
 from memory_router.core.query import check_query
 from memory_router.core.routerlog import RouterLog
 from memory_router.core.rules import RuleMatch, Step
 
-if TYPE_CHECKING:  # the daemon's executor; the one-shot CLI never imports concurrent.futures
+if TYPE_CHECKING:  # types only: the one-shot CLI never imports concurrent.futures (the daemon's executor)
+    from collections.abc import Awaitable, Callable, Generator
     from concurrent.futures import Executor
 
 ON_LOOP_MATCH_S = 0.005  # with a match_executor: the most a match may hold the event loop
+
+_T = TypeVar("_T")
 
 
 class Router:
@@ -103,26 +111,47 @@ class Router:
         Router on a config reload, so their caches stay warm)."""
         return dict(self._backends)
 
-    def plan(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
+    # ------------------------------------------------------------------ the pairs, driven both ways
+
+    async def route(
+        self,
+        query: str,
+        installed: Installed,
+        *,
+        timeout_ms: int | None = None,
+        limit: int | None = None,
+        deadline_ms: int | None = None,
+    ) -> Envelope:
+        """Route one query and return its envelope. Never raises for bad input or backends."""
+        return await _run(self._routing(query, installed, timeout_ms, limit, deadline_ms))
+
+    def route_blocking(
+        self,
+        query: str,
+        installed: Installed,
+        *,
+        timeout_ms: int | None = None,
+        limit: int | None = None,
+        deadline_ms: int | None = None,
+    ) -> Envelope:
+        """:meth:`route` without an event loop (the one-shot CLI)."""
+        return _run_blocking(self._routing(query, installed, timeout_ms, limit, deadline_ms))
+
+    async def plan(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
         """The dry run: which rule, which chain. Raises :class:`InvalidQuery`."""
-        clean = check_query(query, self.config.max_query_chars)
-        return make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
+        return (await _run(self._planning(query, installed, deadline_ms)))[1]
 
-    async def aplan(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
-        """:meth:`plan`, with the match off the event loop when there is a ``match_executor``."""
-        clean = check_query(query, self.config.max_query_chars)
-        return make_plan(await self.match(clean, deadline_ms), installed)
-
-    def _match_budget(self, deadline_ms: int | None) -> float | None:
-        deadline_ms = deadline_ms or self.config.deadline_ms
-        return deadline_ms / 2000 if deadline_ms else None  # half the deadline (capped by the rules)
+    def plan_blocking(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
+        """:meth:`plan` without an event loop (``memory-router route``)."""
+        return _run_blocking(self._planning(query, installed, deadline_ms))[1]
 
     async def match(self, clean: str, deadline_ms: int | None = None) -> RuleMatch:
-        """The rule a normalised query matches, within its budget."""
+        """The rule a normalised query matches, within its budget; with a ``match_executor``, a
+        match that needs longer than :data:`ON_LOOP_MATCH_S` is finished off the event loop."""
+        if self.match_executor is None:
+            return self.match_blocking(clean, deadline_ms)
         budget = self._match_budget(deadline_ms)
         rules = self.config.rules
-        if self.match_executor is None:
-            return rules.match(clean, budget)
         started = time.perf_counter()
         total = rules.regex_timeout_s if budget is None else min(budget, rules.regex_timeout_s)
         quick = rules.match(clean, min(ON_LOOP_MATCH_S, total))
@@ -133,6 +162,14 @@ class Router:
 
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.match_executor, lambda: rules.match(clean, left, concurrent=True))
+
+    def match_blocking(self, clean: str, deadline_ms: int | None = None) -> RuleMatch:
+        """:meth:`match` in the calling thread."""
+        return self.config.rules.match(clean, self._match_budget(deadline_ms))
+
+    def _match_budget(self, deadline_ms: int | None) -> float | None:
+        deadline_ms = deadline_ms or self.config.deadline_ms
+        return deadline_ms / 2000 if deadline_ms else None  # half the deadline (capped by the rules)
 
     def policy(
         self, *, timeout_ms: int | None = None, limit: int | None = None, deadline_ms: int | None = None
@@ -146,63 +183,30 @@ class Router:
             deadline_s=deadline_ms / 1000 if deadline_ms else None,
         )
 
-    async def route(
-        self,
-        query: str,
-        installed: Installed,
-        *,
-        timeout_ms: int | None = None,
-        limit: int | None = None,
-        deadline_ms: int | None = None,
-    ) -> Envelope:
-        """Route one query and return its envelope. Never raises for bad input or backends."""
-        started = time.perf_counter()
-        try:
-            clean = check_query(query, self.config.max_query_chars)
-        except InvalidQuery as exc:
-            return error_envelope(query, exc.error_code, str(exc))
-        plan = make_plan(await self.match(clean, deadline_ms), installed)
-        machine = self._machine(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
-        if isinstance(machine, Envelope):
-            return machine
-        await drive(machine, self.backend)
-        return self._finish(query, machine, started)
+    # ------------------------------------------------------------------ the one path
 
-    def route_blocking(
-        self,
-        query: str,
-        installed: Installed,
-        *,
-        timeout_ms: int | None = None,
-        limit: int | None = None,
-        deadline_ms: int | None = None,
-    ) -> Envelope:
-        """:meth:`route` without an event loop (the one-shot CLI): the same machine, its calls made
-        by :func:`~.attempts.drive_blocking`."""
-        started = time.perf_counter()
-        try:
-            clean = check_query(query, self.config.max_query_chars)
-        except InvalidQuery as exc:
-            return error_envelope(query, exc.error_code, str(exc))
-        plan = make_plan(self.config.rules.match(clean, self._match_budget(deadline_ms)), installed)
-        machine = self._machine(query, clean, plan, installed, started, timeout_ms, limit, deadline_ms)
-        if isinstance(machine, Envelope):
-            return machine
-        drive_blocking(machine, self.backend)
-        return self._finish(query, machine, started)
+    def _planning(self, query: str, installed: Installed, deadline_ms: int | None) -> _Flow[tuple[str, Plan]]:
+        """query -> rule -> plan, the one preparation path of :meth:`plan` and :meth:`route`:
+        the normalised query and its plan. Raises :class:`InvalidQuery`."""
+        clean = check_query(query, self.config.max_query_chars)
+        match: RuleMatch = yield (self.match, self.match_blocking, (clean, deadline_ms))
+        return clean, make_plan(match, installed)
 
-    def _machine(
+    def _routing(
         self,
         query: str,
-        clean: str,
-        plan: Plan,
         installed: Installed,
-        started: float,
         timeout_ms: int | None,
         limit: int | None,
         deadline_ms: int | None,
-    ) -> Fallback | Envelope:
-        """The query's fallback machine, or the error envelope of a plan with no usable step."""
+    ) -> _Flow[Envelope]:
+        """One query from its text to its envelope: the plan, then its fallback machine, whose
+        calls the driver makes; then router.log's lines and the envelope."""
+        started = time.perf_counter()  # the deadline counts from here, the rule match included
+        try:
+            clean, plan = yield from self._planning(query, installed, deadline_ms)
+        except InvalidQuery as exc:
+            return error_envelope(query, exc.error_code, str(exc))
         if not plan.steps:
             reasons = "; ".join(f"{s.step.backend}: {s.reason}" for s in plan.skipped)
             return error_envelope(
@@ -211,28 +215,56 @@ class Router:
                 f"rule {plan.match.rule.number} ({plan.match.rule.id}) has no usable backend ({reasons}). "
                 f"Install one of them or mark it ready in {installed.path}.",
                 plan=plan,
-                router_ms=_ms(started),
+                router_ms=ms(time.perf_counter() - started),
             )
-        return Fallback(
+        machine = Fallback(
             clean,
             plan,
             self.policy(timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms),
-            now=started,  # the deadline counts from the start of the query, its rule match included
+            now=started,
             echo=query,
             strategy=self.config.strategy_for(plan.match.rule.id),
             cooldown=self.cooldown,
             calibrate=self._calibrate(clean),
         )
-
-    def _finish(self, query: str, machine: Fallback, started: float) -> Envelope:
-        """Write what the machine asks router.log to say, and build the envelope."""
+        yield (drive, drive_blocking, (machine, self.backend))
         for event in machine.events:
             event.write(self.log, query)
-        return machine.envelope(_ms(started), str(self.log.path) if self.log.path else None)
+        return machine.envelope(ms(time.perf_counter() - started), str(self.log.path) if self.log.path else None)
 
 
-def _ms(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)
+if TYPE_CHECKING:  # annotations only: a cold query does not build these types
+    # What a path of the router hands its driver: one call it can make either way, ``(x,
+    # x_blocking, arguments)``: the async driver awaits ``x(*arguments)``, the blocking one calls
+    # ``x_blocking(*arguments)``. A plain tuple: a class instance would cost each query ~1 us.
+    _Work = tuple[Callable[..., Awaitable[Any]], Callable[..., Any], tuple[Any, ...]]
+
+    # A path of the router: yields the work it needs done, is sent each result, returns its answer.
+    _Flow = Generator[_Work, Any, _T]
+
+
+async def _run(flow: _Flow[_T]) -> _T:
+    """Drive a path on the running event loop (the daemon, ``serve``, MCP)."""
+    result: Any = None
+    while True:
+        try:
+            work = flow.send(result)
+        except StopIteration as done:
+            return cast("_T", done.value)
+        run, _, args = work
+        result = await run(*args)
+
+
+def _run_blocking(flow: _Flow[_T]) -> _T:
+    """Drive a path without an event loop (the one-shot CLI: a cold query imports no asyncio)."""
+    result: Any = None
+    while True:
+        try:
+            work = flow.send(result)
+        except StopIteration as done:
+            return cast("_T", done.value)
+        _, run_blocking, args = work
+        result = run_blocking(*args)
 
 
 def default_context(state_dir: Path) -> BackendContext:

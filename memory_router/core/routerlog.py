@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 from pathlib import Path
 
 from memory_router.config.statedir import describe_open_error, open_private
+from memory_router.contract import say
 from memory_router.core.timefmt import now_iso_z
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "$": "\\x24", "`": "\\x60"}
@@ -96,8 +96,7 @@ class RouterLog:
             with self._lock:
                 if not self._warned:
                     self._warned = True
-                    print(
-                        f"memory-router: warning: {describe_open_error(str(self.path), exc)}; "
-                        "queries still work, but errors are not logged",
-                        file=sys.stderr,
+                    say(
+                        f"warning: {describe_open_error(str(self.path), exc)}; "
+                        "queries still work, but errors are not logged"
                     )

@@ -19,7 +19,8 @@ import orjson
 
 from memory_router.cli.main import common_options
 from memory_router.client import thin as client
-from memory_router.config import statedir
+from memory_router.config import paths, statedir
+from memory_router.contract import say
 from memory_router.daemon.describe import describe_runtime
 
 
@@ -33,7 +34,7 @@ def _socket_option(func: Any) -> Any:
 
 
 def _path(kw: dict[str, Any]) -> str:
-    return client.socket_path(client.resolve_state_dir(kw.get("state_dir")), kw.get("socket"))
+    return client.socket_path(paths.resolve_state_dir(kw.get("state_dir")), kw.get("socket"))
 
 
 @click.group("daemon")
@@ -58,15 +59,15 @@ def status(as_json: bool, **kw: Any) -> None:
         else:
             click.echo(f"not running: {exc}")
         sys.exit(1)
-    state = client.resolve_state_dir(kw.get("state_dir"))
+    state = paths.resolve_state_dir(kw.get("state_dir"))
     theirs = hello.get("context")
     mine = client.context_for(
         theirs,
         cwd=os.getcwd(),
         environ=os.environ,
         state_dir=state,
-        backends_json=client.resolve_backends_json(state, kw.get("backends_json")),
-        config=client.resolve_config(kw.get("config"), state),
+        backends_json=paths.resolve_backends_json(state, kw.get("backends_json")),
+        config=paths.resolve_config(kw.get("config"), state),
     )
     diff = client.context_diff(mine, theirs)
     if as_json:
@@ -123,7 +124,7 @@ def stop(timeout_s: float, **kw: Any) -> None:
     path = _path(kw)
     reason = statedir.problem(os.path.dirname(os.path.abspath(path)), what="the socket's directory")
     if reason:
-        click.echo(f"memory-router: {reason}; not stopping anything there", err=True)
+        say(f"{reason}; not stopping anything there")
         sys.exit(2)
     pid = None
     try:
@@ -131,7 +132,7 @@ def stop(timeout_s: float, **kw: Any) -> None:
             pid = conn.hello().get("pid")
             conn.request({"op": "shutdown"}, timeout=5.0)
     except client.ProtocolMismatch as exc:
-        click.echo(f"memory-router: {exc}", err=True)
+        say(f"{exc}")
         pid = _lock_holder(path)
         if pid:
             _terminate(pid, path)
@@ -145,7 +146,7 @@ def stop(timeout_s: float, **kw: Any) -> None:
     deadline = time.monotonic() + timeout_s
     while os.path.exists(path) or (pid is not None and _lock_holder(path) == pid):
         if time.monotonic() > deadline:
-            click.echo(f"memory-router: the daemon (pid {pid}) has not exited after {timeout_s:g} s", err=True)
+            say(f"the daemon (pid {pid}) has not exited after {timeout_s:g} s")
             sys.exit(1)
         time.sleep(0.05)
     click.echo(f"stopped (pid {pid})")
@@ -155,7 +156,7 @@ def _terminate(pid: int, path: str) -> None:
     """SIGTERM ``pid`` if it is verified to be the daemon serving ``path``; else exit 1 saying why."""
     reason = _verify_daemon(pid, path)
     if reason:
-        click.echo(f"memory-router: not signalling pid {pid}: {reason}", err=True)
+        say(f"not signalling pid {pid}: {reason}")
         sys.exit(1)
     click.echo(f"sending SIGTERM to the daemon (pid {pid})", err=True)
     os.kill(pid, signal.SIGTERM)
@@ -203,7 +204,7 @@ def _verify_daemon(pid: int, path: str) -> str | None:
 @common_options
 def start(idle_exit: float | None, **kw: Any) -> None:
     """Start a daemon in the background for this shell's context, unless one answers already."""
-    state = client.resolve_state_dir(kw.get("state_dir"))
+    state = paths.resolve_state_dir(kw.get("state_dir"))
     path = client.socket_path(state)
     try:
         with client.Connection(path) as conn:
@@ -219,18 +220,15 @@ def start(idle_exit: float | None, **kw: Any) -> None:
             idle_exit=idle_exit,
         )
     except client.DaemonError as exc:
-        click.echo(f"memory-router: not starting a daemon: {exc}", err=True)
+        say(f"not starting a daemon: {exc}")
         sys.exit(2)
     if pid is None:
-        click.echo(
-            f"memory-router: the state directory {state} does not exist; run the stack's installer or pass --state-dir",
-            err=True,
-        )
+        say(f"the state directory {state} does not exist; run the stack's installer or pass --state-dir")
         sys.exit(2)
     try:
         client.wait_for_daemon(path).close()
     except client.DaemonError as exc:
-        click.echo(f"memory-router: {exc}; see {os.path.join(state, 'daemon.log')}", err=True)
+        say(f"{exc}; see {os.path.join(state, 'daemon.log')}")
         sys.exit(1)
     click.echo(f"started: pid {pid}, socket {path}")
 

@@ -34,6 +34,7 @@ from pydantic import Field
 
 from memory_router import __version__
 from memory_router.cli.main import Options, common_options
+from memory_router.contract import say
 from memory_router.core.errors import RouterError
 
 INSTRUCTIONS = (
@@ -70,7 +71,7 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
         try:
             (await service()).warm_up()
         except RouterError as exc:
-            print(f"memory-router mcp: {exc}", file=sys.stderr)  # each call answers it
+            say(str(exc), who="memory-router mcp")  # each call answers it
         try:
             yield {}
         finally:
@@ -107,7 +108,7 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
         try:
             current = await service()
         except RouterError as exc:
-            print(f"memory-router mcp: {exc}", file=sys.stderr)
+            say(str(exc), who="memory-router mcp")
             return error_envelope(query, exc.error_code, str(exc)).as_dict()
         request: dict[str, Any] = {"query": query}
         if limit is not None:
@@ -151,11 +152,7 @@ def mcp_command(**kw: Any) -> None:
         if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
             from memory_router.config.installation import extra_command
 
-            click.echo(
-                f"memory-router: the MCP server needs the mcp SDK: {extra_command('mcp')} "
-                f"(missing module {exc.name!r}).",
-                err=True,
-            )
+            say(f"the MCP server needs the mcp SDK: {extra_command('mcp')} (missing module {exc.name!r}).")
             sys.exit(2)
         raise
     server.run("stdio")

@@ -20,12 +20,12 @@ from typing import Any
 import orjson
 import regex
 
+from memory_router.contract import INVALID_UTF8 as INVALID_UTF8  # the CLI's code for undecodable input too
 from memory_router.core.frozen import Frozen
 
 # Error codes of protocol-level failures (the line never reached the router).
 INVALID_REQUEST = "INVALID_REQUEST"  # valid JSON, wrong shape: no query, unknown key, bad value
 INVALID_JSON = "INVALID_JSON"
-INVALID_UTF8 = "INVALID_UTF8"
 REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
 
 OPS = ("query", "stats")

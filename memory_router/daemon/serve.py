@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from memory_router.cli.main import common_options
+from memory_router.contract import say
 from memory_router.core.errors import RouterError
 from memory_router.daemon.service import DEFAULT_CONCURRENCY, DEFAULT_MAX_LINE_BYTES, Service
 
@@ -23,7 +24,7 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
             max_line_bytes=max_line_bytes,
         )
     except RouterError as exc:
-        click.echo(f"memory-router serve: {exc}", err=True)
+        say(str(exc), who="memory-router serve")
         sys.exit(exc.exit_code)
 
 

@@ -43,6 +43,7 @@ from memory_router.backends.base import Backend, DescribedBackend, WarmableBacke
 from memory_router.config import paths
 from memory_router.config.installed import Installed, load_installed
 from memory_router.config.router_config import RouterConfig, load_config
+from memory_router.contract import say
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import error_envelope
 from memory_router.core.errors import InvalidQuery, RouterError, check_state_dir
@@ -256,7 +257,7 @@ class Service:
         if installed is None:
             return self._installed_error(request, snapshot)
         try:
-            plan = await router.aplan(request.query, installed, deadline_ms=request.deadline_ms)
+            plan = await router.plan(request.query, installed, deadline_ms=request.deadline_ms)
         except InvalidQuery as exc:
             self.stats.request("error", exc.error_code)
             return self.error_response(request.id, exc.error_code, str(exc), request.query)
@@ -422,7 +423,7 @@ class Service:
 
 def _stderr(message: str) -> None:
     try:
-        print(f"memory-router serve: {message}", file=sys.stderr, flush=True)
+        say(message, who="memory-router serve")
     except (OSError, ValueError):
         # Nobody reads our stderr any more (EPIPE, closed). A diagnostic must never stop the
         # daemon (a signal handler says why it stops), and the buffered text must not fail the

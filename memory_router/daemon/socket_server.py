@@ -42,7 +42,6 @@ import signal
 import socket
 import stat
 import struct
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -54,6 +53,7 @@ from memory_router import __version__
 from memory_router.backends import adapter_env_vars
 from memory_router.client.wire import PROTOCOL, LineSplitter, Oversized, context
 from memory_router.config import envvars, statedir
+from memory_router.contract import say
 
 _TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
 MAX_CLIENTS = 256
@@ -67,7 +67,7 @@ class SocketInUse(Exception):
 
 
 def _say(message: str) -> None:
-    print(f"memory-router serve: {message}", file=sys.stderr, flush=True)
+    say(message, who="memory-router serve")
 
 
 class SocketServer:

@@ -16,6 +16,8 @@ import errno
 import os
 import time
 
+from memory_router.contract import say
+
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,8 +94,7 @@ def emit(data: bytes) -> None:
         write_all(fd, data, stall_s=WRITE_TIMEOUT_S)
     except OSError as exc:
         try:
-            sys.stderr.write(f"memory-router: cannot write the answer to standard output: {describe(exc)}\n")
-            sys.stderr.flush()
+            say(f"cannot write the answer to standard output: {describe(exc)}")
         except (OSError, ValueError):
             pass
         os._exit(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -338,13 +339,14 @@ def test_settings_reject_unknown_keys() -> None:
 # --------------------------------------------------------------------------- deadline
 
 
-def test_deadline_interrupts_sqlite_work(tmp_path: Path) -> None:
+def test_a_search_stopped_before_it_starts_does_no_sqlite_work(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db")
     b = backend(tmp_path, db)
-    call = L._Call()
-    call.interrupt()  # cancelled before the work starts: the connection is interrupted at once
-    resp = b.search_sync(BackendRequest("database schema"), call)
+    stop = threading.Event()
+    stop.set()  # the router gave up before the worker thread got to the search
+    resp = b.search_blocking(BackendRequest("database schema"), stop)
     assert resp.status == "error" and resp.error_code == "QUERY_TIMEOUT"
+    assert resp.error_message == "cancelled before the SQLite search started"
 
 
 def test_deadline_stops_a_long_scan(tmp_path: Path) -> None:
@@ -357,7 +359,7 @@ def test_deadline_stops_a_long_scan(tmp_path: Path) -> None:
     query = "billing kubernetes terraform"  # LIKE, relaxed to OR: a full scan of both tables
     assert search(b, query).status == "success"
     started = time.perf_counter()
-    resp = b.search_sync(BackendRequest(query, timeout_s=1e-6))
+    resp = b.search_blocking(BackendRequest(query, timeout_s=1e-6), threading.Event())
     assert resp.status == "error" and resp.error_code == "QUERY_TIMEOUT" and "deadline" in resp.error_message
     assert time.perf_counter() - started < 1.0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -111,6 +112,6 @@ def lcm_backend(request, tmp_path_factory) -> L.LosslessBackend:
 def test_any_query_searches_cleanly_with_fts_and_with_like(lcm_backend: L.LosslessBackend, query: str) -> None:
     from memory_router.backends.base import BackendRequest
 
-    resp = lcm_backend.search_sync(BackendRequest(query))
+    resp = lcm_backend.search_blocking(BackendRequest(query), threading.Event())
     assert resp.status in ("success", "empty"), resp.error_message
     assert all(0.0 <= r.relevance <= 1.0 for r in resp.results)

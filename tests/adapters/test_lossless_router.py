@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,6 @@ def test_any_query_gets_an_answer_not_an_error(demo: dict[str, Path], query: str
         L.Settings(db_path=str(demo["state"] / "lcm.db")),
         BackendContext(state_dir=demo["state"], environ={}),
     )
-    resp = b.search_sync(BackendRequest(query))
+    resp = b.search_blocking(BackendRequest(query), threading.Event())
     assert resp.status in ("success", "empty"), resp.error_message
     assert all(0.0 <= r.relevance <= 1.0 for r in resp.results)

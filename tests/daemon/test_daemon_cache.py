@@ -5,6 +5,7 @@ it changes."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,23 +50,23 @@ def test_watched_backend_walks_only_when_invalidated(
     request = BackendRequest(query="postgres orders")
     assert backend.watch_paths() == [(tmp_path, False), (tmp_path / "memory", True)]
 
-    backend.search_sync(request)
-    backend.search_sync(request)
+    backend.search_blocking(request, threading.Event())
+    backend.search_blocking(request, threading.Event())
     assert len(walks) == 2  # not watched (the CLI): every query checks the tree
 
     backend.set_watched(True)
     for _ in range(3):
-        assert backend.search_sync(request).status == "success"
+        assert backend.search_blocking(request, threading.Event()).status == "success"
     assert len(walks) == 3  # one walk after being watched, then none
 
     backend.invalidate()
-    backend.search_sync(request)
-    backend.search_sync(request)
+    backend.search_blocking(request, threading.Event())
+    backend.search_blocking(request, threading.Event())
     assert len(walks) == 4
 
     monkeypatch.setattr(totalrecall, "WATCHED_RESCAN_S", 0.0)  # the safety net for missed events
     time.sleep(0.01)
-    backend.search_sync(request)
+    backend.search_blocking(request, threading.Event())
     assert len(walks) == 5
 
 

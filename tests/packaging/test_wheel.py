@@ -26,7 +26,7 @@ NODE22 = sorted((TOOLS / "node22" / "node_modules").glob("node-*/bin/node"))
 
 # What a feature needs besides the Python modules, by its path inside the wheel.
 PACKAGE_FILES = {
-    "memory_router/backends/qmd/qmd_engine.mjs": REPO / "backends" / "qmd_engine.mjs",  # qmd's warm engine
+    "memory_router/backends/qmd/qmd_engine.mjs": REPO / "backends" / "qmd" / "qmd_engine.mjs",  # qmd's warm engine
     "memory_router/skill/SKILL.md": REPO / "SKILL.md",  # the OpenClaw skill
     "memory_router/router-config.json": REPO / "router-config.json",
 }

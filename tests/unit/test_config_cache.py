@@ -84,9 +84,10 @@ def test_a_cache_hit_imports_neither_pydantic_specs_nor_unused_adapters(demo, tm
         "import sys; from pathlib import Path; from memory_router.config.cache import load_config_cached; "
         f"c = load_config_cached(Path({str(demo.config_path)!r}), Path({str(tmp_path)!r})); "
         "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'memory_router.config.schema', "
-        "'memory_router.backends.')) and m not in ('memory_router.backends.common.files', "
-        "'memory_router.core.frozen')))"
-    )  # stdlib-only: _files, the reader every config file goes through (a FIFO is refused); _frozen, Rule's base
+        "'memory_router.backends.')) and m not in ('memory_router.backends.common', "
+        "'memory_router.backends.common.files', 'memory_router.core.frozen')))"
+    )  # stdlib-only: common.files, the reader every config file goes through (a FIFO is refused), and
+    # its package; core.frozen, Rule's base
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -259,3 +260,53 @@ def test_a_backend_type_that_is_not_a_string_is_a_clear_error_cached_or_not(stat
         with pytest.raises(InvalidConfig, match=r"backends\.qmd\.type: unknown backend type"):
             load()
     assert not (state / CACHE_NAME).exists()
+
+
+@pytest.mark.parametrize(
+    "change, read_as",
+    [
+        ({"cooldown": {"enabled": "false"}}, lambda c: c.cooldown is None),  # truthy to Python
+        ({"timeout_ms": "900"}, lambda c: c.timeout_ms == 900),
+    ],
+    ids=["bool-as-string", "int-as-string"],
+)
+def test_a_file_whose_values_validation_coerces_is_never_answered_from_the_cache(state, tmp_path, change, read_as):
+    # Compiled without pydantic, "enabled": "false" would read as true: such a file is validated
+    # on every load (correct, if slower) rather than recorded in the cache.
+    data = {**orjson.loads(packaged_config().read_bytes()), **change}
+    path = tmp_path / "router-config.json"
+    path.write_bytes(orjson.dumps(data))
+    for _ in range(2):
+        assert read_as(load_config_cached(path, state))
+    assert not (state / CACHE_NAME).exists()
+
+
+class VouchingRecorder:
+    def __init__(self, vouches: bool) -> None:
+        self.vouches, self.recorded = vouches, []
+
+    def vouches_for(self, raw: bytes) -> bool:
+        return self.vouches
+
+    def record(self, raw: bytes) -> None:
+        self.recorded.append(raw)
+
+
+def test_load_config_validates_what_no_cache_vouches_for_and_records_it(tmp_path):
+    path = tmp_path / "router-config.json"
+    path.write_bytes(packaged_config().read_bytes())
+    cache = VouchingRecorder(vouches=False)
+    config = load_config(path, cache)
+    assert cache.recorded == [path.read_bytes()]
+    assert all(rule._compiled or not (rule.strong_regex or rule.weak_regex) for rule in config.rules.rules)
+
+
+def test_load_config_trusts_a_cache_that_vouches_and_compiles_without_validating(tmp_path):
+    data = orjson.loads(packaged_config().read_bytes())
+    data["threshold"] = 7  # out of range: validation would refuse it
+    path = tmp_path / "router-config.json"
+    path.write_bytes(orjson.dumps(data))
+    with pytest.raises(InvalidConfig, match="threshold"):
+        load_config(path, VouchingRecorder(vouches=False))
+    cache = VouchingRecorder(vouches=True)
+    assert load_config(path, cache).threshold == 7.0 and cache.recorded == []

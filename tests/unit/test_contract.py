@@ -1,0 +1,253 @@
+"""The public contract's one table (memory_router.contract) means the same on every path.
+
+``query``'s options reach the router three ways: click's command (cli.py, built from the
+table), the console script's one-shot path (the table's parser, then oneshot.main) and the thin
+client (the same parser, then route_via_daemon). Each test here drives the real entry points with
+option combinations generated from the table and checks what the router would be asked to do.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import click
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_router import contract
+from memory_router.cli import main as cli
+from memory_router.cli import oneshot
+from memory_router.client import thin as client
+from memory_router.contract import QUERY_OPTIONS, Option, parse_query_args
+from memory_router.core import errors
+from memory_router.core.envelope import Envelope, error_envelope
+
+QUERY_COMMAND = cli.main.get_command(click.Context(cli.main), "query")
+_QUERY_TEXT = st.one_of(
+    st.just("-"),
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20).filter(
+        lambda s: not s.startswith("-")
+    ),
+)
+_PATH = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12).filter(
+    lambda s: not s.startswith("-")
+)
+
+
+def _valid_value(option: Option) -> st.SearchStrategy[str]:
+    """A value of ``option`` in a spelling the table's parser takes."""
+    if option.kind == "int":
+        return st.integers(option.low, option.high).map(str)
+    if option.kind == "choice":
+        return st.sampled_from(option.choices)
+    return _PATH
+
+
+def _spelled(option: Option, value: str | None) -> st.SearchStrategy[list[str]]:
+    if option.kind == "flag":
+        return st.just([option.flag])
+    assert value is not None
+    return st.sampled_from([[option.flag, value], [f"{option.flag}={value}"]])
+
+
+@st.composite
+def valid_invocations(draw: st.DrawFn) -> tuple[list[str], dict[str, Any]]:
+    """``query``'s arguments using any subset of the table's options with valid values, in any
+    order, and what each option should set."""
+    chosen = draw(st.lists(st.sampled_from(QUERY_OPTIONS), unique_by=lambda o: o.flag))
+    groups, expected = [], {}
+    for option in chosen:
+        value = None if option.kind == "flag" else draw(_valid_value(option))
+        groups.append(draw(_spelled(option, value)))
+        expected[option.dest] = True if value is None else int(value) if option.kind == "int" else value
+    text = draw(_QUERY_TEXT)
+    expected["query"] = text
+    at = draw(st.integers(0, len(groups)))
+    groups.insert(at, [text])
+    return [arg for group in groups for arg in group], expected
+
+
+def click_params(args: list[str]) -> dict[str, Any] | None:
+    try:
+        return QUERY_COMMAND.make_context("query", list(args)).params
+    except (click.UsageError, click.exceptions.Exit):
+        return None
+
+
+@settings(max_examples=100, deadline=None)
+@given(valid_invocations())
+def test_every_option_in_the_table_is_accepted_by_click_and_the_fast_parser_alike(
+    invocation: tuple[list[str], dict[str, Any]],
+) -> None:
+    args, expected = invocation
+    fast = parse_query_args(args)
+    assert fast == expected, args
+    slow = click_params(args)
+    assert slow is not None, f"click refuses {args!r}"
+    defaults = {o.dest: False if o.kind == "flag" else None for o in QUERY_OPTIONS}
+    assert slow == {**defaults, **expected}
+
+
+def _invalid_values(option: Option) -> list[str]:
+    if option.kind == "int":
+        return [str(option.low - 1), str(option.high + 1), "x"]
+    if option.kind == "choice":
+        return ["bogus", option.choices[0].upper()]
+    return []
+
+
+@pytest.mark.parametrize(
+    "option, bad", [(o, bad) for o in QUERY_OPTIONS for bad in _invalid_values(o)], ids=lambda x: str(x)
+)
+def test_a_value_outside_the_table_is_left_to_click_which_refuses_it(option: Option, bad: str) -> None:
+    for args in (["q", option.flag, bad], ["q", f"{option.flag}={bad}"]):
+        assert parse_query_args(args) is None
+        assert click_params(args) is None
+
+
+@pytest.mark.parametrize("option", [o for o in QUERY_OPTIONS if o.kind != "flag"], ids=lambda o: o.flag)
+def test_an_option_without_its_value_is_left_to_click_which_refuses_it(option: Option) -> None:
+    assert parse_query_args(["q", option.flag]) is None
+    assert click_params(["q", option.flag]) is None
+
+
+@pytest.mark.parametrize("option", [o for o in QUERY_OPTIONS if o.kind == "flag"], ids=lambda o: o.flag)
+def test_a_flag_given_a_value_is_left_to_click_which_refuses_it(option: Option) -> None:
+    assert parse_query_args(["q", f"{option.flag}=1"]) is None
+    assert click_params(["q", f"{option.flag}=1"]) is None
+
+
+# Tokens from the table (and spellings click alone reads): the two parsers agree whenever the
+# fast one answers, whatever the mix.
+_TOKENS = st.sampled_from(
+    sorted(
+        {o.flag for o in QUERY_OPTIONS}
+        | {f"{o.flag}={v}" for o in QUERY_OPTIONS for v in ("", "1", "0")}
+        | {v for o in QUERY_OPTIONS for v in (*o.choices, *_invalid_values(o))}
+        | {"5", "2000", "--", "-", "auth", "-x", "--help", "--unknown", "07", "٣", " 2", "+3"}
+    )
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TOKENS, max_size=7))
+def test_the_fast_parser_agrees_with_click_whenever_it_answers(args: list[str]) -> None:
+    fast = parse_query_args(args)
+    if fast is None:
+        return  # click parses it (and reports the error) itself
+    slow = click_params(args)
+    assert slow is not None, f"the fast path accepted {args!r}, which click refuses"
+    for option in QUERY_OPTIONS:
+        default = False if option.kind == "flag" else None
+        assert fast.get(option.dest, default) == slow[option.dest], option.flag
+    assert fast["query"] == slow["query"]
+
+
+# ------------------------------------------------------------------- the same meaning on each path
+
+
+class Recorder:
+    """Stands in for the router (oneshot.run_query) and the daemon (client.route_via_daemon)."""
+
+    def __init__(self) -> None:
+        self.routed: list[tuple[Any, ...]] = []
+        self.asked_daemon: list[tuple[str, dict[str, Any]]] = []
+
+    def run_query(self, query: str, opts: Any, *, pretty: bool, timeout_ms: Any, limit: Any, via_daemon: Any = None):
+        if via_daemon is not None:
+            via_daemon(query)
+        self.routed.append((query, opts, pretty, timeout_ms, limit))
+
+    def route_via_daemon(self, query: str, **kw: Any) -> None:
+        self.asked_daemon.append((query, kw))
+        return None
+
+
+@settings(max_examples=60, deadline=None)
+@given(valid_invocations())
+def test_click_the_one_shot_path_and_the_thin_client_give_each_option_the_same_meaning(
+    invocation: tuple[list[str], dict[str, Any]],
+) -> None:
+    args, _ = invocation
+    with pytest.MonkeyPatch.context() as mp:
+        rec = Recorder()
+        mp.setattr(cli, "run_query", rec.run_query)
+        mp.setattr(oneshot, "run_query", rec.run_query)
+        mp.setattr(client, "route_via_daemon", rec.route_via_daemon)
+        mp.delenv("MEMORY_ROUTER_DAEMON", raising=False)
+        mp.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
+        cli.main(["query", *args], standalone_mode=False)  # click: asks the daemon, then routes
+        opts = parse_query_args(args)
+        assert opts is not None
+        if opts.get("mode") != "off":
+            mp.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
+            client.fast_query(args)  # the thin client: asks the daemon
+        oneshot.main(opts)  # the console script's one-shot path: routes
+    via_click, via_oneshot = rec.routed
+    assert via_click == via_oneshot
+    # click asks the daemon from inside run_query, with the text read from stdin for '-'
+    daemon_calls = rec.asked_daemon
+    assert len(daemon_calls) == (1 if opts.get("mode") == "off" else 2)
+    if len(daemon_calls) == 2:
+        (_, click_kw), (_, thin_kw) = daemon_calls
+        defaults = {o.dest: False if o.kind == "flag" else None for o in QUERY_OPTIONS}
+        assert click_kw == {**defaults, **thin_kw}
+
+
+# ------------------------------------------------------------------- exit codes
+
+
+def _router_errors() -> list[type[errors.RouterError]]:
+    found, pending = [], [errors.RouterError]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        found.append(cls)
+    return found
+
+
+@pytest.mark.parametrize("cls", _router_errors(), ids=lambda c: c.__name__)
+def test_every_error_the_user_can_fix_exits_2_on_every_path(cls: type[errors.RouterError]) -> None:
+    # The in-process CLI exits exc.exit_code; the thin client exits contract.exit_code(code) for
+    # the envelope a daemon sends: the same for every error that names what to fix.
+    samples = {
+        errors.InvalidConfig: lambda: errors.InvalidConfig("c.json", "rules[0]", "bad"),
+        errors.BackendsFileMissing: lambda: errors.BackendsFileMissing("b.json"),
+        errors.InvalidBackendsFile: lambda: errors.InvalidBackendsFile("b.json", "backends", "bad"),
+        errors.InvalidQuery: lambda: errors.InvalidQuery(contract.EMPTY_QUERY, "empty"),
+    }
+    exc = samples.get(cls, lambda: cls("bad"))()
+    assert exc.exit_code == contract.EXIT_USAGE
+    assert contract.exit_code(exc.error_code) == contract.EXIT_USAGE
+
+
+@pytest.mark.parametrize("code", ["ALL_BACKENDS_FAILED", "NO_BACKEND_AVAILABLE", "DEADLINE_EXCEEDED", None])
+def test_backends_failing_exits_1(code: str | None) -> None:
+    assert contract.exit_code(code) == contract.EXIT_ERROR
+
+
+# ------------------------------------------------------------------- the error envelope
+
+# Lone surrogates included: a path that is not UTF-8 reaches a message as one (PEP 383).
+_text = st.text(max_size=60)
+
+
+@given(_text, st.sampled_from(["DAEMON_UNAVAILABLE", "BACKEND_ERROR", "X"]), _text)
+def test_the_thin_clients_error_envelope_is_the_in_process_one_byte_for_byte(q: str, code: str, message: str) -> None:
+    # Two serialisers (json without orjson on the thin client; orjson in-process) of one dict.
+    printed = client._error_envelope(q, code, message)
+    assert printed == error_envelope(q, code, message).to_json()
+    back = Envelope.from_dict(orjson.loads(printed))
+    assert (back.status, back.error_code, back.results) == ("error", code, ())
+
+
+# ------------------------------------------------------------------- stderr
+
+
+def test_a_diagnostic_is_one_line_that_cannot_drive_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    contract.say("bad\udcffname \033[31mred\033[0m")
+    contract.say("stopping", who="memory-router serve")
+    assert capsys.readouterr().err == "memory-router: bad\\xffname red\nmemory-router serve: stopping\n"
