@@ -73,7 +73,8 @@ def _own_annotations(namespace: dict[str, Any]) -> dict[str, Any]:
     """The class body's annotations, in order."""
     if "__annotations__" in namespace:
         return dict(namespace["__annotations__"])
-    annotate = namespace.get("__annotate__")  # Python >= 3.14 without the __future__ import
+    # Python >= 3.14 without the __future__ import: a function that makes them.
+    annotate = namespace.get("__annotate__") or namespace.get("__annotate_func__")
     if annotate is None:
         return {}
     import annotationlib  # type: ignore[import-not-found,unused-ignore]

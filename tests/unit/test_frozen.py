@@ -265,3 +265,18 @@ def test_the_base_imports_no_dataclasses() -> None:
     code = "import sys, memory_router.core.frozen; print('dataclasses' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_package_has_one_idiom_for_values() -> None:
+    # The rule in memory_router/core/frozen.py: no NamedTuple, and a dataclass only for an
+    # adapter's pydantic-validated Settings (input, not a value of ours).
+    root = Path(__file__).resolve().parents[2]
+    offenders = []
+    for source in sorted([*root.joinpath("memory_router").rglob("*.py"), *root.joinpath("backends").rglob("*.py")]):
+        lines = source.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, start=1):
+            code = line.split("#")[0]
+            dataclass = code.startswith(("@dataclass(", "@dataclasses.dataclass")) or code.strip() == "@dataclass"
+            if "(NamedTuple)" in code or dataclass and not lines[number].startswith("class Settings"):
+                offenders.append(f"{source.relative_to(root)}:{number}: {line.strip()}")
+    assert offenders == [], "declare these as Frozen values (memory_router/core/frozen.py):\n" + "\n".join(offenders)
