@@ -23,6 +23,8 @@ from memory_router.installed import parse_installed
 from memory_router.paths import packaged_config
 from memory_router.router import Router
 
+from ..budget import examples
+
 RULE3 = [
     "what did we decide about the database schema in the morning session",
     "recall the architecture decision from this morning",
@@ -114,7 +116,7 @@ def test_cli_query_routes_to_lossless(demo: dict[str, Path]) -> None:
     assert envelope["attempts"][0]["query_sent"] == '"database" "schema"'
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=80))
 def test_any_query_gets_an_answer_not_an_error(demo: dict[str, Path], query: str) -> None:
     b = L.create(

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from memory_router import client
 from memory_router.cli import main as cli_main
 
+from ..budget import examples
+
 QUERY_COMMAND = cli_main.get_command(click.Context(cli_main), "query")
 
 TOKENS = st.sampled_from(
@@ -62,7 +64,7 @@ def click_parse(args: list[str]) -> dict | None:
     return ctx.params
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.lists(TOKENS, max_size=7))
 def test_fast_parser_agrees_with_click_whenever_it_answers(args: list[str]) -> None:
     fast = client.parse_query_args(args)
