@@ -15,7 +15,7 @@
 * Responses go to a private duplicate of stdout, and fd 1 is pointed at stderr while serving, so
   nothing a library prints can corrupt the protocol stream. A writer thread writes them, so a
   slow reader never holds the event loop (requests and signals go on): with a non-blocking
-  stdout, ``EAGAIN`` waits for the reader (:func:`~memory_router.outwrite.write_all`) for up to
+  stdout, ``EAGAIN`` waits for the reader (:func:`~memory_router.output.outwrite.write_all`) for up to
   ``write_timeout_s`` without progress. A reader that is gone (``EPIPE``) or stalled that long
   stops the daemon like a signal: nothing more is read, in-flight requests are cancelled after
   ``grace_s``, the backends' helpers (qmd's engine) are closed, and it exits 1.
@@ -35,9 +35,9 @@ from typing import Any
 
 import orjson
 
-from ..outwrite import WRITE_TIMEOUT_S, describe, write_all
-from ..wire import LineSplitter, Oversized
-from .service import SHUTTING_DOWN, Service
+from memory_router.client.wire import LineSplitter, Oversized
+from memory_router.daemon.service import SHUTTING_DOWN, Service
+from memory_router.output.outwrite import WRITE_TIMEOUT_S, describe, write_all
 
 
 class _Eof:
@@ -54,7 +54,7 @@ Item = Any  # bytes | Oversized | _Eof | _ReadError
 
 def read_lines(fd: int, max_line: int, emit: Callable[[Item], bool]) -> None:
     """Read ``fd`` to EOF, calling ``emit`` with each line (bytes, without its newline), an
-    :class:`~memory_router.wire.Oversized` marker, then :class:`_Eof` (or :class:`_ReadError`).
+    :class:`~memory_router.client.wire.Oversized` marker, then :class:`_Eof` (or :class:`_ReadError`).
     Stops early when ``emit`` returns False."""
     splitter = LineSplitter(max_line)
     while True:
