@@ -24,6 +24,8 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
+from .._client_support import wait_for_socket
+
 try:
     COMMAND = resolve_command(None, None, os.environ)
     QMD_MISSING = None
@@ -469,7 +471,6 @@ def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corp
 
 
 def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corpus: dict, tmp_path: Path) -> None:
-    from memory_router.client import thin as client
 
     proc, state = serve(tmp_path, corpus, "sock")  # a stdin daemon we do not use: just the files
     proc.kill()
@@ -486,15 +487,7 @@ def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corp
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with client.Connection(str(state / "router.sock")) as conn:
-                    conn.hello()
-                break
-            except client.DaemonError:
-                assert time.monotonic() < deadline and daemon.poll() is None, "serve --socket did not start"
-                time.sleep(0.05)
+        wait_for_socket(state / "router.sock", daemon)
         status = subprocess.run([*cli, "daemon", "status"], env=env, capture_output=True, text=True, timeout=30)
         # no engine before the first qmd call: no embedding model here, so nothing to warm up
         assert "qmd: engine not started" in status.stdout and "engine running" not in status.stdout

@@ -23,6 +23,7 @@ from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
+from .._client_support import wait_for_socket
 from ..faults_support import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -336,9 +337,6 @@ def test_2_query_writes_its_whole_answer_to_a_slow_nonblocking_reader(tmp_path: 
 
 def test_2_the_thin_client_writes_its_whole_answer_to_a_slow_nonblocking_reader(tmp_path: Path) -> None:
     import subprocess
-    import time
-
-    from memory_router.client import thin as client
 
     state, config, env = big_setup(tmp_path)
     daemon = subprocess.Popen(
@@ -351,15 +349,7 @@ def test_2_the_thin_client_writes_its_whole_answer_to_a_slow_nonblocking_reader(
     )
     read_end, write_end = nonblocking_pipe()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with client.Connection(str(state / "router.sock")) as conn:
-                    conn.hello()
-                break
-            except client.DaemonError:
-                assert daemon.poll() is None and time.monotonic() < deadline, "serve --socket did not start"
-                time.sleep(0.05)
+        wait_for_socket(state / "router.sock", daemon)
         proc = subprocess.Popen(
             [sys.executable, "-m", "memory_router", "query", "auth", "--limit", "50", "--daemon", "require"],
             stdin=subprocess.DEVNULL,
