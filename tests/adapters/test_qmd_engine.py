@@ -22,17 +22,11 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
 from .._client_support import wait_for_socket
+from ..qmd_support import needs_qmd
 
-try:
-    COMMAND = resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    COMMAND, QMD_MISSING = None, str(exc)
-
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")]
+pytestmark = [pytest.mark.slow, needs_qmd]
 
 NOTES = {
     "notes/raft.md": "# Raft\n\nRaft is a consensus algorithm. Leader election uses randomized timeouts.\n",

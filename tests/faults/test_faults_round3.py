@@ -17,7 +17,6 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
@@ -31,16 +30,10 @@ from ..faults_support import (
     run_cli,
     write_setup,
 )
+from ..qmd_support import needs_qmd
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
-try:
-    resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    QMD_MISSING = str(exc)
-
-needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}
 CLI_ENV = {**ENV, "MEMORY_ROUTER_DAEMON": "off"}
 QUERY = "leader election"
