@@ -42,6 +42,12 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.load_profile(hypothesis_profile(os.environ, config.option.markexpr))
 
 
+def pytest_report_header() -> str:
+    # Which budgets this run replays: the fast tier's tenth, or every example.
+    n = settings.default.max_examples
+    return f"hypothesis max_examples={n}: a test's budget examples(N) runs N * {n} / 100 (tests/budget.py)"
+
+
 # The fast tier may not start programs: see tests/tier_guard.py.
 install()
 
