@@ -30,7 +30,8 @@ FAKES = '''
 """FAKE backends for the daemon tests: one that fails, one that hangs in a real child process."""
 from dataclasses import dataclass
 from typing import Literal
-from memory_router.backends import _process, register_adapter
+from memory_router.backends import register_adapter
+from memory_router.backends.common import process as _process
 from memory_router.backends.base import BackendResponse, Probe
 
 MODES = frozenset({"search", "vsearch", "query"})
