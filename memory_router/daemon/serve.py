@@ -9,6 +9,7 @@ import click
 
 from ..cli import common_options
 from ..errors import RouterError
+from .lifecycle import GRACE_S
 from .service import DEFAULT_CONCURRENCY, DEFAULT_MAX_LINE_BYTES, Service
 
 
@@ -46,9 +47,10 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
 @click.option(
     "--grace-ms",
     type=click.IntRange(0, 600_000),
-    default=5000,
+    default=int(GRACE_S * 1000),
     show_default=True,
-    help="On SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled.",
+    help="On SIGTERM/SIGINT (or `daemon stop`), how long in-flight requests may finish before they are cancelled; "
+    "a second signal cancels them at once.",
 )
 @click.option(
     "--write-timeout-ms",
