@@ -155,7 +155,10 @@ class Lifecycle:
             transport.stop_accepting()  # lines handed over while draining: answered, not dropped
             await transport.close()
         finally:
-            await self.service.aclose()
+            try:  # a forced exit waits for no backend's goodbye longer than CLEANUP_S
+                await asyncio.wait_for(self.service.aclose(), CLEANUP_S if self.force_exit else None)
+            except asyncio.TimeoutError:
+                self.service.say(f"backends not closed within {CLEANUP_S:g} s; killing their processes")
             # A cancelled request whose cleanup did not finish within CLEANUP_S (or a program
             # started meanwhile) leaves no process group behind.
             _groups.kill_all()
