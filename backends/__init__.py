@@ -1,6 +1,6 @@
-"""Backend adapters, one module per backend type, behind the seam in :mod:`.base`.
+"""Backend adapters, one package per backend type, behind the seam in :mod:`.base`.
 
-Installed as ``memory_router.backends``. Each adapter module has the
+Installed as ``memory_router.backends``. Each adapter (``qmd/adapter.py``, ...) has the
 :class:`~.base.AdapterModule` shape (``Settings``, ``create``, ``MODES``, ``ENV_VARS``,
 ``demo_setup``) and is registered here by its type name in ``router-config.json``.
 Modules are imported lazily by type name, so the CLI pays only for the adapters it uses.
@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from .base import AdapterModule, BackendContext, DemoUnavailable
+    from memory_router.backends.base import AdapterModule, BackendContext, DemoUnavailable
 
 __all__ = [
     "ADAPTER_MODULES",
@@ -26,11 +26,11 @@ __all__ = [
 
 # type name in router-config.json -> module implementing it (add more with register_adapter)
 ADAPTER_MODULES: dict[str, str] = {
-    "totalrecall": "memory_router.backends.totalrecall",
-    "qmd": "memory_router.backends.qmd",
-    "lossless": "memory_router.backends.lossless",
-    "cognee": "memory_router.backends.cognee",
-    "command": "memory_router.backends.command",
+    "totalrecall": "memory_router.backends.totalrecall.adapter",
+    "qmd": "memory_router.backends.qmd.adapter",
+    "lossless": "memory_router.backends.lossless.adapter",
+    "cognee": "memory_router.backends.cognee.adapter",
+    "command": "memory_router.backends.command.adapter",
 }
 _BUILT_IN = frozenset(ADAPTER_MODULES)
 # Re-exported from .base on first use (PEP 562): importing this package for the registry alone
@@ -40,7 +40,7 @@ _FROM_BASE = frozenset({"AdapterModule", "BackendContext", "DemoUnavailable"})
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_BASE:
-        from . import base
+        from memory_router.backends import base
 
         return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

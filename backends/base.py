@@ -32,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from ._frozen import Frozen
+from memory_router.core.frozen import Frozen
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -329,7 +329,7 @@ class BlockingBackend(Protocol):
 @runtime_checkable
 class CalibratedBackend(Protocol):
     """Optional: a backend whose native relevance the router knows how to put on the one shared
-    scale (:mod:`memory_router.calibration`, fitted on labelled data). :meth:`calibration_key`
+    scale (:mod:`memory_router.core.calibration`, fitted on labelled data). :meth:`calibration_key`
     names the map for a mode: ``"qmd:query"``, ``"lossless"``. A backend without it (a command
     program, a test double) is taken at its word: its relevance is used as it is."""
 

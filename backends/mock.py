@@ -17,7 +17,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 
-from .base import BackendRequest, BackendResponse, Probe, Result
+from memory_router.backends.base import BackendRequest, BackendResponse, Probe, Result
 
 Handler = Callable[[BackendRequest], BackendResponse | Awaitable[BackendResponse]]
 

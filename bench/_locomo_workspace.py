@@ -3,7 +3,7 @@
 Under ``<work>/<conv>/``:
 
 * ``state/lcm.db`` - every raw turn as a message in lossless-claw's real schema, written by the
-  project's own writer (:mod:`memory_router.backends._lcm_schema`). ``created_at`` is the
+  project's own writer (:mod:`memory_router.backends.lossless.schema`). ``created_at`` is the
   session's date plus one minute per turn. The speakers alternate roles (speaker_a ``user``,
   speaker_b ``assistant``); the content is ``"<speaker>: <text>"`` plus ``[image: <caption>]``
   for a shared image. No dia_id is written into the database: the map message_id -> dia_id is
@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from _locomo_data import Conversation
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._lcm_schema import LcmWriter, create_lcm_db
+from memory_router.backends import BackendContext
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db
+from memory_router.backends.qmd import adapter as qmd_adapter
 
 COLLECTION = "notes"
 LAYOUTS = ("daily", "openclaw")

@@ -43,13 +43,13 @@ def main() -> int:
         print("no Cognee venv (.tools/cognee-venv): run `bash .ci/setup.d/40-cognee.sh`", file=sys.stderr)
         return 0
     from memory_router.backends import BackendContext
-    from memory_router.backends import cognee as adapter
     from memory_router.backends.base import BackendRequest
+    from memory_router.backends.cognee import adapter
 
-    from memory_router.config import parse_config
-    from memory_router.installed import parse_installed
-    from memory_router.paths import packaged_config
-    from memory_router.router import Router
+    from memory_router.config.installed import parse_installed
+    from memory_router.config.paths import packaged_config
+    from memory_router.config.router_config import parse_config
+    from memory_router.core.router import Router
 
     srv = harness.start(python)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cognee-"))

@@ -93,7 +93,7 @@ def main() -> int:
     ap.add_argument("--paths", default="auto", choices=["auto", "cypher", "expand"])
     args = ap.parse_args()
     n = repeats(args, 3)
-    from memory_router.backends import cognee as adapter
+    from memory_router.backends.cognee import adapter
 
     srv = None
     if os.environ.get("COGNEE_BASE_URL") and os.environ.get("COGNEE_API_KEY"):

@@ -37,8 +37,8 @@ t = [time.perf_counter()]
 import gc; gc.disable()  # as the console script runs a query
 from memory_router import client, oneshot
 t.append(time.perf_counter())
-from memory_router.envelope import error_envelope
-from memory_router.router import Router
+from memory_router.core.envelope import error_envelope
+from memory_router.core.router import Router
 t.append(time.perf_counter())
 session = oneshot.Session(oneshot.Options(state_dir=sys.argv[1], backends_json=None, config=sys.argv[2]))
 t.append(time.perf_counter())
@@ -48,17 +48,17 @@ env = session.router.route_blocking(sys.argv[3], installed)
 t.append(time.perf_counter())
 env.to_json()
 t.append(time.perf_counter())
-names = ["import memory_router.client, .oneshot", "import the query path (envelope, router, rules)",
+names = ["import memory_router.client.thin, .oneshot", "import the query path (envelope, router, rules)",
          "router-config.json (compiled cache), Router", "read backends.json",
          "route (incl. adapter import + its Settings, Lossless query)", "envelope to_json"]
 print(json.dumps({n: (b - a) * 1000 for n, a, b in zip(names, t, t[1:])}))
 """
 
-CLICK_APP = "from memory_router.cli import main; main(prog_name='memory-router')"
+CLICK_APP = "from memory_router.cli.main import main; main(prog_name='memory-router')"
 
 
 def config_cache_name() -> str:
-    from memory_router.config_cache import CACHE_NAME
+    from memory_router.config.cache import CACHE_NAME
 
     return CACHE_NAME
 

@@ -31,14 +31,17 @@ from datetime import date
 from pathlib import Path
 
 from _common import REPO, median, parser, repeats, table
-from memory_router.backends import BackendContext, _qmd_parse, _settings, totalrecall
-from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd import parse as _qmd_parse
+from memory_router.backends.totalrecall import adapter as totalrecall
 
-from memory_router.config import load_config
-from memory_router.installed import load_installed
-from memory_router.paths import packaged_config
-from memory_router.router import Router
+from memory_router.config.installed import load_installed
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import load_config
+from memory_router.core.router import Router
 
 sys.path.insert(0, str(REPO / "tests"))
 from definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory  # noqa: E402

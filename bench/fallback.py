@@ -8,7 +8,7 @@ In-process Router, per-backend timeout T; the answering backend is instant (mock
   router cancels, ``_process`` kills the process group and reaps it -> fallback;
 * two hanging primaries (rule 2: cognee -> qmd -> totalrecall): 2 T + fallback.
 
-Then the daemon's dead-backend cooldown (``memory_router.cooldown``, as ``serve`` configures it
+Then the daemon's dead-backend cooldown (``memory_router.core.cooldown``, as ``serve`` configures it
 from router-config.json ``"cooldown": {"failures": 3, "seconds": 30}``): consecutive queries
 against a hanging primary pay T until the third failure, then none while it cools down.
 
@@ -24,14 +24,15 @@ import time
 from pathlib import Path
 
 from _common import environment_line, fmt, median, parser, repeats, scratch_dir, table, verdict
-from memory_router.backends import BackendContext, command
+from memory_router.backends import BackendContext
+from memory_router.backends.command import adapter as command
 from memory_router.backends.mock import MockBackend, answer, fail, hang
 
-from memory_router.config import load_config
-from memory_router.cooldown import Cooldown
-from memory_router.installed import parse_installed
-from memory_router.router import Router
-from memory_router.routerlog import RouterLog
+from memory_router.config.installed import parse_installed
+from memory_router.config.router_config import load_config
+from memory_router.core.cooldown import Cooldown
+from memory_router.core.router import Router
+from memory_router.core.routerlog import RouterLog
 
 DEFAULT_QUERY = "database"  # rule 7: qmd/query -> totalrecall
 RELATION_QUERY = "how does the auth middleware relate to the session store"  # rule 2: cognee -> qmd -> totalrecall

@@ -1,6 +1,6 @@
-"""Fit the relevance calibration (memory_router/calibration.json) from LoCoMo bench records.
+"""Fit the relevance calibration (memory_router/core/calibration.json) from LoCoMo bench records.
 
-    python bench/fit_calibration.py [--records DIR] [--write memory_router/calibration.json]
+    python bench/fit_calibration.py [--records DIR] [--write memory_router/core/calibration.json]
                                     [--markdown FILE]
 
 Input: the records ``bench/locomo.py`` writes (one JSON line per variant and question), from the
@@ -21,7 +21,7 @@ Only measured configurations get a map (the router keeps the native relevance of
 Then the script prints, per key, the
 calibration table before and after (relevance bucket -> share of answers, hit@1 and hit@10 of
 the answers in the bucket) and replays the router's decision rule over the recorded answers with
-the shipped code (memory_router.calibration): sequential fallback with the spec's table and with
+the shipped code (memory_router.core.calibration): sequential fallback with the spec's table and with
 the extended one, native and calibrated, and the fused strategy. Replayed figures are in-sample;
 ``--cv`` adds leave-one-conversation-out figures (fitted on four conversations, scored on the
 fifth), the honest estimate. The bench itself (serve, real backends) gives the final figures.
@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_router.backends.base import BackendResponse, Result  # noqa: E402
 
-from memory_router.calibration import FEATURES, FORMAT, Calibration, Model, coverage, query_terms  # noqa: E402
-from memory_router.fuse import RRF_K  # noqa: E402
+from memory_router.core.calibration import FEATURES, FORMAT, Calibration, Model, coverage, query_terms  # noqa: E402
+from memory_router.core.fuse import RRF_K  # noqa: E402
 
 BUCKETS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
 ALONE_KEYS = {
@@ -437,8 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "about": (
                 "P(a result holds what was asked), per backend and mode: a logistic map over the native relevance, "
                 "the query-term coverage and 1/rank, then an isotonic step map of the first result "
-                "(memory_router/calibration.py). Fitted by bench/fit_calibration.py on the LoCoMo development half "
-                "(conversations 26, 30, 41, 42, 43; categories 1-4) only."
+                "(memory_router/core/calibration.py). Fitted by bench/fit_calibration.py on the LoCoMo "
+                "development half (conversations 26, 30, 41, 42, 43; categories 1-4) only."
             ),
             "answers": {shipped_key(k, args.embed_model): len(v) for k, v in per_key.items()},
             "maps": {shipped_key(k, args.embed_model): as_json(m) for k, m in models.items()},

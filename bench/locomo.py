@@ -55,10 +55,10 @@ from _locomo_score import (
     summarise,
 )
 from _locomo_workspace import LAYOUTS, Workspace, _from_manifest, build, tool_env
-from memory_router.backends._words import STOPWORDS
+from memory_router.backends.common.words import STOPWORDS
 
-from memory_router.config_schema import ConfigSpec
-from memory_router.paths import packaged_config
+from memory_router.config.paths import packaged_config
+from memory_router.config.schema import ConfigSpec
 
 CONVERSATIONS = ("26", "30", "41", "42", "43")
 

@@ -1,7 +1,7 @@
 """Lossless over synthetic real-schema lcm.db files of 1k / 10k / 100k rows: search latency.
 
 Each size N is a database with N messages and N leaf summaries (``populate_synthetic`` in
-``memory_router.backends._lcm_schema``: the plugin's DDL, FTS rows written by app code as the
+``memory_router.backends.lossless.schema``: the plugin's DDL, FTS rows written by app code as the
 plugin does), once in the current 0.15.x layout (FTS5) and once without FTS tables (the LIKE
 fallback). Every query goes through ``LosslessBackend.search_sync``: open read-only, schema
 check, search, close - the whole per-query cost. Queries:
@@ -22,9 +22,9 @@ from pathlib import Path
 
 from _common import fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 from memory_router.backends import BackendContext
-from memory_router.backends import lossless as L
-from memory_router.backends._lcm_schema import create_lcm_db, populate_synthetic
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.lossless import adapter as L
+from memory_router.backends.lossless.schema import create_lcm_db, populate_synthetic
 
 TARGET_FTS_MS = 50.0
 QUERIES = {

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 
-from memory_router.paths import packaged_config
+from memory_router.config.paths import packaged_config
 
 TARGET_P50_MS = 5.0
 BENCH = Path(__file__).resolve().parent
@@ -58,7 +58,7 @@ def instant_setup(root: Path) -> tuple[Path, Path, Path]:
         f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(BENCH)!r})\n"
         "from memory_router.backends import register_adapter\n"
         'register_adapter("instant", "_instant_adapter")\n'
-        "from memory_router.entry import main\n"
+        "from memory_router.cli.entry import main\n"
         "main()\n"
     )
     command.chmod(0o755)

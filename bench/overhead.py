@@ -26,10 +26,10 @@ from corpus import generate
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, fail
 
-from memory_router.config import load_config
-from memory_router.installed import parse_installed
-from memory_router.router import Router, default_context
-from memory_router.routerlog import RouterLog
+from memory_router.config.installed import parse_installed
+from memory_router.config.router_config import load_config
+from memory_router.core.router import Router, default_context
+from memory_router.core.routerlog import RouterLog
 
 TARGET_P99_US = 1000.0
 

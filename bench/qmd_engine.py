@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, repeats, table
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
 
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 CONCEPT = "how does error handling work in the API layer"

@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 
 from memory_router.backends import BackendContext
-from memory_router.backends import qmd as qmd_adapter
+from memory_router.backends.qmd import adapter as qmd_adapter
 
-from memory_router.config import load_config
+from memory_router.config.installed import load_installed
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import load_config
+from memory_router.core.router import Router
 from memory_router.demo import WORKSPACE
-from memory_router.installed import load_installed
-from memory_router.paths import packaged_config
-from memory_router.router import Router
 
 QUERIES = {
     "symbol": "find the function parseAuthToken",

@@ -19,10 +19,10 @@ from pathlib import Path
 from _common import environment_line, fmt, median, parser, percentile, repeats, table, verdict
 from corpus import generate
 
-from memory_router.config import load_config
-from memory_router.installed import parse_installed
-from memory_router.plan import make_plan
-from memory_router.query import check_query
+from memory_router.config.installed import parse_installed
+from memory_router.config.router_config import load_config
+from memory_router.core.plan import make_plan
+from memory_router.core.query import check_query
 
 TARGET_MEDIAN_US = 20.0
 

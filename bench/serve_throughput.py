@@ -30,7 +30,7 @@ import orjson
 from _common import environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 from corpus import generate
 
-from memory_router.paths import packaged_config
+from memory_router.config.paths import packaged_config
 
 TARGET_QPS = 5000.0
 BENCH = Path(__file__).resolve().parent
@@ -39,7 +39,7 @@ import sys
 sys.path.insert(0, {str(BENCH)!r})
 from memory_router.backends import register_adapter
 register_adapter("instant", "_instant_adapter")
-from memory_router.cli import main
+from memory_router.cli.main import main
 main(["serve", *sys.argv[1:]], prog_name="memory-router")
 """
 

@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, repeats, scratch_dir, table
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_locate import QmdNotFound
+from memory_router.backends import BackendContext
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.locate import QmdNotFound
 
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 CONCEPT = "how does error handling work in the API layer"  # rule 4: qmd vsearch

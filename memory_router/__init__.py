@@ -1,16 +1,17 @@
 """memory-router: rule-based dispatch and fallback for the OpenClaw memory stack.
 
-The pipeline, one module each::
+The folders follow the pipeline and its surroundings::
 
-    query.py     validate and normalise the query text
-    rules.py     compiled rule table -> RuleMatch (first strong match, else weak, else default)
-    plan.py      RuleMatch + backends.json -> Plan (the tier-filtered chain of steps)
-    attempts.py  Plan -> Attempts (call each backend in turn under a timeout, accept or fall back)
-    envelope.py  Attempts -> Envelope (the spec's router envelope)
+    core/     query -> rules -> plan -> attempts (driving the sans-IO fallback machine) -> envelope,
+              wired by core/router.py
+    config/   the files it reads: router-config.json, backends.json, where each file lives
+    output/   writing an answer to standard output
+    cli/      the memory-router command (cli/entry.py is the console script)
+    client/   the thin client that answers a query from a warm daemon, and the wire it shares
+    daemon/   the warm router behind serve, serve --socket and mcp
 
-``config.py`` (router-config.json), ``installed.py`` (backends.json), ``routerlog.py``
-(router.log) and ``router.py`` (the facade that wires the pipeline) support it; backends sit
-behind the seam in ``memory_router.backends.base``.
+Backends sit behind the seam in ``memory_router.backends.base`` (the repository's ``backends/``
+folder, one package per backend type). Nothing in ``core`` knows a subprocess, SQLite or HTTP.
 
 Value records on the query path (``Step``, ``RuleMatch``, ``Plan``, ``Attempt``...) are
 ``NamedTuple``s, not dataclasses: on Python 3.11 defining a dataclass costs ~0.5 ms at import

@@ -1,5 +1,5 @@
 """``python -m memory_router`` is the ``memory-router`` command."""
 
-from .entry import main
+from memory_router.cli.entry import main
 
 main()

@@ -14,8 +14,8 @@ import sys
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+from memory_router.config.paths import packaged_config
 from memory_router.demo import WORKSPACE
-from memory_router.paths import packaged_config
 
 # The console script next to the interpreter running the tests (the worktree's own install).
 CLI = [sys.executable, "-m", "memory_router"]

@@ -1,6 +1,6 @@
 """Shared builders for lossless-claw databases with the REAL schema, for tests and benchmarks.
 
-The DDL and the row writer live in the package (``memory_router.backends._lcm_schema``, also
+The DDL and the row writer live in the package (``memory_router.backends.lossless.schema``, also
 used by the demo); this module adds the small hand-written corpora the Lossless tests share.
 Benchmarks build big ones with ``populate_synthetic(conn, messages=100_000, summaries=10_000)``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from memory_router.backends._lcm_schema import (  # noqa: F401 - re-exported for other tests
+from memory_router.backends.lossless.schema import (  # noqa: F401 - re-exported for other tests
     VARIANTS,
     LcmWriter,
     Variant,

@@ -17,9 +17,10 @@ from typing import Any
 import click
 import orjson
 
-from .. import client, statedir
-from ..cli import common_options
-from .describe import describe_runtime
+from memory_router.cli.main import common_options
+from memory_router.client import thin as client
+from memory_router.config import statedir
+from memory_router.daemon.describe import describe_runtime
 
 
 def _socket_option(func: Any) -> Any:

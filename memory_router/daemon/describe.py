@@ -1,5 +1,5 @@
 """The words for a backend's runtime facts (qmd's warm engine and its warm-up), shared by
-``daemon status`` (:mod:`.control`), ``memory-router backends`` (:mod:`memory_router.cli`) and the
+``daemon status`` (:mod:`.control`), ``memory-router backends`` (:mod:`memory_router.cli.main`) and the
 daemon's own stderr (:mod:`.service`). Standard library only, and importing nothing of the
 project: both the CLI and the daemon sit above it, so neither imports the other for it.
 """

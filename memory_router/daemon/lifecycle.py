@@ -30,10 +30,9 @@ from typing import Literal, Protocol
 
 import orjson
 
-from memory_router.backends import _groups
-
-from ..wire import Oversized
-from .service import SHUTTING_DOWN, Service
+from memory_router.backends.common import groups
+from memory_router.client.wire import Oversized
+from memory_router.daemon.service import SHUTTING_DOWN, Service
 
 GRACE_S = 5.0
 """How long in-flight requests may still finish after a graceful exit request (``serve
@@ -161,7 +160,7 @@ class Lifecycle:
                 self.service.say(f"backends not closed within {CLEANUP_S:g} s; killing their processes")
             # A cancelled request whose cleanup did not finish within CLEANUP_S (or a program
             # started meanwhile) leaves no process group behind.
-            _groups.kill_all()
+            groups.kill_all()
 
     async def _drain(self, in_flight: set[asyncio.Task[None]]) -> None:
         loop = asyncio.get_running_loop()

@@ -19,13 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from memory_router.backends.base import Backend, ClosableBackend
-
-from ..config import RouterConfig, load_config
-from ..cooldown import Cooldown
-from ..errors import RouterError
-from ..installed import Installed, load_installed
-from ..router import Router
-from .watch import Watched, signature
+from memory_router.config.installed import Installed, load_installed
+from memory_router.config.router_config import RouterConfig, load_config
+from memory_router.core.cooldown import Cooldown
+from memory_router.core.errors import RouterError
+from memory_router.core.router import Router
+from memory_router.daemon.watch import Watched, signature
 
 RELOADED = "reloaded"
 FAILED = "failed"

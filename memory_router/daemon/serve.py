@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from ..cli import common_options
-from ..errors import RouterError
-from .lifecycle import GRACE_S
-from .service import DEFAULT_CONCURRENCY, DEFAULT_MAX_LINE_BYTES, Service
+from memory_router.cli.main import common_options
+from memory_router.core.errors import RouterError
+from memory_router.daemon.lifecycle import GRACE_S
+from memory_router.daemon.service import DEFAULT_CONCURRENCY, DEFAULT_MAX_LINE_BYTES, Service
 
 
 def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Service:
@@ -97,7 +97,7 @@ def serve(
     a stdout that cannot be written (reader gone, or no data taken for --write-timeout-ms) stops
     it with exit 1.
     """
-    from .stdio import serve_stdio
+    from memory_router.daemon.stdio import serve_stdio
 
     if socket_path is None and idle_exit:
         raise click.UsageError("--idle-exit applies to --socket")
@@ -107,8 +107,8 @@ def serve(
     if socket_path is not None:
         from pathlib import Path
 
-        from ..wire import socket_path as default_socket_path
-        from .socket_server import serve_socket
+        from memory_router.client.wire import socket_path as default_socket_path
+        from memory_router.daemon.socket_server import serve_socket
 
         path = Path(socket_path) if socket_path else Path(default_socket_path(str(service.state_dir)))
         sys.exit(serve_socket(service, path, idle_exit_s=idle_exit, grace_s=grace_ms / 1000, reload=not no_reload))

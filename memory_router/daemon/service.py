@@ -1,8 +1,8 @@
 """The daemon's request handling, independent of any transport.
 
-A :class:`Service` holds one warm :class:`~memory_router.router.Router` (its backend instances,
+A :class:`Service` holds one warm :class:`~memory_router.core.router.Router` (its backend instances,
 and so their caches, live as long as the service), the current backends.json, the dead-backend
-:class:`~memory_router.cooldown.Cooldown` and the :class:`~.stats.Stats`. Transports (stdin/stdout
+:class:`~memory_router.core.cooldown.Cooldown` and the :class:`~.stats.Stats`. Transports (stdin/stdout
 in :mod:`.stdio`, a Unix socket) only move lines::
 
     service = Service.from_options(state_dir=None, backends_json=None, config=None)
@@ -38,23 +38,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from memory_router import paths
 from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend, DescribedBackend, WarmableBackend
-
-from .. import jsonout
-from ..config import RouterConfig, load_config
-from ..cooldown import Cooldown
-from ..envelope import error_envelope
-from ..errors import InvalidQuery, RouterError, check_state_dir
-from ..installed import Installed, load_installed
-from ..router import Router
-from ..routerlog import RouterLog
-from .describe import describe_warmup
-from .protocol import BadRequest, Request, parse_line, parse_request
-from .reload import RELOADED, Reloader, Snapshot, aclose_quietly
-from .stats import Stats
-from .watch import Watcher
+from memory_router.config import paths
+from memory_router.config.installed import Installed, load_installed
+from memory_router.config.router_config import RouterConfig, load_config
+from memory_router.core.cooldown import Cooldown
+from memory_router.core.envelope import error_envelope
+from memory_router.core.errors import InvalidQuery, RouterError, check_state_dir
+from memory_router.core.router import Router
+from memory_router.core.routerlog import RouterLog
+from memory_router.daemon.describe import describe_warmup
+from memory_router.daemon.protocol import BadRequest, Request, parse_line, parse_request
+from memory_router.daemon.reload import RELOADED, Reloader, Snapshot, aclose_quietly
+from memory_router.daemon.stats import Stats
+from memory_router.daemon.watch import Watcher
+from memory_router.output import jsonout
 
 # Requests routed at once. The work is mostly waiting (backend processes, HTTP, a thread doing
 # Total Recall's scoring); 4 per core keeps two cores busy without queueing behind one slow
@@ -80,7 +79,7 @@ class Service:
         diagnostics: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Load router-config.json (raises :class:`~memory_router.errors.RouterError` if it is
+        """Load router-config.json (raises :class:`~memory_router.core.errors.RouterError` if it is
         invalid: a daemon must not start on a broken config, nor on a state dir another user
         controls, ``STATE_DIR_UNSAFE``) and backends.json (a missing or
         invalid one is reported and answered per query until it is fixed).
@@ -204,7 +203,7 @@ class Service:
     def oversized_line(self, prefix: bytes, length: int) -> bytes:
         """The response to a line a transport refused to buffer whole (``length`` bytes, of which
         it kept ``prefix``): ``REQUEST_TOO_LARGE``, with the id if it was the first key."""
-        from .protocol import REQUEST_TOO_LARGE, sniff_id
+        from memory_router.daemon.protocol import REQUEST_TOO_LARGE, sniff_id
 
         bad = BadRequest(
             REQUEST_TOO_LARGE,

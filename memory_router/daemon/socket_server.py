@@ -7,7 +7,7 @@ never reach the service:
 
 * ``{"op": "hello", "protocol": 1, ...}``: the handshake. The reply carries this daemon's
   protocol and version, its pid and its *context* (state dir, config, backends.json, working
-  directory, relevant environment; see :func:`memory_router.wire.context`), which the client
+  directory, relevant environment; see :func:`memory_router.client.wire.context`), which the client
   compares with its own before trusting the daemon's answers.
 * ``{"op": "shutdown"}``: ``memory-router daemon stop``.
 
@@ -16,8 +16,9 @@ Safety:
 * The socket is created ``0600`` (under a ``0177`` umask, so it is never reachable by others even
   for an instant) in the state directory, which must belong to this user and be writable by no
   one else (a sticky shared directory such as /tmp is refused too). The lock file is opened with
-  ``O_NOFOLLOW`` and must be a regular file of ours (:func:`memory_router.statedir.open_private`). A peer whose uid
-  (``SO_PEERCRED``) is not ours is refused before anything is read.
+  ``O_NOFOLLOW`` and must be a regular file of ours
+  (:func:`memory_router.config.statedir.open_private`). A peer whose uid (``SO_PEERCRED``) is not
+  ours is refused before anything is read.
 * One daemon per socket: an exclusive ``flock`` on ``<socket>.lock`` (which holds the pid) is taken
   before binding and held for the daemon's life. If it is held, a live daemon owns the socket and
   this one refuses to start; if it is free, a leftover socket file is stale and is removed (only a
@@ -51,11 +52,12 @@ from typing import Any
 
 import orjson
 
-from .. import __version__, envvars, statedir
-from ..backends import adapter_env_vars
-from ..wire import PROTOCOL, LineSplitter, Oversized, context
-from .lifecycle import CLEANUP_S, GRACE_S, Lifecycle, shutting_down
-from .service import Service
+from memory_router import __version__
+from memory_router.backends import adapter_env_vars
+from memory_router.client.wire import PROTOCOL, LineSplitter, Oversized, context
+from memory_router.config import envvars, statedir
+from memory_router.daemon.lifecycle import CLEANUP_S, GRACE_S, Lifecycle, shutting_down
+from memory_router.daemon.service import Service
 
 _TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
 MAX_CLIENTS = 256
@@ -359,7 +361,7 @@ class SocketServer:
 
 def env_names(config: Any) -> set[str]:
     """The environment variables the answers of ``config`` (a RouterConfig) depend on: every
-    adapter's and the router's (:mod:`memory_router.envvars`), plus names a backend's settings
+    adapter's and the router's (:mod:`memory_router.config.envvars`), plus names a backend's settings
     add (an adapter's ``config_env_vars(settings)``, e.g. ``$NAME`` in Lossless's db_path)."""
     names = set(envvars.ALL)
     for spec in getattr(config, "backends", {}).values():

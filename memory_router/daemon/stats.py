@@ -9,8 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memory_router.backends.base import QUERY_TIMEOUT
-
-from ..attempts import COOLDOWN, DEADLINE_EXCEEDED
+from memory_router.core.attempts import COOLDOWN, DEADLINE_EXCEEDED
 
 LATENCY_WINDOW = 10_000  # queries kept for the percentiles
 

@@ -16,7 +16,7 @@
 * Responses go to a private duplicate of stdout, and fd 1 is pointed at stderr while serving, so
   nothing a library prints can corrupt the protocol stream. A writer thread writes them, so a
   slow reader never holds the event loop (requests and signals go on): with a non-blocking
-  stdout, ``EAGAIN`` waits for the reader (:func:`~memory_router.outwrite.write_all`) for up to
+  stdout, ``EAGAIN`` waits for the reader (:func:`~memory_router.output.outwrite.write_all`) for up to
   ``write_timeout_s`` without progress. A reader that is gone (``EPIPE``) or stalled that long
   stops the daemon like a signal (the lifecycle's graceful exit), and it exits 1.
 """
@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..outwrite import WRITE_TIMEOUT_S, describe, write_all
-from ..wire import LineSplitter, Oversized
-from .lifecycle import CLEANUP_S, GRACE_S, Lifecycle, shutting_down
-from .service import Service
+from memory_router.client.wire import LineSplitter, Oversized
+from memory_router.daemon.lifecycle import CLEANUP_S, GRACE_S, Lifecycle, shutting_down
+from memory_router.daemon.service import Service
+from memory_router.output.outwrite import WRITE_TIMEOUT_S, describe, write_all
 
 
 class _Eof:
@@ -52,7 +52,7 @@ Item = Any  # bytes | Oversized | _Eof | _ReadError
 
 def read_lines(fd: int, max_line: int, emit: Callable[[Item], bool]) -> None:
     """Read ``fd`` to EOF, calling ``emit`` with each line (bytes, without its newline), an
-    :class:`~memory_router.wire.Oversized` marker, then :class:`_Eof` (or :class:`_ReadError`).
+    :class:`~memory_router.client.wire.Oversized` marker, then :class:`_Eof` (or :class:`_ReadError`).
     Stops early when ``emit`` returns False."""
     splitter = LineSplitter(max_line)
     while True:

@@ -91,8 +91,8 @@ def date_workspace(dest: Path, today: date) -> None:
 def materialize(dest: Path, *, today: date | None = None, log: Callable[[str], object] = print) -> DemoWorkspace:
     """Copy the workspace to ``dest``, date the daily logs, prepare each backend, write configs."""
     from memory_router.backends import DemoUnavailable, adapter_module
-    from memory_router.config import read_json
-    from memory_router.paths import packaged_config
+    from memory_router.config.paths import packaged_config
+    from memory_router.config.router_config import read_json
 
     today = today or date.today()
     dest.mkdir(parents=True, exist_ok=True)
@@ -131,9 +131,9 @@ def materialize(dest: Path, *, today: date | None = None, log: Callable[[str], o
 
 async def _route_all(ws: DemoWorkspace) -> list[Any]:
     from memory_router.backends import BackendContext
-    from memory_router.config import load_config
-    from memory_router.installed import load_installed
-    from memory_router.router import Router
+    from memory_router.config.installed import load_installed
+    from memory_router.config.router_config import load_config
+    from memory_router.core.router import Router
 
     router = Router(load_config(ws.config_path), context=BackendContext(state_dir=ws.state_dir, cwd=ws.root))
     installed = load_installed(ws.backends_path)
@@ -182,7 +182,7 @@ def run_demo(directory: Path | None, *, as_json: bool = False) -> int:
             f"\n{15 - mismatches}/15 examples routed to the rule the spec names. "
             f"router.log: {ws.state_dir / 'router.log'}"
         )
-        # The state dir carries its own router-config.json (memory_router.paths), so this is all it takes.
+        # The state dir carries its own router-config.json (memory_router.config.paths), so this is all it takes.
         import shlex
 
         print(f'Your turn: memory-router query "auth middleware" --state-dir {shlex.quote(str(ws.state_dir))}')

@@ -10,7 +10,7 @@ import path from "node:path";
 import { Connection, DaemonError, PROTOCOL, contextDiff, contextTag, expectedContext } from "./wire.js";
 
 const PLUGIN_VERSION = "0.1.0";
-const SOCKET_NAME = "router.sock"; // memory_router/wire.py SOCKET_NAME: shared with `query --spawn`
+const SOCKET_NAME = "router.sock"; // memory_router/client/wire.py SOCKET_NAME: shared with `query --spawn`
 const IDLE_EXIT_S = 600; // a daemon nobody uses exits (as `query --spawn`'s default)
 const START_WAIT_MS = 15000; // how long a starting daemon may take to listen (wire.wait_for_daemon)
 const MAX_SOCKET_PATH = 107; // bytes in a Unix socket path

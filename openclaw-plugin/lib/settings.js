@@ -3,8 +3,8 @@
 // Inside the Gateway OPENCLAW_STATE_DIR is unset and the working directory is the Gateway's, so a
 // memory-router started from here would guess its state dir and memory root wrongly. The plugin
 // resolves both itself and passes them as flags and environment that memory-router reads today:
-// `--state-dir` (memory_router/paths.py) and OPENCLAW_REPO_ROOT plus the working directory (Total
-// Recall's root, backends/totalrecall.py).
+// `--state-dir` (memory_router/config/paths.py) and OPENCLAW_REPO_ROOT plus the working directory (Total
+// Recall's root, backends/totalrecall/adapter.py).
 import os from "node:os";
 import path from "node:path";
 

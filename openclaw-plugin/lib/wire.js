@@ -1,7 +1,7 @@
 // memory-router's daemon protocol, client side: JSON lines over a Unix stream socket.
 //
-// The wire format is the one memory_router/wire.py and memory_router/daemon/socket_server.py
-// define (and memory_router/client.py speaks):
+// The wire format is the one memory_router/client/wire.py and memory_router/daemon/socket_server.py
+// define (and memory_router/client/thin.py speaks):
 //   -> {"op": "hello", "protocol": 1, "version": "..."}
 //   <- {"op": "hello", "protocol": 1, "pid": 123, "context": {...}, ...}
 //   -> {"id": 7, "query": "auth", "limit": 5, "timeout_ms": 5000}
@@ -142,7 +142,7 @@ export class Connection {
 }
 
 // ---------------------------------------------------------------------------- the context
-// A daemon answers with the memory of the context it was started in (memory_router/wire.py
+// A daemon answers with the memory of the context it was started in (memory_router/client/wire.py
 // `context`): working directory, state dir, backends.json, router-config.json, and the values
 // of the environment variables the router and its adapters read, as salted hashes. The plugin
 // compares the context it would start a daemon with against the daemon's before using it.

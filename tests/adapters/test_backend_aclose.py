@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, ClosableBackend
-from memory_router.backends.lossless import Settings as LosslessSettings
-from memory_router.backends.lossless import create as create_lossless
-from memory_router.backends.totalrecall import Settings as TotalRecallSettings
-from memory_router.backends.totalrecall import create as create_totalrecall
+from memory_router.backends.lossless.adapter import Settings as LosslessSettings
+from memory_router.backends.lossless.adapter import create as create_lossless
+from memory_router.backends.totalrecall.adapter import Settings as TotalRecallSettings
+from memory_router.backends.totalrecall.adapter import create as create_totalrecall
 
 from ..lcm_fixtures import build_small_db
 

@@ -13,9 +13,10 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import BackendContext, DemoUnavailable, _settings
-from memory_router.backends import cognee as adapter
-from memory_router.backends._cognee_results import (
+from memory_router.backends import BackendContext, DemoUnavailable
+from memory_router.backends.base import BackendRequest, Stopwatch
+from memory_router.backends.cognee import adapter
+from memory_router.backends.cognee.results import (
     Relationship,
     distance_relevance,
     entity_terms,
@@ -24,11 +25,11 @@ from memory_router.backends._cognee_results import (
     relevance,
     unwrap,
 )
-from memory_router.backends.base import BackendRequest, Stopwatch
+from memory_router.backends.common import settings as _settings
 
-from memory_router.config import parse_config
-from memory_router.errors import InvalidConfig
-from memory_router.paths import packaged_config
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import parse_config
+from memory_router.core.errors import InvalidConfig
 
 # A real GRAPH_COMPLETION onlyContext answer (dataset "arch", access control on), shortened.
 REAL_CONTEXT = (

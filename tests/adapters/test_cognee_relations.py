@@ -13,10 +13,10 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import cognee as adapter
-from memory_router.backends._cognee_explore import Explored, explore
-from memory_router.backends._cognee_paths import Path, Relationship, cypher_path, find_paths, rows_to_paths
-from memory_router.backends._cognee_question import (
+from memory_router.backends.cognee import adapter
+from memory_router.backends.cognee.explore import Explored, explore
+from memory_router.backends.cognee.paths import Path, Relationship, cypher_path, find_paths, rows_to_paths
+from memory_router.backends.cognee.question import (
     UNKNOWN_CAP,
     family,
     parse_question,

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from memory_router.backends import _settings
+from memory_router.backends.common import settings as _settings
 
-from memory_router.paths import packaged_config
+from memory_router.config.paths import packaged_config
 
 from ..cognee_support import cognee_server as cognee_harness
 from ..cognee_support import relation_questions as rq
@@ -371,8 +371,8 @@ def test_an_expired_bearer_token_is_renewed_once(cognee):
     # The daemon keeps a backend (and its token) for hours; Cognee's JWT lives an hour.
     import asyncio
 
-    from memory_router.backends import cognee as adapter
     from memory_router.backends.base import BackendRequest
+    from memory_router.backends.cognee import adapter
 
     backend = adapter.CogneeBackend(
         "cognee",
@@ -467,7 +467,7 @@ def test_a_stalled_completion_is_cut_by_the_router_timeout(cognee, tmp_path, wor
 
 
 def services_backend(srv, **settings):
-    from memory_router.backends import cognee as adapter
+    from memory_router.backends.cognee import adapter
 
     env = {"COGNEE_BASE_URL": srv.base_url, **({"COGNEE_API_KEY": srv.api_key} if srv.api_key else {})}
     return adapter.CogneeBackend(

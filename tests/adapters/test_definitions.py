@@ -1,5 +1,5 @@
-"""Definition detection and definition-first ranking (backends/_definitions.py), and qmd's use of
-it on hits in qmd's ``--json`` shape (backends/_qmd_parse.py)."""
+"""Definition detection and definition-first ranking (backends/common/definitions.py), and qmd's use of
+it on hits in qmd's ``--json`` shape (backends/qmd/parse.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends._definitions import (
+from memory_router.backends.common.definitions import (
     MENTION_FACTOR,
     definition_target,
     definitions_first_relevances,
     find_definition,
 )
-from memory_router.backends._qmd_parse import CollectionFiles, collection_roots, definitions_first, to_results
+from memory_router.backends.qmd.parse import CollectionFiles, collection_roots, definitions_first, to_results
 
 
 @pytest.mark.parametrize(

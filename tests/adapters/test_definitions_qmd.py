@@ -11,15 +11,16 @@ import json
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_parse import split_uri
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.parse import split_uri
 
-from memory_router.config import load_config
-from memory_router.installed import load_installed
-from memory_router.paths import packaged_config
-from memory_router.router import Router
+from memory_router.config.installed import load_installed
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import load_config
+from memory_router.core.router import Router
 
 from ..definition_corpus import SYMBOLS, definition_line, write_corpus
 from .test_qmd_e2e import QMD_MISSING

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest
-from memory_router.backends.totalrecall import TotalRecallBackend, parse_file
+from memory_router.backends.totalrecall.adapter import TotalRecallBackend, parse_file
 
 TODAY = date.today().isoformat()
 

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import lossless as L
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.lossless import adapter as L
 
 from ..lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
 

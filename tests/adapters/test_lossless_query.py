@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_router.backends import lossless as L
+from memory_router.backends.lossless import adapter as L
 
 FTS5_SYNTAX = st.sampled_from(
     [

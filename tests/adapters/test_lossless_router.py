@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_router.backends import BackendContext
-from memory_router.backends import lossless as L
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.lossless import adapter as L
 
-from memory_router.config import parse_config, read_json
+from memory_router.config.installed import parse_installed
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import parse_config, read_json
+from memory_router.core.router import Router
 from memory_router.demo import WORKSPACE
-from memory_router.installed import parse_installed
-from memory_router.paths import packaged_config
-from memory_router.router import Router
 
 RULE3 = [
     "what did we decide about the database schema in the morning session",

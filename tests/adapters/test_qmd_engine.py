@@ -1,4 +1,4 @@
-"""The warm qmd engine (backends/qmd_engine.mjs + backends/_qmd_engine.py) on the real qmd.
+"""The warm qmd engine (backends/qmd/qmd_engine.mjs + backends/qmd/engine.py) on the real qmd.
 
 A real index is built with the real qmd CLI; queries go through the long-lived adapter (what
 ``serve`` and ``mcp`` use). Faults are real too: the engine is SIGKILLed, SIGSTOPped (hung), fed
@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
 try:
     COMMAND = resolve_command(None, None, os.environ)
@@ -468,7 +469,7 @@ def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corp
 
 
 def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corpus: dict, tmp_path: Path) -> None:
-    from memory_router import client
+    from memory_router.client import thin as client
 
     proc, state = serve(tmp_path, corpus, "sock")  # a stdin daemon we do not use: just the files
     proc.kill()

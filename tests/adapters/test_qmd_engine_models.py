@@ -17,11 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
-from memory_router.backends._qmd_parse import vsearch_relevance
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_UNAVAILABLE, BackendRequest
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
+from memory_router.backends.qmd.parse import vsearch_relevance
 
 from .test_qmd_engine import request, start_serve
 

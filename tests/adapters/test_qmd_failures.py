@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_locate import DEFAULT_MODELS, QmdNotFound, resolve_command
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.locate import DEFAULT_MODELS, QmdNotFound, resolve_command
 from pydantic import ValidationError
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
@@ -58,7 +59,7 @@ def test_qmd_missing_is_unavailable_with_the_install_hint(tmp_path: Path) -> Non
 
 
 def test_nothing_installed_anywhere_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memory_router.backends import _qmd_locate
+    from memory_router.backends.qmd import locate as _qmd_locate
 
     monkeypatch.setattr(_qmd_locate, "TOOLS", tmp_path / "no-tools")
     b = backend(tmp_path, environ={"PATH": str(tmp_path / "empty-bin"), "HOME": str(tmp_path)})
@@ -196,7 +197,7 @@ def test_a_fifo_or_huge_index_yml_reads_as_no_models_block(tmp_path: Path) -> No
     query (no writer ever comes), and a huge file must not be read whole."""
     import threading
 
-    from memory_router.backends._qmd_locate import DEFAULT_MODELS, SMALL_FILE_BYTES, configured_models
+    from memory_router.backends.qmd.locate import DEFAULT_MODELS, SMALL_FILE_BYTES, configured_models
 
     fifo = tmp_path / "index.yml"
     os.mkfifo(fifo)

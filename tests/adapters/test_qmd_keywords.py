@@ -7,7 +7,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_router.backends._qmd_keywords import META_WORDS, STOPWORDS, extract_terms, keyword_forms, trigger_words
+from memory_router.backends.qmd.keywords import META_WORDS, STOPWORDS, extract_terms, keyword_forms, trigger_words
 
 RULE1_FUNCTION = r"\bfind\b.*\bfunctions?\b"
 RULE3_DECIDE = r"\bdecid(?:e|es|ed|ing)\b"

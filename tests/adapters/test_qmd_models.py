@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from memory_router.backends._qmd_locate import QmdCommand, QmdNotFound, resolve_command
+from memory_router.backends.qmd.locate import QmdCommand, QmdNotFound, resolve_command
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
-from memory_router.backends.totalrecall import (
+from memory_router.backends.totalrecall.adapter import (
     Settings,
     TotalRecallBackend,
     create,

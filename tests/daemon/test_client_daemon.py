@@ -2,7 +2,7 @@
 socket daemon, and the in-process fallback, all through real processes.
 
 Whether a query was answered by the daemon is read from ``python -X importtime``: the client
-path never imports the click application (``memory_router.cli``), the in-process path always does.
+path never imports the click application (``memory_router.cli.main``), the in-process path always does.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_router import client
+from memory_router.client import thin as client
 from memory_router.demo import SPEC_EXAMPLES
 
 from .._client_support import assert_same_answer, starter_workspace
@@ -118,9 +118,9 @@ class Answer:
 
     @property
     def by_daemon(self) -> bool:
-        # The in-process path (with or without click) always runs memory_router.oneshot; the
+        # The in-process path (with or without click) always runs memory_router.cli.oneshot; the
         # client path never imports it.
-        return "memory_router.oneshot" not in self.imported
+        return "memory_router.cli.oneshot" not in self.imported
 
     @property
     def envelope(self) -> dict:
@@ -221,9 +221,9 @@ def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daem
         "pydantic",
         "regex",
         "orjson",
-        "memory_router.cli",
-        "memory_router.router",
-        "memory_router.config",
+        "memory_router.cli.main",
+        "memory_router.core.router",
+        "memory_router.config.router_config",
     }
     assert not heavy & answer.imported, heavy & answer.imported
     # --pretty needs orjson (to print exactly what the in-process path prints), nothing more.

@@ -11,12 +11,12 @@ from typing import Any
 
 import orjson
 import pytest
-from memory_router.backends import totalrecall
 from memory_router.backends.base import BackendRequest
+from memory_router.backends.totalrecall import adapter as totalrecall
 
-from memory_router.config import read_json
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import read_json
 from memory_router.daemon.service import Service
-from memory_router.paths import packaged_config
 
 
 def memory_tree(root: Path) -> Path:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_router.client.wire import Oversized
 from memory_router.daemon.protocol import (
     INVALID_JSON,
     INVALID_REQUEST,
@@ -23,7 +24,6 @@ from memory_router.daemon.protocol import (
     sniff_id,
 )
 from memory_router.daemon.stdio import _Eof, read_lines
-from memory_router.wire import Oversized
 
 LIMIT = 4096
 

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from memory_router.config import read_json
-from memory_router.paths import packaged_config
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import read_json
 
 from .test_daemon_serve import Daemon
 

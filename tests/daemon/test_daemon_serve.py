@@ -4,7 +4,7 @@ right ids and statuses; SIGTERM with requests in flight; stdout carries only res
 Backends: the real Total Recall adapter over a small memory tree (answers) and over a missing
 folder (BACKEND_UNAVAILABLE), and two FAKE adapters defined below because nothing real here
 fails or hangs on demand: ``fail`` returns BACKEND_ERROR, ``hang`` starts a real ``sleep`` child
-through backends/_process.py (so cancellation must kill it) and never answers in time. The fakes
+through backends/common/process.py (so cancellation must kill it) and never answers in time. The fakes
 are registered by a small wrapper that then runs the real CLI entry point with ``serve``.
 """
 
@@ -116,7 +116,7 @@ def setup_state(tmp_path: Path, sleep: str, **config: Any) -> tuple[Path, Path]:
 def serve_argv(tmp_path: Path, state: Path, config: Path, *extra: str) -> list[str]:
     wrapper = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import mr_test_fakes; "
-        "from memory_router.cli import main; main(prog_name='memory-router')"
+        "from memory_router.cli.main import main; main(prog_name='memory-router')"
     )
     return [
         sys.executable,

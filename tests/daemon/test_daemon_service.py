@@ -14,9 +14,9 @@ import pytest
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, answer, fail, hang
 
-from memory_router.config import read_json
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import read_json
 from memory_router.daemon.service import Service
-from memory_router.paths import packaged_config
 
 QUERY = "the middleware issue"  # rule 7 (default): qmd/query -> totalrecall
 
@@ -343,8 +343,8 @@ def test_per_request_timeout_applies_to_each_backend(tmp_path: Path) -> None:
 
 
 def test_invalid_cooldown_and_deadline_settings_are_refused(tmp_path: Path) -> None:
-    from memory_router.config import load_config
-    from memory_router.errors import InvalidConfig
+    from memory_router.config.router_config import load_config
+    from memory_router.core.errors import InvalidConfig
 
     with pytest.raises(InvalidConfig, match=r"cooldown\.failures"):
         load_config(write_config(tmp_path, cooldown={"failures": 0}))

@@ -167,7 +167,7 @@ def test_broken_state_is_reported_per_call_and_the_fix_is_picked_up(tmp_path: Pa
 
 def test_without_the_sdk_the_command_says_how_to_install_it() -> None:
     # Simulate a plain install (no [mcp] extra) by making the SDK unimportable.
-    code = "import sys; sys.modules['mcp'] = None; from memory_router.cli import main; main()"
+    code = "import sys; sys.modules['mcp'] = None; from memory_router.cli.main import main; main()"
     import subprocess
 
     proc = subprocess.run([sys.executable, "-c", code, "mcp"], capture_output=True, text=True, timeout=60, check=False)

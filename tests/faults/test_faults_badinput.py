@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from memory_router.envelope import Envelope
+from memory_router.core.envelope import Envelope
 
 from ..faults_support import (
     command_backend,

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, quote, quote_plus
 import orjson
 import pytest
 
-from memory_router.envelope import Envelope
+from memory_router.core.envelope import Envelope
 
 from ..faults_support import (
     cli_base,
@@ -407,7 +407,7 @@ def test_a_cancelled_total_recall_search_frees_its_thread(tmp_path: Path) -> Non
     import asyncio
 
     from memory_router.backends.base import BackendRequest
-    from memory_router.backends.totalrecall import TotalRecallBackend
+    from memory_router.backends.totalrecall.adapter import TotalRecallBackend
 
     root = _memory_tree(tmp_path / "project", big_lines=60_000)
     backend = TotalRecallBackend("tr", root, max_file_bytes=1 << 30)

@@ -1,4 +1,4 @@
-"""The generic command adapter (backends/command.py), against a real program: tests/faultbackend.py,
+"""The generic command adapter (backends/command/adapter.py), against a real program: tests/faultbackend.py,
 which speaks the stack's wrapper.sh contract and misbehaves on request."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_router.backends import BackendContext, _settings
+from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse
-from memory_router.backends.command import ContractError, Settings, build_argv, create, parse_contract
+from memory_router.backends.command.adapter import ContractError, Settings, build_argv, create, parse_contract
+from memory_router.backends.common import settings as _settings
 
-from memory_router.config import parse_config
-from memory_router.errors import InvalidConfig
-from memory_router.installed import parse_installed
-from memory_router.router import Router
+from memory_router.config.installed import parse_installed
+from memory_router.config.router_config import parse_config
+from memory_router.core.errors import InvalidConfig
+from memory_router.core.router import Router
 
 from ..faults_support import (
     FAULT_PROGRAM,
@@ -356,7 +357,7 @@ def test_routes_through_a_command_backend_end_to_end(tmp_path: Path) -> None:
 def test_oversized_output_is_abandoned_at_once_not_after_the_reap_timeout() -> None:
     """Regression: with a paused stdout pipe, asyncio's wait() never returned until the 2 s reap
     timeout, so 50 MB of output cost a whole router timeout instead of a fallback."""
-    from memory_router.backends._process import OutputTooLarge, run
+    from memory_router.backends.common.process import OutputTooLarge, run
 
     async def once() -> float:
         started = time.perf_counter()
@@ -424,7 +425,7 @@ def test_a_programs_error_code_and_message_cannot_forge_log_lines_or_flood(tmp_p
 
 
 def test_router_log_quotes_any_unusual_token() -> None:
-    from memory_router.routerlog import token
+    from memory_router.core.routerlog import token
 
     assert token("BACKEND_ERROR") == "BACKEND_ERROR" and token("qmd") == "qmd"
     assert token('X\nnext=none "') == '"X\\nnext=none \\""'

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-from memory_router.envelope import FIELD_NAMES, Envelope
+from memory_router.core.envelope import FIELD_NAMES, Envelope
 
 from ..faults_support import (
     command_backend,

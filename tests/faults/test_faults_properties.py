@@ -19,12 +19,12 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer, fail, hang
 
-from memory_router.config import parse_config
-from memory_router.envelope import Envelope
-from memory_router.installed import parse_installed
-from memory_router.query import normalise
-from memory_router.router import Router
-from memory_router.routerlog import RouterLog
+from memory_router.config.installed import parse_installed
+from memory_router.config.router_config import parse_config
+from memory_router.core.envelope import Envelope
+from memory_router.core.query import normalise
+from memory_router.core.router import Router
+from memory_router.core.routerlog import RouterLog
 
 from ..faults_support import (
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)

@@ -14,13 +14,14 @@ from typing import Any
 
 import orjson
 import pytest
-from memory_router.backends import BackendContext, _settings
-from memory_router.backends import qmd as qmd_adapter
-from memory_router.backends._qmd_locate import QmdNotFound, resolve_command
+from memory_router.backends import BackendContext
+from memory_router.backends.common import settings as _settings
+from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
-from memory_router.config import load_config
-from memory_router.installed import load_installed
-from memory_router.router import Router
+from memory_router.config.installed import load_installed
+from memory_router.config.router_config import load_config
+from memory_router.core.router import Router
 
 from ..faults_support import (
     command_backend,
@@ -337,7 +338,7 @@ def test_2_the_thin_client_writes_its_whole_answer_to_a_slow_nonblocking_reader(
     import subprocess
     import time
 
-    from memory_router import client
+    from memory_router.client import thin as client
 
     state, config, env = big_setup(tmp_path)
     daemon = subprocess.Popen(

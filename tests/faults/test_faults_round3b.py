@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memory_router.envelope import Envelope
+from memory_router.core.envelope import Envelope
 
 from ..faults_support import (
     command_backend,
@@ -116,7 +116,7 @@ def test_a_name_that_is_not_utf8_through_the_socket_daemon_and_the_thin_client(t
     import subprocess
     import time
 
-    from memory_router import client
+    from memory_router.client import thin as client
 
     state, config, args = _totalrecall_setup(tmp_path)
     env = _env(MEMORY_ROUTER_DAEMON="require")
@@ -191,7 +191,7 @@ def _socket_daemon(args: list[str]):
     import subprocess
     import time
 
-    from memory_router import client
+    from memory_router.client import thin as client
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_router", "serve", "--socket", "--no-reload", *args],
@@ -348,7 +348,7 @@ BAD_BODIES = {
 
 @pytest.mark.parametrize("bad", list(BAD_BODIES))
 def test_a_cache_with_the_right_key_and_a_bad_body_is_not_trusted(tmp_path: Path, bad: str) -> None:
-    from memory_router import config_cache
+    from memory_router.config import cache as config_cache
 
     state, path, args = _cache_setup(tmp_path)
     first = run_cli(["query", "auth", *args], env=_env())
@@ -377,7 +377,7 @@ def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path:
     import statistics
     import subprocess
 
-    from memory_router import config_cache
+    from memory_router.config import cache as config_cache
 
     state, path, args = _cache_setup(tmp_path)
     data = orjson.loads(path.read_bytes())
@@ -397,7 +397,7 @@ def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path:
     # What the cache saves a fresh process (CPU time, so the machine's load does not count).
     load = (
         "import sys, time; t = time.process_time(); from pathlib import Path; "
-        "from memory_router.config_cache import load_config_cached; "
+        "from memory_router.config.cache import load_config_cached; "
         "load_config_cached(Path(sys.argv[1]), Path(sys.argv[2])); print((time.process_time() - t) * 1000)"
     )
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memory_router import client
+from memory_router.client import thin as client
 
 from ..faults_support import (
     cli_base,

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from memory_router.wire import Connection
+from memory_router.client.wire import Connection
 
 from ._support import NODE24, OPENCLAW_MJS, PLUGIN_DIR, memory_router_bin, openclaw_missing, scratch_env
 

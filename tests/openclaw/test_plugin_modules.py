@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_router import envvars
-from memory_router.wire import context
+from memory_router.client.wire import context
+from memory_router.config import envvars
 
 from ._support import PLUGIN_DIR, any_node, memory_router_bin
 
@@ -55,7 +55,7 @@ def test_the_plugin_computes_the_context_a_daemon_it_starts_reports(tmp_path: Pa
     root, state = tmp_path / "ws", tmp_path / "state"
     cfg = tmp_path / "router-config.json"
     spawn_env = {"HOME": "/home/u", "PATH": "/usr/bin", "OPENCLAW_REPO_ROOT": str(root), "QMD_FORCE_CPU": "1"}
-    # What memory_router.wire.context says the daemon started with these reports.
+    # What memory_router.client.wire.context says the daemon started with these reports.
     theirs = context(
         cwd=str(root),
         environ=spawn_env,
@@ -79,7 +79,7 @@ def test_the_plugin_computes_the_context_a_daemon_it_starts_reports(tmp_path: Pa
 @settings(max_examples=15, deadline=None)
 @given(st.text(max_size=40), st.text(min_size=1, max_size=20), st.one_of(st.none(), st.text(max_size=40)))
 def test_env_digest_matches_python(salt: str, name: str, value: str | None) -> None:
-    from memory_router.wire import env_digest
+    from memory_router.client.wire import env_digest
 
     try:
         "\0".join((salt, name, value or "")).encode("utf-8")

@@ -24,11 +24,11 @@ from memory_router.backends.base import (
     WatchableBackend,
 )
 
-from memory_router.config import parse_config, validate_settings
-from memory_router.errors import InvalidConfig
-from memory_router.installed import parse_installed
-from memory_router.router import Router
-from memory_router.routerlog import RouterLog
+from memory_router.config.installed import parse_installed
+from memory_router.config.router_config import parse_config, validate_settings
+from memory_router.core.errors import InvalidConfig
+from memory_router.core.router import Router
+from memory_router.core.routerlog import RouterLog
 
 BUILT_IN = ("totalrecall", "qmd", "lossless", "cognee", "command")
 

@@ -13,9 +13,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_router.config import load_config, parse_config
-from memory_router.query import _CONTROL, normalise
-from memory_router.rules import RuleMatch, RuleTable
+from memory_router.config.router_config import load_config, parse_config
+from memory_router.core.query import _CONTROL, normalise
+from memory_router.core.rules import RuleMatch, RuleTable
 
 TABLE = load_config().rules
 

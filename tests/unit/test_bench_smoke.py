@@ -72,7 +72,8 @@ def test_every_script_is_smoke_tested() -> None:
 
 
 def _qmd_installed() -> bool:
-    from memory_router.backends import BackendContext, qmd
+    from memory_router.backends import BackendContext
+    from memory_router.backends.qmd import adapter as qmd
 
     context = BackendContext(state_dir=Path("/nonexistent"), cwd=BENCH.parent)
     return qmd.create("qmd", qmd.Settings(), context).probe().ok
@@ -167,7 +168,7 @@ def test_locomo_quick_run_scores_every_question_once(tmp_path: Path) -> None:
     assert sum(router["outcome"].values()) == 20 and sum(router["fallbacks_used"].values()) == 20
     # The calibration fitter takes these records as they are: it fits the one backend it has
     # (qmd search alone), prints its tables, and writes a file the router can load.
-    from memory_router.calibration import parse
+    from memory_router.core.calibration import parse
 
     fitted = subprocess.run(
         [sys.executable, str(BENCH / "fit_calibration.py"), "--records", str(tmp_path / "records")]

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_router.backends import totalrecall
-from memory_router.backends.totalrecall import (
+from memory_router.backends.totalrecall import adapter as totalrecall
+from memory_router.backends.totalrecall.adapter import (
     _QUOTED,
     _WORD,
     NO_TERMS_RELEVANCE,

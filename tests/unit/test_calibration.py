@@ -10,11 +10,13 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends._words import stem
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
+from memory_router.backends.common.words import stem
 from memory_router.backends.mock import MockBackend, answer
 
-from memory_router.calibration import (
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import parse_config, read_json
+from memory_router.core.calibration import (
     Calibration,
     Model,
     coverage,
@@ -23,8 +25,6 @@ from memory_router.calibration import (
     parse,
     query_terms,
 )
-from memory_router.config import parse_config, read_json
-from memory_router.paths import packaged_config
 
 from ..conftest import STARTER, installed, make_router, write_json
 
@@ -227,7 +227,7 @@ def test_the_walk_hands_calibration_the_users_query_and_the_steps_mode(tmp_path)
 
 def test_the_packaged_file_is_the_one_the_package_ships():
     assert packaged_path().name == "calibration.json"
-    assert packaged_path().parent == Path(__import__("memory_router").__file__).parent
+    assert packaged_path().parent == Path(__import__("memory_router.core").core.__file__).parent
 
 
 def test_the_request_is_unchanged_by_calibration(tmp_path):

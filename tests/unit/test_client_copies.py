@@ -7,8 +7,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_router import client, errors, query
-from memory_router.envelope import error_envelope
+from memory_router.client import thin as client
+from memory_router.core import errors, query
+from memory_router.core.envelope import error_envelope
 
 # Lone surrogates included: a path that is not UTF-8 reaches a message as one (PEP 383).
 _text = st.text(max_size=60)

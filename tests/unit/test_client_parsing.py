@@ -1,5 +1,5 @@
 """The thin client re-implements query's argument parsing so that the warm path imports no click:
-these tests hold it to click's parser. (Path resolution has one home, memory_router.paths, which
+these tests hold it to click's parser. (Path resolution has one home, memory_router.config.paths, which
 the client uses as is: tests/unit/test_paths.py.)"""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_router import client
-from memory_router.cli import main as cli_main
+from memory_router.cli.main import main as cli_main
+from memory_router.client import thin as client
 
 QUERY_COMMAND = cli_main.get_command(click.Context(cli_main), "query")
 

@@ -9,7 +9,7 @@ import sys
 import click
 import pytest
 
-from memory_router.cli import LAZY_COMMANDS, main
+from memory_router.cli.main import LAZY_COMMANDS, main
 
 from .._client_support import assert_same_answer
 
@@ -26,13 +26,13 @@ def test_the_static_short_help_is_the_commands_own(name, limit):
 def test_help_lists_every_command_without_importing_the_lazy_ones():
     code = (
         "import sys\n"
-        "from memory_router.cli import main\n"
+        "from memory_router.cli.main import main\n"
         "try:\n"
         "    main(['--help'], prog_name='memory-router')\n"
         "except SystemExit:\n"
         "    pass\n"
         "print('LOADED', sorted(m for m in sys.modules if m.startswith(('memory_router.daemon', "
-        "'memory_router.mcp_server', 'pydantic', 'asyncio'))))\n"
+        "'memory_router.daemon.mcp', 'pydantic', 'asyncio'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("LOADED []")
@@ -41,7 +41,7 @@ def test_help_lists_every_command_without_importing_the_lazy_ones():
     assert "Serve memory_query and memory_route as an MCP server over stdio." in out
 
 
-CLICK_APP = "import sys; from memory_router.cli import main; main(prog_name='memory-router')"
+CLICK_APP = "import sys; from memory_router.cli.main import main; main(prog_name='memory-router')"
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +96,10 @@ def test_the_console_scripts_in_process_query_is_the_click_commands_without_clic
 
 @pytest.mark.slow
 def test_the_pre_rendered_help_is_what_click_renders_now():
-    """Fails after a command's help changed until `python3 -m memory_router.help_text` is run."""
-    from memory_router import help_text
+    """Fails after a command's help changed until `python3 -m memory_router.cli.help_text` is run."""
+    from memory_router.cli import help_text
 
-    assert help_text.TOP_LEVEL == help_text.render(), "run: python3 -m memory_router.help_text"
+    assert help_text.TOP_LEVEL == help_text.render(), "run: python3 -m memory_router.cli.help_text"
 
 
 def _console(args: list[str], columns: str | None) -> subprocess.CompletedProcess[str]:
@@ -108,7 +108,7 @@ def _console(args: list[str], columns: str | None) -> subprocess.CompletedProces
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     if columns is not None:
         env["COLUMNS"] = columns
-    code = "import sys; sys.argv[0] = 'memory-router'; from memory_router.entry import main; sys.exit(main())"
+    code = "import sys; sys.argv[0] = 'memory-router'; from memory_router.cli.entry import main; sys.exit(main())"
     return subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code, *args], capture_output=True, text=True, env=env
     )
@@ -167,7 +167,9 @@ def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeyp
     (serve, mcp, the daemon) must keep collecting or reference cycles would pile up."""
     import gc
 
-    from memory_router import cli, client, entry, help_text, interrupt, oneshot
+    from memory_router.cli import entry, help_text, interrupt, oneshot
+    from memory_router.cli import main as cli
+    from memory_router.client import thin as client
 
     seen: list[bool] = []
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memory_router.config import load_config, parse_config, read_json
-from memory_router.errors import BackendsFileMissing, InvalidBackendsFile, InvalidConfig
-from memory_router.installed import load_installed, parse_installed
-from memory_router.paths import packaged_config
+from memory_router.config.installed import load_installed, parse_installed
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import load_config, parse_config, read_json
+from memory_router.core.errors import BackendsFileMissing, InvalidBackendsFile, InvalidConfig
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = read_json(packaged_config())

@@ -12,14 +12,14 @@ import orjson
 import pytest
 from memory_router.backends import BackendContext
 
-from memory_router import config_cache
-from memory_router.config import load_config
-from memory_router.config_cache import CACHE_NAME, load_config_cached
+from memory_router.config import cache as config_cache
+from memory_router.config.cache import CACHE_NAME, load_config_cached
+from memory_router.config.installed import load_installed
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import load_config
+from memory_router.core.errors import InvalidConfig
+from memory_router.core.router import Router
 from memory_router.demo import SPEC_EXAMPLES, materialize
-from memory_router.errors import InvalidConfig
-from memory_router.installed import load_installed
-from memory_router.paths import packaged_config
-from memory_router.router import Router
 
 from .._client_support import assert_same_answer
 from ..conftest import cli
@@ -81,17 +81,17 @@ def test_cold_cli_answer_equals_a_validated_config_answer(demo, example):
 def test_a_cache_hit_imports_neither_pydantic_specs_nor_unused_adapters(demo, tmp_path):
     load_config_cached(demo.config_path, tmp_path)
     code = (
-        "import sys; from pathlib import Path; from memory_router.config_cache import load_config_cached; "
+        "import sys; from pathlib import Path; from memory_router.config.cache import load_config_cached; "
         f"c = load_config_cached(Path({str(demo.config_path)!r}), Path({str(tmp_path)!r})); "
-        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'memory_router.config_schema', "
-        "'memory_router.backends.')) and m not in ('memory_router.backends._files', "
-        "'memory_router.backends._frozen')))"
+        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'memory_router.config.schema', "
+        "'memory_router.backends.')) and m not in ('memory_router.backends.common.files', "
+        "'memory_router.core.frozen')))"
     )  # stdlib-only: _files, the reader every config file goes through (a FIFO is refused); _frozen, Rule's base
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
-_ENTRY = "import sys; from memory_router.entry import main; sys.argv[0] = 'memory-router'; main()"
+_ENTRY = "import sys; from memory_router.cli.entry import main; sys.argv[0] = 'memory-router'; main()"
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from memory_router.backends.base import BackendResponse, InvalidResult, Result
 
-from memory_router.envelope import Envelope, InvalidEnvelope, error_envelope
+from memory_router.core.envelope import Envelope, InvalidEnvelope, error_envelope
 
 texts = st.text(max_size=20)
 relevances = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
@@ -142,7 +142,7 @@ def test_a_missing_envelope_field_is_named() -> None:
 @pytest.mark.slow
 def test_the_contract_types_do_not_import_pydantic() -> None:
     # Every cold query builds these; pydantic's import alone costs more than the rest of a query.
-    code = "import sys, memory_router.envelope, memory_router.router; print('pydantic' in sys.modules)"
+    code = "import sys, memory_router.core.envelope, memory_router.core.router; print('pydantic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -156,13 +156,13 @@ def test_extra_keys_read_as_attributes_and_unknown_names_are_attribute_errors() 
 
 
 def test_the_reader_knows_the_type_of_every_envelope_field() -> None:
-    from memory_router import envelope
+    from memory_router.core import envelope
 
     assert list(envelope._FIELD_TYPES) == list(envelope.FIELD_NAMES) == list(Envelope.__slots__)
 
 
 def test_the_fields_the_reader_requires_are_those_without_a_default() -> None:
-    from memory_router import envelope
+    from memory_router.core import envelope
 
     params = inspect.signature(Envelope).parameters
     assert list(params) == list(envelope.FIELD_NAMES)

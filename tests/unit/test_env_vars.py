@@ -1,4 +1,4 @@
-"""Every environment variable an adapter reads is declared (memory_router.envvars, each adapter's
+"""Every environment variable an adapter reads is declared (memory_router.config.envvars, each adapter's
 ``ENV_VARS``), so the thin client compares it before trusting a warm daemon's answer.
 
 The scan parses every module in ``backends/`` and finds each environment read: ``os.environ[...]``,
@@ -17,35 +17,26 @@ from pathlib import Path
 import pytest
 from memory_router.backends import ADAPTER_MODULES, adapter_module
 
-from memory_router import envvars
+from memory_router.config import envvars
 
 BACKENDS = Path(__file__).resolve().parents[2] / "backends"
 
-# Module file -> the adapter whose ENV_VARS must declare its reads (None: shared code, whose
-# reads must be in the router's own set or in every adapter's).
-OWNER = {
-    "totalrecall.py": "totalrecall",
-    "qmd.py": "qmd",
-    "_qmd_locate.py": "qmd",
-    "_qmd_engine.py": "qmd",
-    "_qmd_parse.py": "qmd",
-    "_qmd_keywords.py": "qmd",
-    "lossless.py": "lossless",
-    "_lcm_schema.py": "lossless",
-    "_lcm_demo.py": "lossless",
-    "cognee.py": "cognee",
-    "_cognee_results.py": "cognee",
-    "command.py": "command",
-}
+# A module's adapter is its folder (backends/qmd/*.py reads what the qmd adapter declares); the
+# modules outside an adapter's folder are shared code, whose reads must be in the router's own
+# set or in every adapter's.
+def owner(path: Path) -> str | None:
+    folder = path.relative_to(BACKENDS).parts[0]
+    return folder if folder in envvars.BY_ADAPTER else None
+
 
 # Reads whose name is computed, by (file, enclosing function): what they may read, checked here.
 DYNAMIC = {
     # the three model variables, from _qmd_locate.MODEL_ENV
-    ("_qmd_locate.py", "configured_models"): "qmd model variables",
+    ("qmd/locate.py", "configured_models"): "qmd model variables",
     # $NAME in a configured db_path: published by the daemon via lossless.config_env_vars
-    ("lossless.py", "_expand_vars"): "db_path variables",
+    ("lossless/adapter.py", "_expand_vars"): "db_path variables",
     # _secret(setting, environ, "COGNEE_API_KEY"): the names its callers pass
-    ("cognee.py", "_secret"): "cognee secret variables",
+    ("cognee/adapter.py", "_secret"): "cognee secret variables",
 }
 
 _MAPPINGS = ("environ", "env")
@@ -93,28 +84,28 @@ def test_the_scanner_finds_each_kind_of_read() -> None:
 def test_every_environment_read_in_backends_is_declared() -> None:
     shared = envvars.ROUTER | frozenset.intersection(*envvars.BY_ADAPTER.values())
     undeclared, unknown_dynamic, scanned = [], [], 0
-    for path in sorted(BACKENDS.glob("*.py")):
-        owner = OWNER.get(path.name)
-        declared = envvars.BY_ADAPTER[owner] if owner else shared
+    for path in sorted(BACKENDS.rglob("*.py")):
+        adapter, relative = owner(path), path.relative_to(BACKENDS).as_posix()
+        declared = envvars.BY_ADAPTER[adapter] if adapter else shared
         for name, function, line in env_reads(path.read_text(encoding="utf-8")):
             scanned += 1
-            where = f"backends/{path.name}:{line} ({function})"
+            where = f"backends/{relative}:{line} ({function})"
             if name is None:
-                if (path.name, function) not in DYNAMIC:
+                if (relative, function) not in DYNAMIC:
                     unknown_dynamic.append(where)
             elif name not in declared:
-                undeclared.append(f"{where}: {name} (add it to memory_router/envvars.py)")
+                undeclared.append(f"{where}: {name} (add it to memory_router/config/envvars.py)")
     assert scanned >= 10  # the scan sees the adapters' reads at all
     assert not undeclared, undeclared
     assert not unknown_dynamic, f"environment reads with computed names: {unknown_dynamic}"
 
 
 def test_the_computed_reads_are_declared_too() -> None:
-    from memory_router.backends import lossless
-    from memory_router.backends._qmd_locate import MODEL_ENV
+    from memory_router.backends.lossless import adapter as lossless
+    from memory_router.backends.qmd.locate import MODEL_ENV
 
     assert set(MODEL_ENV.values()) <= envvars.QMD
-    cognee = ast.parse((BACKENDS / "cognee.py").read_text(encoding="utf-8"))
+    cognee = ast.parse((BACKENDS / "cognee" / "adapter.py").read_text(encoding="utf-8"))
     secret_names = {
         call.args[2].value
         for call in ast.walk(cognee)
@@ -128,9 +119,9 @@ def test_the_computed_reads_are_declared_too() -> None:
 def test_the_daemon_publishes_names_its_config_adds() -> None:
     import json
 
-    from memory_router.config import parse_config
+    from memory_router.config.paths import packaged_config
+    from memory_router.config.router_config import parse_config
     from memory_router.daemon.socket_server import env_names
-    from memory_router.paths import packaged_config
 
     data = json.loads(packaged_config().read_text())
     data["backends"]["lossless"]["db_path"] = "$MY_DB_DIR/lcm.db"
@@ -149,7 +140,7 @@ def test_each_adapter_exposes_its_env_vars(type_name: str) -> None:
 @pytest.mark.slow
 def test_the_client_imports_no_adapter() -> None:
     code = (
-        "import sys, memory_router.client\n"
+        "import sys, memory_router.client.thin\n"
         "bad = [m for m in sys.modules if m.startswith(('memory_router.backends', 'pydantic', 'click'))]\n"
         "print(bad)\n"
     )

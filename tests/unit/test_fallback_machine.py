@@ -11,11 +11,11 @@ from collections.abc import Sequence
 import pytest
 from memory_router.backends.base import BACKEND_ERROR, QUERY_TIMEOUT, BackendResponse, Result
 
-from memory_router.attempts import COOLDOWN, DEADLINE_EXCEEDED, Policy
-from memory_router.cooldown import Cooldown
-from memory_router.fallback import Call, Fallback, LogEvent
-from memory_router.plan import Plan
-from memory_router.rules import Rule, RuleMatch, Step
+from memory_router.core.attempts import COOLDOWN, DEADLINE_EXCEEDED, Policy
+from memory_router.core.cooldown import Cooldown
+from memory_router.core.fallback import Call, Fallback, LogEvent
+from memory_router.core.plan import Plan
+from memory_router.core.rules import Rule, RuleMatch, Step
 
 STEPS = (Step("qmd", "query"), Step("totalrecall"), Step("lossless", None, True))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_router.help_text import TOP_LEVEL
+from memory_router.cli.help_text import TOP_LEVEL
 
 from .._client_support import run_cli, starter_workspace
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_router.backends._frozen import Frozen
 from memory_router.backends.base import BackendContext, BackendResponse, Result
 
-from memory_router.envelope import error_envelope
-from memory_router.rules import Rule, Step
+from memory_router.core.envelope import error_envelope
+from memory_router.core.frozen import Frozen
+from memory_router.core.rules import Rule, Step
 
 
 class Point(Frozen):
@@ -175,6 +175,6 @@ def test_the_value_classes_are_slotted_frozen_values(value: Frozen) -> None:
 @pytest.mark.slow
 def test_the_base_imports_no_dataclasses() -> None:
     # The point of Frozen: a class definition without dataclasses' generated code.
-    code = "import sys, memory_router.backends._frozen; print('dataclasses' in sys.modules)"
+    code = "import sys, memory_router.core.frozen; print('dataclasses' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

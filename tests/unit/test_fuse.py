@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from memory_router.backends.base import BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer, fail
 
-from memory_router.attempts import Attempt
-from memory_router.config import parse_config, read_json
-from memory_router.envelope import ALL_BACKENDS_FAILED
-from memory_router.fuse import RRF_K, fuse_results
-from memory_router.paths import packaged_config
-from memory_router.rules import Step
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import parse_config, read_json
+from memory_router.core.attempts import Attempt
+from memory_router.core.envelope import ALL_BACKENDS_FAILED
+from memory_router.core.fuse import RRF_K, fuse_results
+from memory_router.core.rules import Step
 
 from ..conftest import ALL_BACKENDS, STARTER, installed, make_router
 

@@ -1,4 +1,4 @@
-"""The live backend process groups (backends/_groups.py) that the one-shot CLI's signal handler
+"""The live backend process groups (backends/common/groups.py) that the one-shot CLI's signal handler
 kills: a termination that arrives while a program is being started waits until its group is known."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from memory_router.backends import _groups
+from memory_router.backends.common import groups as _groups
 
 
 def test_a_termination_during_a_start_runs_once_the_group_is_registered() -> None:

@@ -1,10 +1,10 @@
-"""Hints name the command that works for how this copy was installed (memory_router.installation)."""
+"""Hints name the command that works for how this copy was installed (memory_router.config.installation)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from memory_router import installation
+from memory_router.config import installation
 
 
 def test_this_checkout_is_recognised_as_one() -> None:

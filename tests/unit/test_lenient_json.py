@@ -1,4 +1,4 @@
-"""Properties of the lenient JSON reader of backend output (backends/_lenient_json.py)."""
+"""Properties of the lenient JSON reader of backend output (backends/common/lenient_json.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import _lenient_json
+from memory_router.backends.common import lenient_json as _lenient_json
 
 # Any text, lone surrogates included (what JSON.stringify escapes as \udXXX).
 texts = st.text(st.characters(codec=None, exclude_categories=()))

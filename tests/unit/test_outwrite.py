@@ -1,4 +1,4 @@
-"""Writing a whole answer to stdout (memory_router/outwrite.py): a non-blocking pipe with a slow
+"""Writing a whole answer to stdout (memory_router/output/outwrite.py): a non-blocking pipe with a slow
 reader gets everything; a reader that takes nothing, or is gone, is an error, never a silent cut."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from memory_router.outwrite import WriteStalled, write_all
+from memory_router.output.outwrite import WriteStalled, write_all
 
 DATA = bytes(range(256)) * 1200  # 300 KB: several times a pipe's 64 KiB
 
@@ -60,8 +60,8 @@ def test_a_reader_that_is_gone_is_a_broken_pipe_at_once() -> None:
 def test_query_exits_1_with_the_reason_when_its_reader_takes_nothing(tmp_path) -> None:
     """The one-shot CLI's answer path, with the 30 s write timeout shortened to 0.5 s."""
     code = (
-        "import sys, memory_router.outwrite as o; o.WRITE_TIMEOUT_S = 0.5\n"
-        "from memory_router.oneshot import write_json\n"
+        "import sys, memory_router.output.outwrite as o; o.WRITE_TIMEOUT_S = 0.5\n"
+        "from memory_router.cli.oneshot import write_json\n"
         "write_json(b'x' * 300_000)\n"
         "print('not reached', file=sys.stderr)\n"
     )

@@ -1,4 +1,4 @@
-"""Where memory-router looks for its files (memory_router.paths; docs/configuration.md): flag >
+"""Where memory-router looks for its files (memory_router.config.paths; docs/configuration.md): flag >
 MEMORY_ROUTER_* > OPENCLAW_* (read as OpenClaw reads it: the root) > defaults, the older layout
 under $OPENCLAW_STATE_DIR, the config in the state dir, and OpenClaw's agent workspace."""
 
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_router.backends import BackendContext
-from memory_router.backends.totalrecall import Settings, resolve_root
+from memory_router.backends.totalrecall.adapter import Settings, resolve_root
 
-from memory_router import paths
-from memory_router.json5 import JSON5Error, loads
+from memory_router.config import paths
+from memory_router.config.json5 import JSON5Error, loads
 
 from .._client_support import run_cli, starter_workspace
 
@@ -56,8 +56,8 @@ def test_state_dir_precedence(flag: str | None, own: str | None, openclaw: str |
 
 
 def test_openclaw_state_dir_is_the_root_and_lossless_agrees(tmp_path: Path) -> None:
-    from memory_router.backends.lossless import Settings as LosslessSettings
-    from memory_router.backends.lossless import resolve_db_path
+    from memory_router.backends.lossless.adapter import Settings as LosslessSettings
+    from memory_router.backends.lossless.adapter import resolve_db_path
 
     root = tmp_path / "oc"
     environ = {"HOME": str(tmp_path), "OPENCLAW_STATE_DIR": str(root)}

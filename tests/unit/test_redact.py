@@ -1,4 +1,4 @@
-"""The redaction helper (backends/_redact.py): a secret in any encoding a server may echo it in,
+"""The redaction helper (backends/common/redact.py): a secret in any encoding a server may echo it in,
 mixed into arbitrary text, never survives; text without secrets is unchanged."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from urllib.parse import quote, quote_plus
 
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends._redact import Redactor, strip_userinfo, userinfo_secrets
+from memory_router.backends.common.redact import Redactor, strip_userinfo, userinfo_secrets
 
 secrets = st.text(st.characters(blacklist_categories=("Cs",)), min_size=4, max_size=40)
 around = st.text(max_size=30)

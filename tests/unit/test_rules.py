@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_router.config import load_config, parse_config, read_json
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import load_config, parse_config, read_json
+from memory_router.core.plan import make_plan
 from memory_router.demo import SPEC_EXAMPLES
-from memory_router.paths import packaged_config
-from memory_router.plan import make_plan
 
 from ..conftest import ALL_BACKENDS, STARTER, installed
 

@@ -1,4 +1,4 @@
-"""Adapter ``Settings`` (backends/_settings.py): frozen dataclasses that pydantic validates but is
+"""Adapter ``Settings`` (backends/common/settings.py): frozen dataclasses that pydantic validates but is
 not needed to build. ``settings_from_json`` (the compiled config cache's way, no pydantic) must
 build exactly what pydantic's own validation of the same JSON builds, and importing an adapter
 must not import pydantic."""
@@ -16,14 +16,18 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import adapter_module, cognee, command, lossless, qmd
-from memory_router.backends._settings import Secret, settings_from_json, validate
+from memory_router.backends import adapter_module
+from memory_router.backends.cognee import adapter as cognee
+from memory_router.backends.command import adapter as command
+from memory_router.backends.common.settings import Secret, settings_from_json, validate
+from memory_router.backends.lossless import adapter as lossless
+from memory_router.backends.qmd import adapter as qmd
 from pydantic import TypeAdapter, ValidationError
 
-from memory_router.config import parse_config
-from memory_router.config_cache import load_config_cached
-from memory_router.errors import InvalidConfig
-from memory_router.paths import packaged_config
+from memory_router.config.cache import load_config_cached
+from memory_router.config.paths import packaged_config
+from memory_router.config.router_config import parse_config
+from memory_router.core.errors import InvalidConfig
 
 BUILT_IN = ("totalrecall", "qmd", "lossless", "cognee", "command")
 
@@ -272,7 +276,7 @@ def test_a_cache_hit_builds_the_same_settings_without_validating(
 ) -> None:
     path, state = _full_config(tmp_path)
     first = load_config_cached(path, state, environ={})  # validated, cache written
-    import memory_router.backends._settings as settings_module
+    import memory_router.backends.common.settings as settings_module
 
     def no_pydantic(cls: type, raw: Any) -> Any:
         raise AssertionError("a cache hit must not validate the settings again")
@@ -326,12 +330,12 @@ def test_a_cache_hit_builds_settings_without_pydantic(tmp_path: Path) -> None:
     load_config_cached(path, state, environ={})  # writes the cache
     hit = (
         "from pathlib import Path\n"
-        "from memory_router.config_cache import load_config_cached\n"
+        "from memory_router.config.cache import load_config_cached\n"
         "from memory_router.backends import _settings\n"
         f"c = load_config_cached(Path({str(path)!r}), Path({str(state)!r}), environ={{}})\n"
         "assert all(b.settings is not None for b in c.backends.values())\n"
         "assert not _settings._adapters, 'a TypeAdapter was built: the settings were validated again'\n"
-        "assert 'memory_router.config_schema' not in sys.modules"
+        "assert 'memory_router.config.schema' not in sys.modules"
     )
     done = subprocess.run(
         [sys.executable, "-c", _WHO_IMPORTS_PYDANTIC % hit], capture_output=True, text=True, timeout=60, check=True

@@ -1,4 +1,4 @@
-"""The facts the adapters share live once (backends/_words.py, memory_router/timefmt.py): the
+"""The facts the adapters share live once (backends/common/words.py, memory_router/core/timefmt.py): the
 identifier splitter, the recency weight, the stopwords, the timestamp format."""
 
 from __future__ import annotations
@@ -8,9 +8,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends import _qmd_keywords, _words, lossless, totalrecall
+from memory_router.backends.common import words as _words
+from memory_router.backends.lossless import adapter as lossless
+from memory_router.backends.qmd import keywords as _qmd_keywords
+from memory_router.backends.totalrecall import adapter as totalrecall
 
-from memory_router.timefmt import iso_z
+from memory_router.core.timefmt import iso_z
 
 
 @pytest.mark.parametrize(

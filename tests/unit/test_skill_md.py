@@ -14,7 +14,7 @@ import click
 import pytest
 import yaml
 
-from memory_router.cli import main as cli_main
+from memory_router.cli.main import main as cli_main
 
 from .._client_support import run_cli, starter_workspace
 

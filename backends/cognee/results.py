@@ -1,0 +1,273 @@
+"""Turning Cognee's search answers into contract results (pure functions, no I/O).
+
+**Shapes** (Cognee 1.6.5, ``POST /api/v1/search``): with access control on, the answer is one
+object per dataset, ``[{"dataset_id", "dataset_name", "dataset_tenant_id", "search_result": R}]``
+(plus ``"error"`` when that dataset failed); with it off, a bare list of ``R`` (or ``R`` itself
+when it is a single list). ``R`` is, per search type:
+
+* graph context (a completion type with ``onlyContext``): one prompt string whose
+  ``Connections:`` block has one ``A --[rel]--> B  (text)`` line per relationship, and whose
+  ``Nodes:`` block has ``Node: A`` / ``__node_content_start__`` ... ``__node_content_end__``;
+* full completion: a list of answer strings;
+* CYPHER: a list of rows (``[source, relationship, target]`` for the adapter's own query);
+* CHUNKS: a list of chunk payloads ``{text, document_name, chunk_index, ..., score}`` where
+  ``score`` is a cosine *distance* (lower is better); CHUNKS_LEXICAL: the same payloads, BM25
+  ranked, without a score.
+
+**Relevance** of graph results follows the question (:mod:`._cognee_question` reads it; the
+formula and its figures are in docs/backends/cognee.md): the entities it names, weighed by
+which end of the edge they are at when it asks a direction, times 1 or 0.6 for whether the edge
+type is one it names; at most 0.35 for Cognee's structural edges and for every result when it
+names an entity the graph does not know; a question naming no entity scores every edge 0.35.
+A path question's answer is one result holding the whole path (:mod:`._cognee_paths`).
+Completion answers and CHUNKS_LEXICAL chunks score by term coverage over their text, and
+CHUNKS use ``1 - distance``, clamped to 0..1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memory_router.backends.base import Result
+from memory_router.backends.cognee.paths import STRUCTURAL_RELATIONS, Path, Relationship
+from memory_router.backends.cognee.question import UNKNOWN_CAP, Question, Term, relation_factor, score_edge, score_path
+from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, stem
+from memory_router.backends.totalrecall.adapter import index_terms
+
+NO_TERMS_RELEVANCE = 0.35
+# Structural edges (Cognee's own: a chunk's document, an entity's type): context, never a strong answer.
+STRUCTURAL_CAP = NO_TERMS_RELEVANCE
+MAX_CONTENT_CHARS = 2000
+
+# Words that ask for *some* relation rather than naming an entity.
+_RELATION_PREFIXES = ("relat", "depend", "connect", "interact")
+_RELATION_WORDS = frozenset(
+    """link links linked linking call calls called calling chain chains path paths between
+    trace traces tracing graph edge edges use uses used using""".split()
+)
+_WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*", re.UNICODE)
+
+_NO_DATA = re.compile(r"No data found|NoDataError|No valid chunks")
+_CONNECTION = re.compile(r"^(?P<src>\S.*?) --\[(?P<rel>[^\]\n]+)\]--> (?P<dst>.+?)(?:\s{2,}\((?P<text>.*)\))?$")
+_NODE = re.compile(
+    r"^Node: (?P<name>[^\n]+)\n__node_content_start__\n(?P<content>.*?)\n__node_content_end__", re.M | re.S
+)
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetAnswer:
+    dataset: str | None  # None when access control is off (no per-dataset wrapper)
+    result: Any
+
+
+def unwrap(payload: Any) -> tuple[list[DatasetAnswer], list[str]]:
+    """Split a search response into per-dataset answers and per-dataset error messages."""
+    if (
+        isinstance(payload, list)
+        and payload
+        and all(
+            isinstance(item, dict) and ("search_result" in item or "error" in item) and "dataset_id" in item
+            for item in payload
+        )
+    ):
+        answers, errors = [], []
+        for item in payload:
+            name = item.get("dataset_name") or item.get("dataset_id")
+            error = item.get("error")
+            # "No data found ..." is Cognee's NoDataError for a dataset with nothing of this
+            # kind (no chunks in a graph-only dataset): that dataset is empty, not failing.
+            if error and not _NO_DATA.search(str(error)):
+                errors.append(f"dataset {name}: {error}")
+            if item.get("search_result") is not None:
+                answers.append(DatasetAnswer(name, item["search_result"]))
+        return answers, errors
+    return [DatasetAnswer(None, payload)], []
+
+
+def parse_connections(context: str) -> list[Relationship]:
+    """The ``A --[rel]--> B  (text)`` lines of a graph context, in order, without duplicates."""
+    out: dict[tuple[str, str, str], Relationship] = {}
+    for raw in context.splitlines():
+        line = raw.strip().rstrip("`").rstrip()
+        m = _CONNECTION.match(line)
+        if not m:
+            continue
+        rel = Relationship(m["src"].strip(), m["rel"].strip(), m["dst"].strip(), (m["text"] or "").strip() or None)
+        out.setdefault((rel.source, rel.relation, rel.target), rel)
+    return list(out.values())
+
+
+def parse_nodes(context: str) -> dict[str, str]:
+    """``Node: name`` -> its content, from the ``Nodes:`` block of a graph context."""
+    return {m["name"].strip(): m["content"].strip() for m in _NODE.finditer(context)}
+
+
+def rows_to_relationships(rows: Iterable[Any]) -> tuple[list[Relationship], list[str]]:
+    """CYPHER rows: ``[source, relation, target]`` rows become relationships, others text."""
+    rels: list[Relationship] = []
+    other: list[str] = []
+    for row in rows:
+        if isinstance(row, (list, tuple)) and len(row) == 3 and all(isinstance(v, str) for v in row):
+            rels.append(Relationship(row[0], row[1], row[2]))
+        elif isinstance(row, (list, tuple)):
+            other.append(" | ".join("" if v is None else str(v) for v in row))
+        else:
+            other.append(str(row))
+    return rels, other
+
+
+# --------------------------------------------------------------------------- relevance
+
+
+def is_relation_word(lower: str) -> bool:
+    return lower in _RELATION_WORDS or lower.startswith(_RELATION_PREFIXES)
+
+
+def entity_terms(query: str) -> list[Term]:
+    """The query's entity terms (see the module docstring), de-duplicated, in order."""
+    seen: dict[str, Term] = {}
+    for word in _WORD.findall(query):
+        lower = word.lower()
+        if len(lower) < 2 or lower in STOPWORDS or lower in META_WORDS or is_relation_word(lower):
+            continue
+        parts = identifier_parts(word)
+        term = Term(stem(lower), tuple(stem(p) for p in parts) if len(parts) > 1 else ())
+        seen.setdefault(term.stem, term)
+    return list(seen.values())
+
+
+def coverage(terms: list[Term], text: str) -> float | None:
+    """Covered fraction of ``terms`` in ``text``; ``None`` when there are no terms."""
+    if not terms:
+        return None
+    words = set(index_terms(text))
+    return sum(1 for t in terms if t.covered_by(words)) / len(terms)
+
+
+def relevance(terms: list[Term], text: str) -> float:
+    c = coverage(terms, text)
+    return NO_TERMS_RELEVANCE if c is None else round(c, 4)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_CONTENT_CHARS else text[: MAX_CONTENT_CHARS - 1] + "…"
+
+
+def relationship_results(
+    rels: Iterable[Relationship],
+    question: Question,
+    source: str,
+    *,
+    nodes: dict[str, str] | None = None,
+    unknown: bool = False,
+) -> list[Result]:
+    """One result per relationship naming a queried entity, scored against the question.
+
+    ``unknown``: the question names an entity the graph does not know; nothing is strong."""
+    out = []
+    for rel in rels:
+        if question.mentions:
+            score = score_edge(question, rel.source, rel.relation, rel.target)
+            if score <= 0.0:
+                continue
+        else:
+            score = round(NO_TERMS_RELEVANCE * relation_factor(question, rel.relation), 4)
+        if rel.relation in STRUCTURAL_RELATIONS:
+            score = min(score, STRUCTURAL_CAP)
+        if unknown:
+            score = min(score, UNKNOWN_CAP)
+        content = rel.line + (f"  ({rel.text})" if rel.text else "")
+        extra: dict[str, Any] = {"relationship": {"source": rel.source, "relation": rel.relation, "target": rel.target}}
+        if nodes:
+            described = {n: nodes[n] for n in (rel.source, rel.target) if nodes.get(n)}
+            if described:
+                extra["nodes"] = described
+        if rel.dataset:
+            extra["dataset"] = rel.dataset
+        out.append(Result(content=_clip(content), relevance=score, source=source, **extra))
+    return out
+
+
+def path_results(paths: Iterable[Path], question: Question, source: str, *, via: str | None = None) -> list[Result]:
+    """One result per path of two or more hops (one hop is an edge, scored as such): the whole
+    walk as its content, its edges under ``path``, its nodes, in order, under ``path_nodes``, and
+    how it was found (``cypher`` or ``expand``) under ``found_by``."""
+    out = []
+    for p in paths:
+        if len(p.edges) < 2:
+            continue
+        score = score_path(question, (e.relation for e in p.edges), p.forward)
+        datasets = {e.dataset for e in p.edges}
+        extra: dict[str, Any] = {
+            "path": [{"source": e.source, "relation": e.relation, "target": e.target} for e in p.edges],
+            "path_nodes": list(p.nodes),
+        }
+        if via:
+            extra["found_by"] = via
+        if len(datasets) == 1 and (dataset := datasets.pop()):
+            extra["dataset"] = dataset
+        out.append(Result(content=_clip(p.line), relevance=score, source=source, **extra))
+    return out
+
+
+def text_results(texts: Iterable[str], terms: list[Term], source: str, *, dataset: str | None = None) -> list[Result]:
+    out = []
+    for text in texts:
+        if not text.strip():
+            continue
+        score = relevance(terms, text)
+        if score <= 0.0:
+            continue
+        out.append(
+            Result(
+                content=_clip(text.strip()), relevance=score, source=source, **({"dataset": dataset} if dataset else {})
+            )
+        )
+    return out
+
+
+def distance_relevance(score: Any) -> float:
+    """CHUNKS ``score`` is a cosine distance (0 = identical): relevance = 1 - distance."""
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        return 0.0
+    if value != value:  # NaN
+        return 0.0
+    return round(min(1.0, max(0.0, 1.0 - value)), 4)
+
+
+def chunk_results(
+    payloads: Iterable[Any],
+    terms: list[Term],
+    source: str,
+    *,
+    scored: bool,
+    dataset: str | None = None,
+) -> list[Result]:
+    """CHUNKS (``scored``: relevance from the distance) or CHUNKS_LEXICAL (term coverage)."""
+    out = []
+    for payload in payloads:
+        if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
+            continue
+        text = payload["text"]
+        score = distance_relevance(payload.get("score")) if scored else relevance(terms, text)
+        if score <= 0.0:
+            continue
+        extra: dict[str, Any] = {}
+        for key in ("document_name", "chunk_index", "document_id"):
+            if payload.get(key) is not None:
+                extra[key] = payload[key]
+        if dataset:
+            extra["dataset"] = dataset
+        out.append(Result(content=_clip(text), relevance=score, source=source, **extra))
+    return out

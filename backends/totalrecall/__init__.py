@@ -1,0 +1,1 @@
+"""Total Recall: ``adapter`` searches the markdown memory tiers in-process."""

@@ -1,0 +1,195 @@
+"""Where the router's files live: the one home of path resolution (docs/configuration.md).
+
+Precedence everywhere: command-line flag, then ``MEMORY_ROUTER_*``, then ``OPENCLAW_*`` read as
+OpenClaw reads it, then the default:
+
+* state dir: ``--state-dir``, ``$MEMORY_ROUTER_STATE_DIR``, ``$OPENCLAW_STATE_DIR/state``,
+  ``~/.openclaw/state``. ``$OPENCLAW_STATE_DIR`` is OpenClaw's *root* (``~/.openclaw``: its
+  ``--profile`` and ``--dev`` set it for child processes, lossless-claw keeps lcm.db there); the
+  memory stack's own state lives in its ``state/`` folder. Before 0.2 memory-router took the
+  variable as the state dir itself: when ``$OPENCLAW_STATE_DIR/backends.json`` exists and
+  ``$OPENCLAW_STATE_DIR/state/backends.json`` does not, that older layout is used, with one
+  warning per process on stderr (it moves nothing: the installer owns those files).
+* backends.json: ``--backends-json``, else ``<state dir>/backends.json``.
+* router-config.json: ``--config``, ``$MEMORY_ROUTER_CONFIG``, ``<state dir>/router-config.json``
+  when it exists (so a state dir such as the demo's is self-contained), else the packaged one.
+* OpenClaw's agent workspace (:func:`openclaw_workspace`): Total Recall's memory root when the
+  working directory is in no git repository.
+
+Standard library and ``os.path`` only, with strings: the thin client resolves these on every
+query and must not import ``pathlib``; the ``Path`` helpers import it when called.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+OPENCLAW_ROOT = "~/.openclaw"
+STATE_SUBDIR = "state"
+DEFAULT_STATE_DIR = f"{OPENCLAW_ROOT}/{STATE_SUBDIR}"
+BACKENDS_JSON = "backends.json"
+CONFIG_NAME = "router-config.json"
+OPENCLAW_CONFIG = "openclaw.json"
+
+_warned: set[str] = set()  # legacy state dirs already reported by this process
+
+
+def _env(environ: Mapping[str, str], name: str) -> str | None:
+    """A variable's value, ``None`` when unset or blank (OpenClaw trims them the same way)."""
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def _expand(path: str | os.PathLike[str], environ: Mapping[str, str]) -> str:
+    """``~`` expanded against ``environ``'s HOME (the process's own when it is ``os.environ``)."""
+    text = os.fspath(path)
+    if text.startswith("~") and environ is not os.environ and (home := environ.get("HOME")):
+        if text == "~" or text.startswith("~/"):
+            return home + text[1:]
+    return os.path.expanduser(text)
+
+
+def openclaw_root(environ: Mapping[str, str] = os.environ) -> str:
+    """OpenClaw's root: ``$OPENCLAW_STATE_DIR``, else ``~/.openclaw``."""
+    return _expand(_env(environ, "OPENCLAW_STATE_DIR") or OPENCLAW_ROOT, environ)
+
+
+def resolve_state_dir(flag: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """The state dir (see the module's docstring for the order and the older layout)."""
+    if flag:
+        return _expand(flag, environ)
+    if own := _env(environ, "MEMORY_ROUTER_STATE_DIR"):
+        return _expand(own, environ)
+    if _env(environ, "OPENCLAW_STATE_DIR"):
+        root = openclaw_root(environ)
+        state = os.path.join(root, STATE_SUBDIR)
+        if os.path.isfile(os.path.join(root, BACKENDS_JSON)) and not os.path.exists(os.path.join(state, BACKENDS_JSON)):
+            _warn_legacy(root, state)
+            return root
+        return state
+    return _expand(DEFAULT_STATE_DIR, environ)
+
+
+def _warn_legacy(root: str, state: str) -> None:
+    if root in _warned:
+        return
+    _warned.add(root)
+    sys.stderr.write(
+        f"memory-router: warning: using {root} as the state dir because it holds {BACKENDS_JSON} "
+        f"(the layout before 0.2); $OPENCLAW_STATE_DIR is OpenClaw's root, and memory-router's state "
+        f"belongs in {state}. Fix: move {BACKENDS_JSON} (and router.log) to {state}, or set "
+        f"MEMORY_ROUTER_STATE_DIR={root}\n"
+    )
+    sys.stderr.flush()
+
+
+def resolve_backends_json(state_dir: str, flag: str | os.PathLike[str] | None = None) -> str:
+    """``--backends-json``, else ``<state dir>/backends.json``."""
+    return os.path.expanduser(os.fspath(flag)) if flag else os.path.join(state_dir, BACKENDS_JSON)
+
+
+def resolve_config(flag: str | os.PathLike[str] | None, state_dir: str, environ: Mapping[str, str] = os.environ) -> str:
+    """``--config``, ``$MEMORY_ROUTER_CONFIG``, ``<state dir>/router-config.json`` if it exists,
+    else the packaged router-config.json."""
+    chosen = flag or _env(environ, "MEMORY_ROUTER_CONFIG")
+    if chosen:
+        return _expand(chosen, environ)
+    in_state = os.path.join(state_dir, CONFIG_NAME) if state_dir else ""
+    if in_state and os.path.isfile(in_state):
+        return in_state
+    return packaged_config_str()
+
+
+def packaged_config_str() -> str:
+    """The default router-config.json shipped inside the package (same file as the repo's)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), CONFIG_NAME)
+
+
+# ---------------------------------------------------------------------- OpenClaw's workspace
+
+
+def openclaw_config_file(environ: Mapping[str, str] = os.environ) -> str:
+    """OpenClaw's config: ``$OPENCLAW_CONFIG_PATH``, else ``<OpenClaw root>/openclaw.json``."""
+    override = _env(environ, "OPENCLAW_CONFIG_PATH")
+    return _expand(override, environ) if override else os.path.join(openclaw_root(environ), OPENCLAW_CONFIG)
+
+
+def openclaw_workspace(environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """The default agent's workspace as OpenClaw 2026.9 resolves it, and where that came from:
+    ``agents.defaults.workspace`` in openclaw.json (JSON5), else ``$OPENCLAW_WORKSPACE_DIR``, else
+    ``$OPENCLAW_STATE_DIR/workspace``, else ``~/.openclaw-<profile>/workspace`` under
+    ``$OPENCLAW_PROFILE``, else ``~/.openclaw/workspace``. An unreadable openclaw.json counts as
+    absent (OpenClaw itself reports it); only the one key is read."""
+    config = openclaw_config_file(environ)
+    configured = _configured_workspace(config)
+    if configured:
+        return _expand(configured, environ), f"agents.defaults.workspace in {config}"
+    if own := _env(environ, "OPENCLAW_WORKSPACE_DIR"):
+        return os.path.abspath(_expand(own, environ)), "$OPENCLAW_WORKSPACE_DIR"
+    if _env(environ, "OPENCLAW_STATE_DIR"):
+        return os.path.join(openclaw_root(environ), "workspace"), "$OPENCLAW_STATE_DIR/workspace"
+    profile = _env(environ, "OPENCLAW_PROFILE")
+    if profile and profile.lower() != "default":
+        return _expand(f"~/.openclaw-{profile}/workspace", environ), "$OPENCLAW_PROFILE"
+    return _expand(f"{OPENCLAW_ROOT}/workspace", environ), "OpenClaw's default"
+
+
+def _configured_workspace(config: str) -> str | None:
+    try:
+        with open(config, "rb") as f:
+            raw = f.read(1 << 20)
+    except OSError:
+        return None
+    from memory_router.config.json5 import JSON5Error, loads
+
+    try:
+        data = loads(raw.decode("utf-8", "replace"))
+    except JSON5Error:
+        return None
+    agents = data.get("agents") if isinstance(data, dict) else None
+    defaults = agents.get("defaults") if isinstance(agents, dict) else None
+    workspace = defaults.get("workspace") if isinstance(defaults, dict) else None
+    return workspace.strip() or None if isinstance(workspace, str) else None
+
+
+# ---------------------------------------------------------------------- as Path objects
+
+
+def state_dir(flag: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> Path:
+    from pathlib import Path
+
+    return Path(resolve_state_dir(flag, environ))
+
+
+def backends_json(state: Path, flag: str | os.PathLike[str] | None = None) -> Path:
+    from pathlib import Path
+
+    return Path(resolve_backends_json(str(state), flag))
+
+
+def router_log(state: Path) -> Path:
+    return state / "router.log"
+
+
+def config_file(
+    flag: str | os.PathLike[str] | None = None,
+    state: Path | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> Path | None:
+    """:func:`resolve_config` as a ``Path``; ``None`` means the packaged default."""
+    from pathlib import Path
+
+    chosen = resolve_config(flag, str(state) if state is not None else "", environ)
+    return None if chosen == packaged_config_str() and not flag else Path(chosen)
+
+
+def packaged_config() -> Path:
+    from pathlib import Path
+
+    return Path(packaged_config_str())

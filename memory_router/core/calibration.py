@@ -1,0 +1,228 @@
+"""Calibration: one meaning for ``relevance`` on every backend.
+
+Each adapter maps its native score onto 0..1 in its own way (qmd's RRF positions or cosines, Total
+Recall's and Lossless's term coverage times recency...), so before calibration 0.4 meant something
+different on each backend, and "the best result across attempts" compared numbers that could not
+be compared. Measured on LoCoMo's development half, qmd ``query``'s native relevance did not
+predict a hit at all (docs/calibration.md).
+
+Calibration replaces every result's ``relevance`` with an estimate of one thing, on one scale:
+
+    the chance that this result holds what was asked
+
+fitted offline on labelled data (``bench/fit_calibration.py``, from the records of
+``bench/locomo.py``) and shipped as data (``calibration.json`` beside this module). A map is a
+logistic model per backend type and mode over three features of a result:
+
+* ``native``: the adapter's own relevance (kept on the result as ``native_relevance``);
+* ``coverage``: the share of the query's content terms (stopwords and words about *when* dropped,
+  lightly stemmed: :mod:`memory_router.backends.common.words`) that the result's text contains, the same
+  measure for every backend;
+* ``rank``: ``1 / position`` in the backend's own order.
+
+Its coefficients on ``native`` and ``coverage`` are fitted non-negative, so the value is monotone in
+both. A backend's own order is kept (a backend knows its ranking best, and the code-memory
+benches depend on it): each relevance is capped by the one before it.
+
+The first result's value is then recalibrated by a step map fitted on first results alone
+(isotonic regression of "the first result holds the evidence" on its logistic value): the
+logistic's rank term is only linear in ``1/rank``, and the first result is what the router acts on.
+``normalized_relevance``, the value the router accepts at the threshold and compares across
+attempts, is the first result's, as the backend contract says: the chance that the answer's first
+result holds what was asked. Replayed on LoCoMo, this did better on both hit@1 and evidence
+recall@10 than judging an answer by its first three results or calibrating it to hit@10
+(docs/calibration.md).
+
+It is static while routing: nothing is learnt from live queries. Only what was measured is
+mapped: a configuration without a fitted map (Cognee, which the LoCoMo tier has no graph for; qmd
+with another embedding model or a reranker on disk; a command backend) keeps its native relevance
+rather than a guess, and ``memory-router backends`` names the map (or ``native``) per mode. A
+query with no content term at all ("why did we do it that way") gives the features nothing to go
+on: its answers keep their native relevance too. When the data file is missing or unreadable the
+router keeps the native values and ``memory-router backends`` says why; a query never fails for it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from memory_router.backends.base import BackendResponse, Result
+from memory_router.backends.common.words import META_WORDS, STOPWORDS, stem
+
+DATA_NAME = "calibration.json"
+FORMAT = 1
+FEATURES = ("native", "coverage", "rank")
+_WORD = re.compile(r"[0-9A-Za-z]+")
+# Enough of a result's text to judge it; a huge hit costs no more than this to score.
+_SCAN_CHARS = 4000
+
+
+class Model(NamedTuple):
+    """A logistic map, ``sigmoid(intercept + sum(weight * feature))``, and the step map of the
+    first result (``first_x`` -> ``first_y``, interpolated; none: the logistic value stands)."""
+
+    intercept: float
+    native: float
+    coverage: float
+    rank: float
+    first_x: tuple[float, ...] = ()
+    first_y: tuple[float, ...] = ()
+
+    def __call__(self, native: float, coverage: float, rank: float) -> float:
+        z = self.intercept + self.native * native + self.coverage * coverage + self.rank * rank
+        if z >= 0:
+            return 1.0 / (1.0 + math.exp(-z))
+        e = math.exp(z)
+        return e / (1.0 + e)
+
+    def first(self, value: float) -> float:
+        """The first result's value, recalibrated: the hit rate of first results with that
+        logistic value on the labelled data (isotonic, so non-decreasing)."""
+        xs, ys = self.first_x, self.first_y
+        if not xs:
+            return value
+        if value <= xs[0]:
+            return ys[0]
+        at = bisect.bisect_left(xs, value)
+        if at == len(xs):
+            return ys[-1]
+        x0, x1, y0, y1 = xs[at - 1], xs[at], ys[at - 1], ys[at]
+        return y0 + (y1 - y0) * (value - x0) / (x1 - x0) if x1 > x0 else y1
+
+
+class Calibration(NamedTuple):
+    """The loaded maps, keyed ``type:mode`` (``qmd:query``) or ``type`` (``lossless``)."""
+
+    models: Mapping[str, Model]
+    source: str  # where it came from, for `backends`
+    problem: str | None = None  # why the native scores are used instead, or None
+
+    @property
+    def active(self) -> bool:
+        return self.problem is None and bool(self.models)
+
+    def model_for(self, key: str) -> tuple[str, Model | None]:
+        """The map fitted for an adapter's calibration key, and its name; ``("native", None)``
+        when calibration is off or that configuration was not measured."""
+        if not self.active:
+            return "native", None
+        model = self.models.get(key)
+        return (key, model) if model is not None else ("native", None)
+
+    def apply(self, key: str, query: str, response: BackendResponse) -> BackendResponse:
+        """``response`` with every result's relevance calibrated by the map for ``key`` (its
+        native value kept as the extra key ``native_relevance``) and ``normalized_relevance``
+        the first one's."""
+        if not response.results:
+            return response
+        _, model = self.model_for(key)
+        if model is None:
+            return response
+        terms = query_terms(query)
+        if not terms:  # "why did we do it that way": nothing to judge a result by; the backend's word stands
+            return response
+        results: list[Result] = []
+        cap = 1.0
+        for position, hit in enumerate(response.results, start=1):
+            value = model(hit.relevance, coverage(terms, hit.content), 1.0 / position)
+            if position == 1:
+                value = model.first(value)
+            cap = min(cap, value)  # keep the backend's own order
+            extra = dict(hit.extra)
+            extra.setdefault("native_relevance", hit.relevance)
+            results.append(Result(hit.content, round(cap, 4), hit.source, hit.timestamp, **extra))
+        return response.replace(results=tuple(results), normalized_relevance=results[0].relevance)
+
+
+NATIVE = Calibration({}, "off", "calibration is off in router-config.json")
+
+
+def query_terms(query: str) -> frozenset[str]:
+    """The query's content terms, stemmed: what a result has to hold to answer it."""
+    terms = set()
+    for word in _WORD.findall(query.lower()):
+        if len(word) > 1 and word not in STOPWORDS and word not in META_WORDS:
+            terms.add(stem(word))
+    return frozenset(terms)
+
+
+def coverage(terms: frozenset[str], content: str) -> float:
+    """The share of ``terms`` that ``content`` holds (0.5 when the query has no content term:
+    nothing to judge by, neither a match nor a miss)."""
+    if not terms:
+        return 0.5
+    words = {stem(w) for w in _WORD.findall(content[:_SCAN_CHARS].lower())}
+    return len(terms & words) / len(terms)
+
+
+def packaged_path() -> Path:
+    return Path(__file__).with_name(DATA_NAME)
+
+
+def load(setting: str, config_path: Path | None = None) -> Calibration:
+    """The calibration a config's ``"calibration"`` names: ``"packaged"``, ``"off"``, or a file
+    (relative to the config file). Never raises: a problem is reported on the result."""
+    if setting == "off":
+        return NATIVE
+    if setting == "packaged":
+        path = packaged_path()
+    else:
+        path = Path(setting)
+        if not path.is_absolute() and config_path is not None:
+            path = config_path.parent / path
+    try:
+        import orjson
+
+        data = orjson.loads(path.read_bytes())
+        return Calibration(parse(data), str(path))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return Calibration({}, str(path), f"cannot use {path}: {reason}; using the backends' native relevance")
+
+
+def parse(data: Any) -> dict[str, Model]:
+    """The models of a calibration file; ``ValueError`` names what is wrong."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"not a calibration file of format {FORMAT}")
+    maps = data.get("maps")
+    if not isinstance(maps, dict) or not maps:
+        raise ValueError('"maps" must be a non-empty object')
+    models: dict[str, Model] = {}
+    for key, raw in maps.items():
+        if not isinstance(raw, dict):
+            raise ValueError(f"maps.{key} must be an object")
+        values: list[float] = []
+        for name in ("intercept", *FEATURES):
+            value = raw.get(name, 0.0)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"maps.{key}.{name} must be a finite number, got {value!r}")
+            values.append(float(value))
+        first_x, first_y = _first_map(key, raw.get("first"))
+        intercept, native, cover, rank = values
+        model = Model(intercept, native, cover, rank, first_x, first_y)
+        if model.native < 0 or model.coverage < 0:
+            raise ValueError(f"maps.{key}: the native and coverage weights must be >= 0 (monotone)")
+        models[key] = model
+    return models
+
+
+def _first_map(key: str, raw: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``maps.<key>.first``: ``{"x": [...], "y": [...]}``, both non-decreasing, y in 0..1."""
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, dict):
+        raise ValueError(f"maps.{key}.first must be an object with x and y")
+    xs, ys = raw.get("x"), raw.get("y")
+    if not isinstance(xs, list) or not isinstance(ys, list) or not xs or len(xs) != len(ys):
+        raise ValueError(f"maps.{key}.first: x and y must be lists of one length")
+    for name, values in (("x", xs), ("y", ys)):
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in values):
+            raise ValueError(f"maps.{key}.first.{name} must hold numbers in 0..1")
+        if any(b < a for a, b in zip(values, values[1:], strict=False)):
+            raise ValueError(f"maps.{key}.first.{name} must be non-decreasing (monotone)")
+    return tuple(float(x) for x in xs), tuple(float(y) for y in ys)

@@ -1,0 +1,237 @@
+"""The router envelope: the spec's fields in the spec's order, plus ``rule`` and ``attempts``.
+
+``error_code`` and ``error_message`` are always present (``null`` unless ``status`` is
+``error``) so consumers can read them without checking for the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+
+from memory_router.backends.base import Result, check_relevance
+from memory_router.core.frozen import Frozen
+from memory_router.core.plan import Plan
+
+Status = Literal["success", "partial", "empty", "error"]
+
+ALL_BACKENDS_FAILED = "ALL_BACKENDS_FAILED"
+ALL_BACKENDS_FAILED_MESSAGE = (
+    "All backends in the fallback chain failed. Check ~/.openclaw/state/router.log for details."
+)
+NO_BACKEND_AVAILABLE = "NO_BACKEND_AVAILABLE"
+
+
+STATUSES: tuple[Status, ...] = ("success", "partial", "empty", "error")
+
+
+class InvalidEnvelope(ValueError):
+    """JSON that is not a router envelope; the message names the field and quotes the value."""
+
+
+# The envelope's fields in the spec's order, each with whether from_dict requires it (the others
+# have defaults in Envelope.__init__): one list for __slots__, _FIELDS (replace, repr, eq, hash,
+# pickling) and the reader.
+FIELDS: tuple[tuple[str, bool], ...] = (
+    ("query_echo", True),
+    ("routed_to", True),
+    ("routed_mode", True),
+    ("fallback_chain", True),
+    ("fallbacks_used", True),
+    ("results", True),
+    ("result_count", True),
+    ("normalized_relevance", True),
+    ("status", True),
+    ("error_code", False),
+    ("error_message", False),
+    ("router_duration_ms", False),
+    ("backend_duration_ms", False),
+    ("rule", False),
+    ("attempts", False),
+)
+FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
+
+
+class Envelope(Frozen):
+    """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
+
+    A slotted class serialised by orjson through :meth:`as_dict`, not a pydantic model: a cold
+    CLI query would spend more time importing pydantic than routing (docs/benchmarks.md, *Cold start*); and
+    a :class:`~memory_router.core.frozen.Frozen` class, not a dataclass: defining a dataclass
+    costs a cold query ~1 ms. Immutable (change one with :meth:`replace`); equal by its fields and
+    hashed by them (so not while they hold lists); built unchecked from the router's own values,
+    while :meth:`from_dict` is the strict reader for envelopes that come back as JSON (tests,
+    clients)."""
+
+    _FIELDS = FIELD_NAMES
+    __slots__ = FIELD_NAMES
+    query_echo: str
+    routed_to: str | None
+    routed_mode: str | None
+    fallback_chain: list[str]
+    fallbacks_used: int
+    results: list[Result]
+    result_count: int
+    normalized_relevance: float
+    status: Status
+    error_code: str | None
+    error_message: str | None
+    router_duration_ms: int
+    backend_duration_ms: int
+    rule: dict[str, Any] | None
+    attempts: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        query_echo: str,
+        routed_to: str | None,
+        routed_mode: str | None,
+        fallback_chain: list[str],
+        fallbacks_used: int,
+        results: list[Result],
+        result_count: int,
+        normalized_relevance: float,
+        status: Status,
+        error_code: str | None = None,
+        error_message: str | None = None,
+        router_duration_ms: int = 0,
+        backend_duration_ms: int = 0,
+        rule: dict[str, Any] | None = None,
+        attempts: list[dict[str, Any]] | None = None,
+    ) -> None:
+        # Slots set directly, not through Frozen._init: every query builds one.
+        setter = object.__setattr__
+        setter(self, "query_echo", query_echo)
+        setter(self, "routed_to", routed_to)
+        setter(self, "routed_mode", routed_mode)
+        setter(self, "fallback_chain", fallback_chain)
+        setter(self, "fallbacks_used", fallbacks_used)
+        setter(self, "results", results)
+        setter(self, "result_count", result_count)
+        setter(self, "normalized_relevance", normalized_relevance)
+        setter(self, "status", status)
+        setter(self, "error_code", error_code)
+        setter(self, "error_message", error_message)
+        setter(self, "router_duration_ms", router_duration_ms)
+        setter(self, "backend_duration_ms", backend_duration_ms)
+        setter(self, "rule", rule)
+        setter(self, "attempts", [] if attempts is None else attempts)  # a new list each, not shared
+
+    def as_dict(self) -> dict[str, Any]:
+        """The envelope as JSON-ready data, keys in the spec's order."""
+        return {
+            "query_echo": self.query_echo,
+            "routed_to": self.routed_to,
+            "routed_mode": self.routed_mode,
+            "fallback_chain": list(self.fallback_chain),
+            "fallbacks_used": self.fallbacks_used,
+            "results": [r.as_dict() for r in self.results],
+            "result_count": self.result_count,
+            "normalized_relevance": self.normalized_relevance,
+            "status": self.status,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+            "router_duration_ms": self.router_duration_ms,
+            "backend_duration_ms": self.backend_duration_ms,
+            "rule": self.rule,
+            "attempts": self.attempts,
+        }
+
+    def to_json(self, *, pretty: bool = False) -> bytes:
+        option = orjson.OPT_INDENT_2 if pretty else 0
+        data = self.as_dict()
+        try:
+            return orjson.dumps(data, option=option)
+        except TypeError:  # a name that is not UTF-8 (a lone surrogate): written escaped
+            from memory_router.output.jsonout import dumps
+
+            return dumps(data, option)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Envelope:
+        """Read an envelope back from parsed JSON, checking every field: exactly the envelope's
+        keys, their types, counts >= 0, relevances in 0..1, a known status, well-formed results.
+        Raises :class:`InvalidEnvelope` naming the first bad field."""
+        _check_shape(data)
+        try:
+            check_relevance("normalized_relevance", data["normalized_relevance"])
+            results = [Result.from_dict(r) for r in data["results"]]
+        except ValueError as exc:
+            raise InvalidEnvelope(f"envelope: {exc}") from None
+        return cls(**{**data, "results": results})
+
+
+def _check_shape(data: Any) -> None:
+    """Keys, JSON types, counts and the status of an envelope read back (not its results)."""
+    if not isinstance(data, dict):
+        raise InvalidEnvelope(f"an envelope is a JSON object, got {type(data).__name__}")
+    unknown = [k for k in data if k not in _FIELD_TYPES]
+    missing = [name for name, required in FIELDS if required and name not in data]
+    if unknown or missing:
+        raise InvalidEnvelope(f"envelope keys: unknown {unknown}, missing {missing}")
+    for name, kinds in _FIELD_TYPES.items():
+        if name in data and not _is(data[name], kinds):
+            raise InvalidEnvelope(f"envelope field {name!r} has the wrong type: {data[name]!r}")
+    for name in ("fallbacks_used", "result_count", "router_duration_ms", "backend_duration_ms"):
+        if data.get(name, 0) < 0:
+            raise InvalidEnvelope(f"envelope field {name!r} must be >= 0, got {data[name]!r}")
+    if data["status"] not in STATUSES:
+        raise InvalidEnvelope(f"envelope status must be one of {', '.join(STATUSES)}, got {data['status']!r}")
+    if not all(isinstance(b, str) for b in data["fallback_chain"]):
+        raise InvalidEnvelope(f"fallback_chain must list backend names, got {data['fallback_chain']!r}")
+    if not all(isinstance(a, dict) for a in data.get("attempts", [])):
+        raise InvalidEnvelope(f"attempts must be objects, got {data['attempts']!r}")
+
+
+_NUMBER = (int, float)
+# The JSON types of every Envelope field, in FIELDS' order (a test holds the two lists equal).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "query_echo": (str,),
+    "routed_to": (str, type(None)),
+    "routed_mode": (str, type(None)),
+    "fallback_chain": (list,),
+    "fallbacks_used": (int,),
+    "results": (list,),
+    "result_count": (int,),
+    "normalized_relevance": _NUMBER,
+    "status": (str,),
+    "error_code": (str, type(None)),
+    "error_message": (str, type(None)),
+    "router_duration_ms": (int,),
+    "backend_duration_ms": (int,),
+    "rule": (dict, type(None)),
+    "attempts": (list,),
+}
+
+
+def _is(value: Any, kinds: tuple[type, ...]) -> bool:
+    return isinstance(value, kinds) and not isinstance(value, bool)
+
+
+def error_envelope(
+    query: str,
+    code: str,
+    message: str,
+    *,
+    plan: Plan | None = None,
+    router_ms: int = 0,
+) -> Envelope:
+    """An envelope for a query the router could not dispatch at all (bad input, no backends)."""
+    return Envelope(
+        query_echo=query,
+        routed_to=None,
+        routed_mode=None,
+        fallback_chain=plan.fallback_chain if plan else [],
+        fallbacks_used=0,
+        results=[],
+        result_count=0,
+        normalized_relevance=0.0,
+        status="error",
+        error_code=code,
+        error_message=message,
+        router_duration_ms=router_ms,
+        backend_duration_ms=0,
+        rule=plan.match.as_dict() if plan else None,
+        attempts=[],
+    )

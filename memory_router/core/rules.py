@@ -1,0 +1,255 @@
+"""The rule table: signal regexes compiled once, matched in two passes.
+
+Pass 1 tries every rule's **strong** signals top to bottom; the first rule that matches wins.
+Only when no strong signal matched anywhere does pass 2 try the **weak** signals in the same
+order; only when nothing matched does the last rule (the default) apply. The two passes are what
+let "relationship between OrderController and PaymentService" go to rule 2 although rule 1's weak
+identifier signal also fires, and "that thing with the tokens" reach rule 5 through a weak
+back-reference while "find the function parseAuthToken" still goes to rule 1.
+
+Each rule's signals become one case-insensitive alternation of named groups (``s0``, ``s1``...)
+compiled with the ``regex`` module, so one search per rule both decides the match and says which
+signal fired. The searches of one query share one time budget (``regex_timeout_ms``, less when
+the query's deadline is shorter; CPU time, as ``regex`` measures its match timeout): each runs
+under that timeout set to what is left, so no query can stall the router on a backtracking
+pattern however many rules backtrack; a timed-out rule, and every rule left when the budget is
+spent, counts as not matching and is reported.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import regex
+
+from memory_router.core.frozen import Frozen
+
+Strength = Literal["strong", "weak", "default"]
+
+_FLAGS = regex.IGNORECASE | regex.UNICODE
+_EXT_PLACEHOLDER = "{{file_extensions}}"
+
+
+class Step(NamedTuple):
+    """One step of a fallback chain: a backend and, for qmd, its search mode."""
+
+    backend: str
+    mode: str | None = None
+    extension: bool = False
+    """True for a step the config's ``extend`` adds after the spec's chain (``"table": "extended"``)."""
+
+    @property
+    def health_key(self) -> str:
+        """The dead-backend cooldown's key: ``backend``, or ``backend/mode`` for a moded step."""
+        return self.backend if self.mode is None else f"{self.backend}/{self.mode}"
+
+
+# A Frozen class, not a frozen dataclass: defining a dataclass costs a cold query ~0.5-1 ms.
+class Rule(Frozen):
+    """One rule. ``strong_regex``/``weak_regex`` are the combined alternations (placeholders
+    expanded); :attr:`strong`/:attr:`weak` compile them on first use, so a process that routes one
+    query compiles only the rules it reaches. Immutable (change one with :meth:`replace`, which
+    starts a new cache); equal, hashed, shown and pickled by its eight fields (the compiled
+    patterns are a cache, not part of its value)."""
+
+    _FIELDS = ("number", "id", "description", "strong_sources", "weak_sources", "chain", "strong_regex", "weak_regex")
+    __slots__ = (*_FIELDS, "_compiled")
+    number: int
+    id: str
+    description: str
+    strong_sources: tuple[str, ...]
+    weak_sources: tuple[str, ...]
+    chain: tuple[Step, ...]
+    strong_regex: str | None
+    weak_regex: str | None
+    _compiled: dict[str, regex.Pattern[str]]
+
+    def __init__(
+        self,
+        number: int,
+        id: str,
+        description: str,
+        strong_sources: tuple[str, ...],
+        weak_sources: tuple[str, ...],
+        chain: tuple[Step, ...],
+        strong_regex: str | None = None,
+        weak_regex: str | None = None,
+    ) -> None:
+        self._init(number, id, description, strong_sources, weak_sources, chain, strong_regex, weak_regex, _compiled={})
+
+    @property
+    def strong(self) -> regex.Pattern[str] | None:
+        return self.pattern("strong")
+
+    @property
+    def weak(self) -> regex.Pattern[str] | None:
+        return self.pattern("weak")
+
+    def pattern(self, strength: str) -> regex.Pattern[str] | None:
+        """The compiled alternation for ``"strong"`` or ``"weak"`` (``None``: no such signals)."""
+        compiled = self._compiled.get(strength)
+        if compiled is None:
+            source = self.strong_regex if strength == "strong" else self.weak_regex
+            if source is None:
+                return None
+            compiled = self._compiled[strength] = regex.compile(source, _FLAGS)
+        return compiled
+
+
+class RuleMatch(NamedTuple):
+    """Which rule a query matched, through which signal, and where in the query."""
+
+    rule: Rule
+    strength: Strength
+    signal: str | None = None  # the signal's regex source
+    matched: str | None = None  # the text it matched
+    span: tuple[int, int] | None = None
+    timed_out: tuple[int, ...] = ()  # rule numbers whose regex hit the match timeout
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "number": self.rule.number,
+            "id": self.rule.id,
+            "strength": self.strength,
+            "signal": self.signal,
+            "matched": self.matched,
+            "span": list(self.span) if self.span else None,
+        }
+
+
+def _combine(sources: Sequence[str]) -> str:
+    return "|".join(f"(?P<s{i}>{source})" for i, source in enumerate(sources))
+
+
+def signal_regex(sources: Sequence[str], file_extensions: Sequence[str] = ()) -> tuple[tuple[str, ...], str | None]:
+    """Each signal with ``{{file_extensions}}`` expanded, and the rule's combined alternation of
+    them (``None``: no signals). Only text: nothing is compiled or checked here."""
+    if not sources:
+        return (), None
+    ext_alternation = "|".join(regex.escape(e.lstrip(".")) for e in file_extensions) or "(?!)"
+    expanded = tuple(s.replace(_EXT_PLACEHOLDER, ext_alternation) for s in sources)
+    return expanded, _combine(expanded)
+
+
+def compile_rule(
+    *,
+    number: int,
+    id: str,
+    description: str,
+    strong: Sequence[str],
+    weak: Sequence[str],
+    chain: tuple[Step, ...],
+    file_extensions: Sequence[str] = (),
+    path: Path | str = "router-config.json",
+    label: str = "",
+) -> Rule:
+    """Compile one rule's signals, raising ``InvalidConfig`` that quotes a bad pattern."""
+    from memory_router.core.errors import InvalidConfig
+
+    def compile_list(kind: str, sources: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+        expanded, combined = signal_regex(sources, file_extensions)
+        for i, source in enumerate(expanded):
+            try:
+                pattern = regex.compile(source, _FLAGS)
+            except regex.error as exc:
+                raise InvalidConfig(path, f"{label}.{kind}[{i}]", f"invalid regex {sources[i]!r}: {exc}") from None
+            if pattern.search("", timeout=0.05) is not None:
+                raise InvalidConfig(
+                    path,
+                    f"{label}.{kind}[{i}]",
+                    f"regex {sources[i]!r} matches the empty string, so it matches every query",
+                    "Make it require at least one character.",
+                )
+        return tuple(sources), combined
+
+    strong_sources, strong_re = compile_list("strong", strong)
+    weak_sources, weak_re = compile_list("weak", weak)
+    rule = Rule(number, id, description, strong_sources, weak_sources, chain, strong_re, weak_re)
+    rule.pattern("strong"), rule.pattern("weak")  # validated config: compiled now, as before
+    return rule
+
+
+class RuleTable:
+    """The ordered rules; :meth:`match` is the router's whole routing decision."""
+
+    __slots__ = ("rules", "regex_timeout_s", "_passes")
+
+    def __init__(self, rules: tuple[Rule, ...], regex_timeout_s: float = 0.05) -> None:
+        self.rules = rules
+        self.regex_timeout_s = regex_timeout_s
+        # The two passes flattened once: (strength, [[pattern, rule, sources, group -> index]]),
+        # rules without signals of that strength left out. match() runs on every query. A pattern
+        # not compiled yet (a config loaded from the compiled cache) is None until first reached, so
+        # each entry is a mutable, mixed list (list[Any]), not a tuple.
+        self._passes: tuple[tuple[Strength, tuple[list[Any], ...]], ...] = tuple(
+            (
+                strength,
+                tuple(
+                    [rule._compiled.get(strength), rule, sources, {f"s{i}": i for i in range(len(sources))}]
+                    for rule in rules
+                    for source, sources in [
+                        (rule.strong_regex, rule.strong_sources)
+                        if strength == "strong"
+                        else (rule.weak_regex, rule.weak_sources)
+                    ]
+                    if source is not None
+                ),
+            )
+            for strength in ("strong", "weak")
+        )
+
+    @property
+    def default(self) -> Rule:
+        return self.rules[-1]
+
+    def by_number(self, number: int) -> Rule:
+        return next(r for r in self.rules if r.number == number)
+
+    def match(self, query: str, budget_s: float | None = None, *, concurrent: bool = False) -> RuleMatch:
+        """The rule ``query`` matches. All searches together take at most ``budget_s`` (default and
+        upper bound: ``regex_timeout_s``). ``concurrent=True`` releases the GIL while a search runs
+        (for a caller that runs this in a worker thread next to an event loop)."""
+        timed_out: list[int] = []
+        budget = self.regex_timeout_s if budget_s is None else min(budget_s, self.regex_timeout_s)
+        # `regex` times a search in process CPU time. The budget is checked on the cheap wall clock
+        # first; only once that says "spent" is CPU time read (a system call): a process that was
+        # merely preempted keeps the CPU time it did not use, as each search did before.
+        end = time.perf_counter() + budget
+        cpu_start = time.process_time()
+        release = True if concurrent else None
+        for strength, candidates in self._passes:
+            for entry in candidates:
+                pattern, rule, sources, groups = entry
+                if pattern is None:  # compiled on first use; compiling is not matching: not budgeted
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    pattern = entry[0] = rule.pattern(strength)
+                    end += time.perf_counter() - wall
+                    cpu_start += time.process_time() - cpu
+                left = end - time.perf_counter()
+                if left <= 0:
+                    left = budget - (time.process_time() - cpu_start)
+                    if left <= 0:
+                        timed_out.append(rule.number)
+                        continue
+                try:
+                    m = pattern.search(query, timeout=left, concurrent=release)
+                except TimeoutError:
+                    timed_out.append(rule.number)
+                    continue
+                if m is not None:
+                    # The signal groups are the pattern's only top-level groups and exactly one
+                    # took part, so it is the last group closed; scan only if a signal's own
+                    # groups make that ambiguous.
+                    index = groups.get(m.lastgroup or "")
+                    if index is None or m.group(m.lastgroup or 0) is None:
+                        index = next(int(k[1:]) for k, v in m.groupdict().items() if v is not None and k[1:].isdigit())
+                    return RuleMatch(rule, strength, sources[index], m.group(), m.span(), _once(timed_out))
+        return RuleMatch(self.default, "default", timed_out=_once(timed_out))
+
+
+def _once(numbers: list[int]) -> tuple[int, ...]:
+    """Rule numbers in order, each once (a rule with strong and weak signals can time out twice)."""
+    return tuple(dict.fromkeys(numbers)) if numbers else ()
