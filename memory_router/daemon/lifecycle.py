@@ -39,7 +39,7 @@ GRACE_S = 5.0
 --grace-ms``'s default). 5 s is the spec's default backend ``timeout_ms``: a request that is
 waiting on a backend has, in the common case, a full backend call's time to come back with a real
 answer, while a supervisor's stop (systemd's default is 90 s before SIGKILL, docker's 10 s) still
-returns well inside its own patience."""
+returns well inside its own patience. docs/daemon.md (*Lifecycle and shutdown*) says the same."""
 
 CLEANUP_S = 2.0
 """After cancelling, how long cancelled requests get to run their cleanup (kill and reap their
