@@ -280,15 +280,17 @@ class SocketServer:
         """Start a request for each line of ``chunk``; once the daemon is stopping, answer the
         rest ``SHUTTING_DOWN`` (they were read: answered, not dropped)."""
         for item in chunk:
-            if self.lifecycle.should_exit:
-                writer.write(shutting_down(self.service, item) + b"\n")
-                continue
-            await slots.acquire()
-            request = asyncio.create_task(self._answer(item, writer, slots))
-            mine.add(request)
-            self.in_flight.add(request)
-            request.add_done_callback(mine.discard)
-            request.add_done_callback(self.in_flight.discard)
+            if not self.lifecycle.should_exit:
+                await slots.acquire()
+                if not self.lifecycle.should_exit:  # it may have begun stopping while this waited for a slot
+                    request = asyncio.create_task(self._answer(item, writer, slots))
+                    mine.add(request)
+                    self.in_flight.add(request)
+                    request.add_done_callback(mine.discard)
+                    request.add_done_callback(self.in_flight.discard)
+                    continue
+                slots.release()
+            writer.write(shutting_down(self.service, item) + b"\n")
 
     def _refusal(self, writer: asyncio.StreamWriter) -> str | None:
         if len(self.connections) > self.max_clients:

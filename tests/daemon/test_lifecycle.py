@@ -332,3 +332,33 @@ def test_after_the_first_signal_no_new_request_is_routed(transport: str, tmp_pat
     assert by_id[0] == "success"
     assert by_id.get(1, "unread") == ("error" if transport == "socket" else "unread")
     assert len(service.router.backend("qmd").requests) == 1  # type: ignore[attr-defined]
+
+
+def test_a_socket_line_waiting_for_its_connections_slot_at_shutdown_is_answered_not_routed(tmp_path: Path) -> None:
+    """A connection has at most PER_CONNECTION_IN_FLIGHT requests in flight; a line read beyond
+    that waits for a slot. If the daemon starts stopping meanwhile, the line gets SHUTTING_DOWN
+    when the slot frees, and never reaches a backend."""
+    from memory_router.daemon.socket_server import PER_CONNECTION_IN_FLIGHT
+
+    total = PER_CONNECTION_IN_FLIGHT + 6
+    got: dict[str, Any] = {}
+
+    async def scenario(h: Harness) -> None:
+        await h.start(service, grace_s=0.2)
+        for i in range(total):
+            await h.send({"id": i, "query": QUERY})
+        await in_flight(h, PER_CONNECTION_IN_FLIGHT)
+        await asyncio.sleep(0.1)
+        h.lifecycle.handle_exit(signal.SIGTERM)
+        got["answers"] = await h.answers()
+
+    service = make_service(tmp_path, backends(hang()), concurrency=4, cooldown=None, timeout_ms=60_000)
+    harness = SocketHarness()
+    try:
+        asyncio.run(scenario(harness))
+    finally:
+        harness.cleanup()
+    answers = got["answers"]
+    assert sorted(a["id"] for a in answers) == list(range(total))
+    assert {a["error_code"] for a in answers} == {SHUTTING_DOWN}
+    assert len(service.router.backend("qmd").requests) == 4  # type: ignore[attr-defined]  # the routing slots
