@@ -18,7 +18,7 @@ the first SIGTERM/SIGINT, ``daemon stop`` (``{"op": "shutdown"}``), ``--idle-exi
 that cannot be written sets ``should_exit`` (graceful); a SIGTERM/SIGINT after that sets
 ``force_exit``: in-flight requests are cancelled at once, and the rest of the shutdown waits no
 longer than :data:`CLEANUP_S` for anything. SIGHUP re-reads both config files and does not stop.
-The exit code is 0, or 1 when stdout could not be written (docs/daemon.md, SKILL.md).
+The exit code is 0, or 1 when stdout could not be written (docs/daemon.md).
 """
 
 from __future__ import annotations
