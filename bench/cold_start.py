@@ -35,7 +35,8 @@ PHASES = r"""
 import json, sys, time
 t = [time.perf_counter()]
 import gc; gc.disable()  # as the console script runs a query
-from memory_router import client, oneshot
+from memory_router.cli import oneshot
+from memory_router.client import thin as client
 t.append(time.perf_counter())
 from memory_router.core.envelope import error_envelope
 from memory_router.core.router import Router

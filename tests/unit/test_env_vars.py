@@ -21,6 +21,7 @@ from memory_router.config import envvars
 
 BACKENDS = Path(__file__).resolve().parents[2] / "backends"
 
+
 # A module's adapter is its folder (backends/qmd/*.py reads what the qmd adapter declares); the
 # modules outside an adapter's folder are shared code, whose reads must be in the router's own
 # set or in every adapter's.

@@ -75,7 +75,7 @@ def test_the_older_layout_is_used_with_one_warning(tmp_path: Path) -> None:
     state/) keeps working, with a warning that says how to move on."""
     (tmp_path / "backends.json").write_text('{"backends": ["totalrecall"]}')
     code = (
-        "import os; from memory_router import paths\n"
+        "import os; from memory_router.config import paths\n"
         "print(paths.resolve_state_dir(None)); print(paths.resolve_state_dir(None))\n"
     )
     env = {**os.environ, "OPENCLAW_STATE_DIR": str(tmp_path)}

@@ -331,7 +331,7 @@ def test_a_cache_hit_builds_settings_without_pydantic(tmp_path: Path) -> None:
     hit = (
         "from pathlib import Path\n"
         "from memory_router.config.cache import load_config_cached\n"
-        "from memory_router.backends import _settings\n"
+        "from memory_router.backends.common import settings as _settings\n"
         f"c = load_config_cached(Path({str(path)!r}), Path({str(state)!r}), environ={{}})\n"
         "assert all(b.settings is not None for b in c.backends.values())\n"
         "assert not _settings._adapters, 'a TypeAdapter was built: the settings were validated again'\n"
