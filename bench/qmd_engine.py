@@ -27,13 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, environment_line, fmt, median, parser, percentile, repeats, table
-from memory_router.backends import BackendContext
+from _common import environment_line, fmt, median, parser, percentile, repeats, table
+from _qmd_index import MODEL, embedded_index, qmd_backend
 from memory_router.backends.base import BackendRequest
-from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 
-MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 CONCEPT = "how does error handling work in the API layer"
 TOPICS = [
     "API error handling: handlers raise typed errors, the middleware maps them to HTTP status codes",
@@ -45,36 +43,12 @@ TOPICS = [
     "sourdough: feed the starter, fold four times, proof overnight, bake at 250 degrees",
     "database migration: Alice owns it, the deadline is April 15, Bob benchmarks storage",
 ]
-ENV = {k: v for k, v in os.environ.items() if k != "CI"}  # qmd refuses model work under CI
 
 
 def build(notes: int) -> tuple[Path, dict]:
     base = Path(tempfile.mkdtemp(prefix="mr-bench-qmd-engine-"))
-    source = base / "notes"
-    source.mkdir()
-    for i in range(notes):
-        topic = TOPICS[i % len(TOPICS)]
-        (source / f"note-{i:03d}.md").write_text(f"# Note {i}\n\n{topic}. Entry {i} of the journal.\n")
-    settings = {
-        "index_path": str(base / "idx" / "index.sqlite"),
-        "config_dir": str(base / "idx" / "cfg"),
-        "cache_dir": str(base / "cache"),
-        "collections": ["notes"],
-        "query_expansion": False,
-    }
-    cli = cli_backend(base, settings).transport()
-    cli.env["QMD_EMBED_MODEL"] = str(MODEL)
-    cli.env["QMD_EMBED_CONTEXT_SIZE"] = "512"
-    qmd_adapter.build_collection(cli, source, "notes", "**/*.md", base / "idx" / "lock")
-    done = subprocess.run(cli.argv("embed", []), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=900)
-    if done.returncode != 0:
-        raise SystemExit(f"qmd embed failed: {done.stderr.decode()[-400:]}")
-    return base, settings
-
-
-def cli_backend(base: Path, settings: dict) -> qmd_adapter.QmdBackend:
-    context = BackendContext(state_dir=base / "state", environ=ENV)
-    return qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
+    texts = (f"# Note {i}\n\n{TOPICS[i % len(TOPICS)]}. Entry {i} of the journal.\n" for i in range(notes))
+    return base, embedded_index(base, texts, query_expansion=False)
 
 
 def per_call(cli: qmd_adapter.CliTransport, argv_tail: list[str]) -> float:
@@ -145,7 +119,7 @@ def main() -> None:
         return
     base, settings = build(8 if args.quick else args.notes)
     try:
-        cli = cli_backend(base, settings).transport()
+        cli = qmd_backend(base, settings).transport()
         vec_doc = f"vec: {CONCEPT}"
         structured = qmd_adapter.structured_query(CONCEPT)
         rows = []
@@ -161,8 +135,7 @@ def main() -> None:
             rows.append(row(f"per-call CLI: {name}", times[0], times[1:] or times))
 
         async def engine_rows() -> tuple[list[list[object]], dict[str, float], float | None]:
-            context = BackendContext(state_dir=base / "state", environ=ENV, long_lived=True)
-            backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
+            backend = qmd_backend(base, settings, long_lived=True)
             out, medians = [], {}
             try:
                 for name, (query, mode) in {

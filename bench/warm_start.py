@@ -22,19 +22,16 @@ Without qmd or the model file it says so and exits 0.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, repeats, scratch_dir, table
-from memory_router.backends import BackendContext
-from memory_router.backends.common import settings as _settings
+from _qmd_index import ENV, MODEL, embedded_index
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd.locate import QmdNotFound
 
-MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 CONCEPT = "how does error handling work in the API layer"  # rule 4: qmd vsearch
 KEYWORD = "find the function mapErrorToStatus"  # rule 1: qmd search
 TOPICS = [
@@ -43,34 +40,13 @@ TOPICS = [
     "Raft consensus: leader election with randomized timeouts, followers replicate the log",
     "deployment: tag the release, build the image, run migrations, roll out to staging",
 ]
-ENV = {k: v for k, v in os.environ.items() if k != "CI"}  # qmd refuses model work under CI
 
 
 def build(notes: int) -> tuple[Path, dict]:
     """A qmd index of the notes, embedded with the MiniLM GGUF, and the qmd settings for it."""
     base = scratch_dir("mr-bench-warm-start-")
-    source = base / "notes"
-    source.mkdir()
-    for i in range(notes):
-        text = f"# Note {i}\n\n{TOPICS[i % len(TOPICS)]}. Entry {i}; see mapErrorToStatus.\n"
-        (source / f"note-{i:03d}.md").write_text(text)
-    settings = {
-        "index_path": str(base / "idx" / "index.sqlite"),
-        "config_dir": str(base / "idx" / "cfg"),
-        "cache_dir": str(base / "cache"),
-        "collections": ["notes"],
-    }
-    backend = qmd_adapter.QmdBackend(
-        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base / "s", environ=ENV)
-    )
-    cli = backend.transport()
-    cli.env["QMD_EMBED_MODEL"] = str(MODEL)  # written into index.yml's models block by this first run
-    cli.env["QMD_EMBED_CONTEXT_SIZE"] = "512"
-    qmd_adapter.build_collection(cli, source, "notes", "**/*.md", base / "idx" / "lock")
-    done = subprocess.run(cli.argv("embed", []), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=600)
-    if done.returncode != 0:
-        raise SystemExit(f"qmd embed failed: {done.stderr.decode()[-300:]}")
-    return base, settings
+    texts = (f"# Note {i}\n\n{TOPICS[i % len(TOPICS)]}. Entry {i}; see mapErrorToStatus.\n" for i in range(notes))
+    return base, embedded_index(base, texts)
 
 
 def state_dir(base: Path, settings: dict, warmup: bool) -> Path:

@@ -11,8 +11,10 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from memory_router.config.paths import packaged_config
 from memory_router.demo import WORKSPACE
@@ -63,6 +65,29 @@ def run_cli(
 ) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([*CLI, *args], capture_output=True, input=input, env=full_env, timeout=timeout, check=False)
+
+
+def wait_for_socket(socket: Path, proc: subprocess.Popen[bytes], within_s: float = 30) -> dict[str, Any]:
+    """Poll the socket of ``proc`` (a ``serve --socket``) until it answers ``hello``; return that
+    answer. A daemon that exits first, or does not answer within ``within_s`` (it is killed then),
+    fails the test with its stderr, when that was piped."""
+    from memory_router.client import thin as client
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with client.Connection(str(socket)) as conn:
+                return conn.hello()
+        except client.DaemonError:
+            late = time.monotonic() > deadline
+            if proc.poll() is None and not late:
+                time.sleep(0.05)
+                continue
+            if late:
+                proc.kill()
+            stderr = proc.communicate()[1]
+            what = f"did not answer within {within_s:g} s" if late else f"exited {proc.returncode}"
+            raise AssertionError(f"serve --socket {what}: {stderr.decode() if stderr else ''}") from None
 
 
 # Total Recall's relevance includes recency measured in seconds (and rounded to 4 decimals), so

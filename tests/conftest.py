@@ -21,10 +21,32 @@ from memory_router.core.routerlog import RouterLog
 from .tier_guard import guarded_phase, install
 
 # Property tests: `ci` replays the same examples on every run, so a red CI is reproducible and
-# never a coin toss; `hunt` explores far more (run it locally: HYPOTHESIS_PROFILE=hunt).
+# never a coin toss; `hunt` explores far more (run it locally: HYPOTHESIS_PROFILE=hunt); `fast`
+# replays a tenth of every test's budget, so the fast tier stays under 30 s (the slow tier of
+# .ci/run replays them in full). A budget a test sets itself scales with these: tests/budget.py.
 settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("fast", max_examples=10, derandomize=True, print_blob=True)
 settings.register_profile("hunt", max_examples=2000, print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+FAST_TIER = "not slow"
+
+
+def hypothesis_profile(environ: Mapping[str, str], markexpr: str) -> str:
+    """HYPOTHESIS_PROFILE when set; otherwise `fast` for the fast tier's `-m "not slow"` (so the
+    README's command for it keeps its promise), and hypothesis's `default` for any other run."""
+    return environ.get("HYPOTHESIS_PROFILE") or ("fast" if markexpr.strip() == FAST_TIER else "default")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before collection imports a test module: tests/budget.py reads the profile at decoration.
+    if not config.getoption("hypothesis_profile", None):  # hypothesis's own --hypothesis-profile wins
+        settings.load_profile(hypothesis_profile(os.environ, config.option.markexpr))
+
+
+def pytest_report_header() -> str:
+    # Which budgets this run replays: the fast tier's tenth, or every example.
+    n = settings.default.max_examples
+    return f"hypothesis max_examples={n}: a test's budget examples(N) runs N * {n} / 100 (tests/budget.py)"
+
 
 # The fast tier may not start programs: see tests/tier_guard.py.
 install()

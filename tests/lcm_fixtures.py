@@ -7,6 +7,7 @@ Benchmarks build big ones with ``populate_synthetic(conn, messages=100_000, summ
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -31,7 +32,23 @@ CONDENSED = "sum_00000000000000c1"
 
 def build_small_db(path: Path, variant: Variant = "current", *, wal: bool = True) -> Path:
     """A conversation with decisions: schema and payments-queue leaves from today, an older
-    caching leaf from 60 days ago, a condensed node over the first two, and raw messages."""
+    caching leaf from 60 days ago, a condensed node over the first two, and raw messages.
+
+    Built once a session for each variant and copied: building takes ~0.1 s and some thirty tests
+    each want a database of their own. The file is whole once its writer closes (SQLite folds the
+    WAL back in then) and keeps its journal mode in its header."""
+    key = (variant, wal)
+    if key not in _SMALL_DBS:
+        with tempfile.TemporaryDirectory() as scratch:
+            _SMALL_DBS[key] = _write_small_db(Path(scratch) / "lcm.db", variant, wal=wal).read_bytes()
+    path.write_bytes(_SMALL_DBS[key])
+    return path
+
+
+_SMALL_DBS: dict[tuple[Variant, bool], bytes] = {}
+
+
+def _write_small_db(path: Path, variant: Variant, *, wal: bool) -> Path:
     conn = create_lcm_db(path, variant, wal=wal)
     try:
         w = LcmWriter(conn)

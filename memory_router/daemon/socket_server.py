@@ -28,8 +28,11 @@ Safety:
   connection ends that connection only, connections are capped, and a client's in-flight requests
   are cancelled when it disconnects (noticed at its EOF, or within :data:`HANGUP_POLL_S` if it
   closes later; a client that only shuts down its writing side still gets its answers).
-* On SIGTERM/SIGINT, ``shutdown`` or idle timeout: stop accepting, give in-flight requests
-  ``grace_s``, cancel the rest (adapters kill their process groups), remove the socket, exit 0.
+* Startup, draining and shutdown are :mod:`.lifecycle`'s, shared with the stdin transport:
+  SIGTERM/SIGINT, ``shutdown`` or idle timeout stop accepting (lines a connection already read
+  are answered ``SHUTTING_DOWN``); in-flight requests get the grace period, the rest are
+  cancelled (adapters kill their process groups) and answered ``SHUTTING_DOWN``; the socket is
+  removed; exit 0. A second signal cancels at once. SIGHUP re-reads both config files.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ import asyncio
 import fcntl
 import os
 import secrets
-import signal
 import socket
 import stat
 import struct
@@ -54,6 +56,8 @@ from memory_router.backends import adapter_env_vars
 from memory_router.client.wire import PROTOCOL, LineSplitter, Oversized, context
 from memory_router.config import envvars, statedir
 from memory_router.contract import say
+from memory_router.daemon.lifecycle import CLEANUP_S, GRACE_S, Lifecycle, shutting_down
+from memory_router.daemon.service import Service
 
 _TRANSPORT_OPS = (b'"hello"', b'"shutdown"')
 MAX_CLIENTS = 256
@@ -73,25 +77,23 @@ def _say(message: str) -> None:
 class SocketServer:
     def __init__(
         self,
-        service: Any,
+        service: Service,
+        lifecycle: Lifecycle,
         path: Path,
         *,
         idle_exit_s: float = 0.0,
-        grace_s: float = 5.0,
         max_clients: int = MAX_CLIENTS,
     ) -> None:
         self.service = service
+        self.lifecycle = lifecycle
         self.path = path
         self.lock_path = path.with_name(path.name + ".lock")
         self.idle_exit_s = idle_exit_s
-        self.grace_s = grace_s
         self.max_clients = max_clients
         self.started = time.time()
         self.last_activity = time.monotonic()
         self.connections: set[asyncio.Task[None]] = set()
-        self.in_flight: set[asyncio.Task[Any]] = set()
-        self.stopping: asyncio.Event | None = None
-        self.stop_reason = ""
+        self.in_flight: set[asyncio.Task[None]] = set()
         self._lock_fd: int | None = None
         self._server: asyncio.AbstractServer | None = None
         self._inode: int | None = None
@@ -100,7 +102,7 @@ class SocketServer:
     @property
     def context(self) -> dict[str, Any]:
         """This daemon's context for the handshake (recomputed: a config reload may add names)."""
-        service = self.service
+        service: Any = self.service  # its context's environ is a Mapping; wire.context only reads it
         return context(
             cwd=str(service.context.cwd),
             environ=service.context.environ,
@@ -173,15 +175,16 @@ class SocketServer:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
 
-    # ------------------------------------------------------------------ serving
+    # ------------------------------------------------------------------ serving (driven by Lifecycle)
 
-    async def run(self, *, reload: bool = True) -> int:
-        self.stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop, f"signal {signal.Signals(sig).name}")
-        if hasattr(self.service, "reload"):
-            loop.add_signal_handler(signal.SIGHUP, self.service.reload)
+    def ready_message(self) -> str:
+        return (
+            f"listening on {self.path} (pid {os.getpid()}, protocol {PROTOCOL}, memory-router {__version__}"
+            + (f", exits after {self.idle_exit_s:g} s idle" if self.idle_exit_s else "")
+            + ")"
+        )
+
+    async def open(self) -> None:
         old_umask = os.umask(0o177)
         try:
             self._server = await asyncio.start_unix_server(self._connection, path=str(self.path))
@@ -189,50 +192,36 @@ class SocketServer:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
         self._inode = os.lstat(self.path).st_ino
-        if reload:
-            await self.service.start()
-        if hasattr(self.service, "warm_up"):
-            self.service.warm_up()  # qmd's engine and models load in the background
-        _say(
-            f"listening on {self.path} (pid {os.getpid()}, protocol {PROTOCOL}, memory-router {__version__}"
-            + (f", exits after {self.idle_exit_s:g} s idle" if self.idle_exit_s else "")
-            + ")"
-        )
+
+    async def serve(self) -> None:
         idle = asyncio.create_task(self._idle_watch()) if self.idle_exit_s else None
         try:
-            await self.stopping.wait()
+            await self.lifecycle.exiting.wait()
         finally:
-            _say(f"stopping: {self.stop_reason}")
-            self._server.close()
             if idle:
                 idle.cancel()
-            await self._drain()
+
+    def stop_accepting(self) -> None:
+        """No new clients; each connection reads no more requests once its current chunk is
+        answered (its complete lines already read get ``SHUTTING_DOWN``, see :meth:`_connection`)."""
+        if self._server is not None:
+            self._server.close()
+
+    async def close(self) -> None:
+        for conn in list(self.connections):
+            conn.cancel()  # its requests are done (answered or cancelled): it writes its last answers and closes
+        if self.connections:
+            await asyncio.wait(set(self.connections), timeout=CLEANUP_S)
+        if self._server is not None:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+                await asyncio.wait_for(self._server.wait_closed(), CLEANUP_S)
             except asyncio.TimeoutError:
                 pass
-            await self.service.aclose()
-            self.release()
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                loop.remove_signal_handler(sig)
-        return 0
+        self.release()
 
     def stop(self, reason: str) -> None:
-        if self.stopping is not None and not self.stopping.is_set():
-            self.stop_reason = reason
-            self.stopping.set()
-
-    async def _drain(self) -> None:
-        if self.in_flight:
-            _, pending = await asyncio.wait(set(self.in_flight), timeout=self.grace_s)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2.0)
-        for conn in list(self.connections):
-            conn.cancel()
-        if self.connections:
-            await asyncio.wait(set(self.connections), timeout=2.0)
+        """A graceful exit for a reason other than a signal (``daemon stop``, idle)."""
+        self.lifecycle.request_exit(reason)
 
     async def _idle_watch(self) -> None:
         while True:
@@ -250,7 +239,7 @@ class SocketServer:
         assert task is not None
         self.connections.add(task)
         self.last_activity = time.monotonic()
-        mine: set[asyncio.Task[Any]] = set()
+        mine: set[asyncio.Task[None]] = set()
         try:
             refusal = self._refusal(writer)
             if refusal:
@@ -258,15 +247,10 @@ class SocketServer:
                 await writer.drain()
                 return
             slots = asyncio.Semaphore(PER_CONNECTION_IN_FLIGHT)
-            async for item in _lines(reader, self.service.max_line_bytes):
+            async for chunk in _chunks(reader, self.service.max_line_bytes):
                 self.last_activity = time.monotonic()
-                await slots.acquire()
-                request = asyncio.create_task(self._answer(item, writer, slots))
-                mine.add(request)
-                self.in_flight.add(request)
-                request.add_done_callback(mine.discard)
-                request.add_done_callback(self.in_flight.discard)
-                if self.stopping is not None and self.stopping.is_set():
+                await self._take(chunk, writer, slots, mine)
+                if self.lifecycle.should_exit:
                     break
             if mine:  # EOF: let this client's requests finish before closing, unless it is gone
                 await _until_done_or_hung_up(writer, mine)
@@ -286,6 +270,28 @@ class SocketServer:
             except Exception:
                 pass
 
+    async def _take(
+        self,
+        chunk: list[bytes | Oversized],
+        writer: asyncio.StreamWriter,
+        slots: asyncio.Semaphore,
+        mine: set[asyncio.Task[None]],
+    ) -> None:
+        """Start a request for each line of ``chunk``; once the daemon is stopping, answer the
+        rest ``SHUTTING_DOWN`` (they were read: answered, not dropped)."""
+        for item in chunk:
+            if not self.lifecycle.should_exit:
+                await slots.acquire()
+                if not self.lifecycle.should_exit:  # it may have begun stopping while this waited for a slot
+                    request = asyncio.create_task(self._answer(item, writer, slots))
+                    mine.add(request)
+                    self.in_flight.add(request)
+                    request.add_done_callback(mine.discard)
+                    request.add_done_callback(self.in_flight.discard)
+                    continue
+                slots.release()
+            writer.write(shutting_down(self.service, item) + b"\n")
+
     def _refusal(self, writer: asyncio.StreamWriter) -> str | None:
         if len(self.connections) > self.max_clients:
             return f"too many clients (limit {self.max_clients}); retry later"
@@ -302,15 +308,23 @@ class SocketServer:
         return None
 
     async def _answer(self, item: bytes | Oversized, writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
+        written = False
         try:
             if isinstance(item, Oversized):
                 response = self.service.oversized_line(item.prefix, item.length)
             else:
-                response = self._transport_op(item)
-                if response is None:
-                    response = await self.service.handle_line(item)
+                response = self._transport_op(item) or await self.service.handle_line(item)
             writer.write(response + b"\n")
+            written = True
             await writer.drain()
+        except asyncio.CancelledError:
+            # Cancelled by the shutdown: still answered. (Cancelled because its client hung up:
+            # nobody to answer.)
+            if not written and self.lifecycle.should_exit and isinstance(item, bytes):
+                try:
+                    writer.write(shutting_down(self.service, item) + b"\n")
+                except (ConnectionError, RuntimeError):
+                    pass
         except (ConnectionError, RuntimeError):
             pass  # the client went away; nothing to answer
         finally:
@@ -381,32 +395,46 @@ async def _until_done_or_hung_up(writer: asyncio.StreamWriter, requests: set[asy
         await asyncio.wait(set(requests), timeout=HANGUP_POLL_S)
 
 
-async def _lines(reader: asyncio.StreamReader, max_line: int) -> AsyncIterator[bytes | Oversized]:
-    """Each line (bytes, without its newline and a ``\r`` before it), or an :class:`Oversized`
-    for a line longer than ``max_line`` (never buffered whole). A last line without a newline is
-    still a line (taken as it is)."""
+async def _chunks(reader: asyncio.StreamReader, max_line: int) -> AsyncIterator[list[bytes | Oversized]]:
+    """The lines of each chunk read (bytes, without its newline and a ``\r`` before it), or an
+    :class:`Oversized` for a line longer than ``max_line`` (never buffered whole). A last line
+    without a newline is still a line (taken as it is). One list per read, so a caller that stops
+    reading knows every line it has already taken off the socket."""
     splitter = LineSplitter(max_line)
     while True:
         chunk = await reader.read(1 << 16)
         if not chunk:
-            for item in splitter.end():
-                yield item
+            yield list(splitter.end())
             return
-        for item in splitter.feed(chunk):
-            yield item[:-1] if isinstance(item, bytes) and item.endswith(b"\r") else item
+        yield [item[:-1] if isinstance(item, bytes) and item.endswith(b"\r") else item for item in splitter.feed(chunk)]
+
+
+async def _lines(reader: asyncio.StreamReader, max_line: int) -> AsyncIterator[bytes | Oversized]:
+    """Each line of :func:`_chunks`, one at a time."""
+    async for chunk in _chunks(reader, max_line):
+        for item in chunk:
+            yield item
 
 
 def serve_socket(
-    service: Any, path: Path, *, idle_exit_s: float = 0.0, grace_s: float = 5.0, reload: bool = True
+    service: Service, path: Path, *, idle_exit_s: float = 0.0, grace_s: float = GRACE_S, reload: bool = True
 ) -> int:
     """Run the socket daemon until stopped; the exit code (2 if the socket is not ours)."""
-    server = SocketServer(service, path, idle_exit_s=idle_exit_s, grace_s=grace_s)
+
+    async def main() -> int:
+        lifecycle = Lifecycle(service, grace_s=grace_s, reload=reload)
+        server = SocketServer(service, lifecycle, path, idle_exit_s=idle_exit_s)
+        servers.append(server)
+        try:
+            server.claim()
+        except SocketInUse as exc:
+            _say(str(exc))
+            return 2
+        return await lifecycle.serve(server)
+
+    servers: list[SocketServer] = []
     try:
-        server.claim()
-    except SocketInUse as exc:
-        _say(str(exc))
-        return 2
-    try:
-        return asyncio.run(server.run(reload=reload))
+        return asyncio.run(main())
     finally:
-        server.release()
+        for server in servers:
+            server.release()

@@ -8,17 +8,17 @@
   semaphore bounds how many lines are read ahead of their responses (backpressure).
 * Responses are written as they complete (each carries its request's ``id``), or in input order
   with ``ordered``. Every line read gets exactly one response line, flushed at once.
-* EOF: in-flight requests finish, then exit 0. SIGTERM/SIGINT: stop reading; lines already read
-  but not started are answered ``SHUTTING_DOWN``; in-flight requests get ``grace_s`` to finish,
-  then are cancelled (adapters kill their process groups on cancellation) and answered
-  ``SHUTTING_DOWN``; exit 0. A second signal cancels at once. SIGHUP re-reads both config files.
+* Startup, draining and shutdown are :mod:`.lifecycle`'s, shared with the socket transport: EOF
+  lets in-flight requests finish, then exit 0; SIGTERM/SIGINT stop reading, lines already read
+  but not started are answered ``SHUTTING_DOWN``, in-flight requests get the grace period, then
+  are cancelled and answered ``SHUTTING_DOWN``; a second signal cancels at once; SIGHUP re-reads
+  both config files.
 * Responses go to a private duplicate of stdout, and fd 1 is pointed at stderr while serving, so
   nothing a library prints can corrupt the protocol stream. A writer thread writes them, so a
   slow reader never holds the event loop (requests and signals go on): with a non-blocking
   stdout, ``EAGAIN`` waits for the reader (:func:`~memory_router.output.outwrite.write_all`) for up to
   ``write_timeout_s`` without progress. A reader that is gone (``EPIPE``) or stalled that long
-  stops the daemon like a signal: nothing more is read, in-flight requests are cancelled after
-  ``grace_s``, the backends' helpers (qmd's engine) are closed, and it exits 1.
+  stops the daemon like a signal (the lifecycle's graceful exit), and it exits 1.
 """
 
 from __future__ import annotations
@@ -26,17 +26,15 @@ from __future__ import annotations
 import asyncio
 import os
 import queue as thread_queue
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from memory_router.client.wire import LineSplitter, Oversized
-from memory_router.daemon.service import SHUTTING_DOWN, Service
+from memory_router.daemon.lifecycle import CLEANUP_S, GRACE_S, Lifecycle, shutting_down
+from memory_router.daemon.service import Service
 from memory_router.output.outwrite import WRITE_TIMEOUT_S, describe, write_all
 
 
@@ -73,30 +71,34 @@ def read_lines(fd: int, max_line: int, emit: Callable[[Item], bool]) -> None:
                 return
 
 
-class StdioServer:
+class StdioTransport:
+    """The stdin/stdout transport, driven by :class:`~.lifecycle.Lifecycle`."""
+
     def __init__(
         self,
         service: Service,
+        lifecycle: Lifecycle,
         *,
         ordered: bool = False,
-        grace_s: float = 5.0,
         max_pending: int | None = None,
         in_fd: int = 0,
         out_fd: int = 1,
         write_timeout_s: float = WRITE_TIMEOUT_S,
     ) -> None:
         self.service = service
+        self.lifecycle = lifecycle
         self.ordered = ordered
-        self.grace_s = grace_s
         # Lines read ahead of their responses: enough to keep every routing slot busy.
         self.max_pending = max_pending or max(64, 4 * service.concurrency)
         self.in_fd = in_fd
         self.out_fd = out_fd
-        self._pending: set[asyncio.Task[None]] = set()
+        self.in_flight: set[asyncio.Task[None]] = set()
         self._slots = threading.Semaphore(self.max_pending)
-        self._closed = threading.Event()  # the reader must stop handing over lines
-        self._stopping = asyncio.Event()
-        self._signals = 0
+        # The reader must stop handing over lines. Set under the lock, so that once it is set no
+        # line is still on its way to the queue except those already scheduled there.
+        self._closed = threading.Event()
+        self._handover = threading.Lock()
+        self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._next_seq = 0
         self._next_out = 0
         self._done: dict[int, bytes] = {}
@@ -107,59 +109,69 @@ class StdioServer:
         self._last_progress = time.monotonic()
         self.writer: threading.Thread | None = None
 
-    async def run(self) -> int:  # noqa: C901 - the transport's lifecycle (start, read, drain, stop) in order
+    def ready_message(self) -> str:
+        service = self.service
+        return (
+            f"ready: pid {os.getpid()}, config {service.config_path}, backends.json {service.backends_path}, "
+            f"concurrency {service.concurrency}{', ordered' if self.ordered else ''}"
+            f"{', watching both for changes' if self.lifecycle.reload else ''}"
+        )
+
+    async def open(self) -> None:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Item] = asyncio.Queue()
 
         def emit(item: Item) -> bool:
             if not isinstance(item, (_Eof, _ReadError)):
                 self._slots.acquire()
-            if self._closed.is_set():
-                return False
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-            except RuntimeError:  # the loop is gone
-                return False
+            with self._handover:
+                if self._closed.is_set():
+                    return False
+                try:
+                    loop.call_soon_threadsafe(self._queue.put_nowait, item)
+                except RuntimeError:  # the loop is gone
+                    return False
             return True
 
-        reader = threading.Thread(
+        self.writer = threading.Thread(
+            target=self._write_responses, args=(loop,), name="memory-router-stdout", daemon=True
+        )
+        self.writer.start()
+        threading.Thread(
             target=read_lines,
             args=(self.in_fd, self.service.max_line_bytes, emit),
             name="memory-router-stdin",
             daemon=True,
-        )
-        self._install_signals(loop, queue)
-        self.writer = threading.Thread(
-            target=self._write_responses, args=(loop, queue), name="memory-router-stdout", daemon=True
-        )
-        self.writer.start()
-        reader.start()
-        try:
-            while True:
-                item = await queue.get()
-                if isinstance(item, _ReadError):
-                    self.service.say(f"error reading standard input: {item.exc}; shutting down")
-                if isinstance(item, (_Eof, _ReadError)):
-                    break
-                if self._stopping.is_set():
-                    self._respond(self._take_seq(), self._shutting_down(item))
-                    break
-                self._dispatch(item)
+        ).start()
+
+    async def serve(self) -> None:
+        while not self.lifecycle.should_exit:
+            item = await self._queue.get()
+            if isinstance(item, _ReadError):
+                self.service.say(f"error reading standard input: {item.exc}; shutting down")
+            if isinstance(item, (_Eof, _ReadError)):
+                return
+            if self.lifecycle.should_exit:  # woken by the exit request itself, or a line read before it
+                self._respond(self._take_seq(), shutting_down(self.service, item))
+                return
+            self._dispatch(item)
+
+    def stop_accepting(self) -> None:
+        with self._handover:
             self._closed.set()
-            # Lines already read but not started: answered, not dropped.
-            while not queue.empty():
-                item = queue.get_nowait()
-                if isinstance(item, (bytes, Oversized)):
-                    seq = self._take_seq()
-                    self._respond(seq, self._shutting_down(item))
-            await self._drain()
+        # Lines already read but not started: answered, not dropped.
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, (bytes, Oversized)):
+                self._respond(self._take_seq(), shutting_down(self.service, item))
+        self._queue.put_nowait(_Eof())  # wake serve() if it waits for a line
+
+    async def close(self) -> None:
+        try:
             await self._flush()
         finally:
-            self._closed.set()
             self._out.put(None)
-            self._remove_signals(loop)
-            await self.service.aclose()
-        return 1 if self._broken else 0
+        if self._broken:  # the writer may fail after the last chance the loop had to hear of it
+            self.lifecycle.request_exit("standard output cannot be written", exit_code=1, announce=False)
 
     def _take_seq(self) -> int:
         seq, self._next_seq = self._next_seq, self._next_seq + 1
@@ -171,31 +183,15 @@ class StdioServer:
             self._respond(seq, self.service.oversized_line(item.prefix, item.length))
             return
         task = asyncio.create_task(self._one(seq, item))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
 
     async def _one(self, seq: int, line: bytes) -> None:
         try:
             response = await self.service.handle_line(line)
         except asyncio.CancelledError:
-            response = self._shutting_down(line)
+            response = shutting_down(self.service, line)
         self._respond(seq, response)
-
-    def _shutting_down(self, item: bytes | Oversized) -> bytes:
-        if isinstance(item, Oversized):
-            return self.service.oversized_line(item.prefix, item.length)
-        rid = None
-        try:
-            data = orjson.loads(item)
-            rid = data.get("id") if isinstance(data, dict) else None
-        except orjson.JSONDecodeError:
-            pass
-        self.service.stats.request("error", SHUTTING_DOWN)
-        return self.service.dumps(
-            self.service.error_response(
-                rid, SHUTTING_DOWN, "the daemon is shutting down (SIGTERM/SIGINT); the request was not completed"
-            )
-        )
 
     def _respond(self, seq: int, response: bytes) -> None:
         if not self.ordered:
@@ -213,7 +209,7 @@ class StdioServer:
     def _progressed(self) -> None:
         self._last_progress = time.monotonic()
 
-    def _write_responses(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Item]) -> None:
+    def _write_responses(self, loop: asyncio.AbstractEventLoop) -> None:
         """The writer thread: each response written whole, in order. After a failure the rest are
         dropped (their slots still freed) and the loop is told to stop."""
         while (data := self._out.get()) is not None:
@@ -223,92 +219,45 @@ class StdioServer:
                 except OSError as exc:
                     self._broken = True
                     try:
-                        loop.call_soon_threadsafe(self._write_failed, exc, queue)
+                        loop.call_soon_threadsafe(self._write_failed, exc)
                     except RuntimeError:  # the loop is gone: nothing left to stop
                         pass
             self._slots.release()
 
-    def _write_failed(self, exc: OSError, queue: asyncio.Queue[Item]) -> None:
-        # Like a signal: stop reading and wake the main loop, which may be waiting for a line.
-        self._stop()
-        queue.put_nowait(_Eof())
+    def _write_failed(self, exc: OSError) -> None:
+        # Stop first, say why after: a diagnostic that cannot be written must not hide the stop.
+        self.lifecycle.request_exit("standard output cannot be written", exit_code=1, announce=False)
         self.service.say(f"cannot write to standard output: {describe(exc)}; shutting down")
 
     async def _flush(self) -> None:
         """Wait until the writer has written every response, while it makes progress (a blocking
         stdout blocks the writer thread, not this loop); give up after ``write_timeout_s``
-        without progress, or at a second signal."""
+        without progress, or ``CLEANUP_S`` after a forced exit."""
         self._out.put(None)
         self._last_progress = time.monotonic()
         writer = self.writer
-        while writer is not None and writer.is_alive() and self._signals < 2:
-            if time.monotonic() - self._last_progress > self.write_timeout_s:
+        forced_at: float | None = None
+        while writer is not None and writer.is_alive():
+            now = time.monotonic()
+            if self.lifecycle.force_exit:
+                forced_at = forced_at or now
+                if now - forced_at > CLEANUP_S:
+                    return
+            if now - self._last_progress > self.write_timeout_s:
                 self._broken = True
+                self.lifecycle.request_exit("standard output cannot be written", exit_code=1, announce=False)
                 self.service.say(
                     f"cannot write to standard output: its reader took no data for {self.write_timeout_s:g} s"
                 )
                 return
             await asyncio.sleep(0.02)
 
-    async def _drain(self) -> None:
-        stop_wait = asyncio.create_task(self._stopping.wait())
-        try:
-            while self._pending and not self._stopping.is_set():
-                await asyncio.wait({*self._pending, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop_wait.cancel()
-        if not self._pending:
-            return
-        if self._signals < 2:
-            _, late = await asyncio.wait(set(self._pending), timeout=self.grace_s)
-        else:
-            late = set(self._pending)
-        for task in late:
-            task.cancel()
-        if late:
-            await asyncio.wait(late, timeout=10.0)  # cancellation runs the adapters' cleanup
-
-    def _stop(self) -> None:
-        self._stopping.set()
-        self._closed.set()
-
-    def _install_signals(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Item]) -> None:
-        def on_signal(signum: int) -> None:
-            self._signals += 1
-            # Stop first, say why after: a diagnostic that cannot be written must not swallow the signal.
-            self._stop()
-            queue.put_nowait(_Eof())  # wake the main loop if it waits for a line
-            name = signal.Signals(signum).name
-            if self._signals == 1:
-                self.service.say(
-                    f"{name}: stopping; {len(self._pending)} request(s) in flight get {self.grace_s:g} s to finish"
-                )
-            else:
-                self.service.say(f"{name} again: cancelling {len(self._pending)} request(s) now")
-                for task in list(self._pending):
-                    task.cancel()
-
-        def on_hup() -> None:
-            outcome = self.service.reload()
-            self.service.say(f"SIGHUP: {outcome or 'no change on disk'}")
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal, sig)
-        if hasattr(signal, "SIGHUP"):
-            loop.add_signal_handler(signal.SIGHUP, on_hup)
-
-    def _remove_signals(self, loop: asyncio.AbstractEventLoop) -> None:
-        for name in ("SIGTERM", "SIGINT", "SIGHUP"):
-            sig = getattr(signal, name, None)
-            if sig is not None:
-                loop.remove_signal_handler(sig)
-
 
 def serve_stdio(
     service: Service,
     *,
     ordered: bool = False,
-    grace_s: float = 5.0,
+    grace_s: float = GRACE_S,
     reload: bool = True,
     write_timeout_s: float = WRITE_TIMEOUT_S,
 ) -> int:
@@ -317,25 +266,18 @@ def serve_stdio(
     out_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints (ours, a library's, a child's) land on stderr
     sys.stdout = sys.stderr
-    servers: list[StdioServer] = []
+    transports: list[StdioTransport] = []
 
     async def main() -> int:
-        if reload:
-            await service.start()
-        service.warm_up()  # qmd's engine and models load in the background; queries are read at once
-        service.say(
-            f"ready: pid {os.getpid()}, config {service.config_path}, backends.json {service.backends_path}, "
-            f"concurrency {service.concurrency}{', ordered' if ordered else ''}"
-            f"{', watching both for changes' if reload else ''}"
-        )
-        server = StdioServer(service, ordered=ordered, grace_s=grace_s, out_fd=out_fd, write_timeout_s=write_timeout_s)
-        servers.append(server)
-        return await server.run()
+        lifecycle = Lifecycle(service, grace_s=grace_s, reload=reload)
+        transport = StdioTransport(service, lifecycle, ordered=ordered, out_fd=out_fd, write_timeout_s=write_timeout_s)
+        transports.append(transport)
+        return await lifecycle.serve(transport)
 
     try:
         return asyncio.run(main())
     finally:
         # A writer thread still blocked in write() (a stalled blocking stdout) keeps its fd: closing
         # it under the thread could hand the number to another file.
-        if not servers or servers[0].writer is None or not servers[0].writer.is_alive():
+        if not transports or transports[0].writer is None or not transports[0].writer.is_alive():
             os.close(out_fd)

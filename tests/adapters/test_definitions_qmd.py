@@ -23,9 +23,9 @@ from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
 from ..definition_corpus import SYMBOLS, definition_line, write_corpus
-from .test_qmd_e2e import QMD_MISSING
+from ..qmd_support import needs_qmd
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")]
+pytestmark = [pytest.mark.slow, needs_qmd]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall.adapter import TotalRecallBackend, parse_file
 
+from ..budget import examples
+
 TODAY = date.today().isoformat()
 
 
@@ -96,7 +98,7 @@ def test_entry_lines_map_to_file_lines_across_skipped_blank_lines() -> None:
     assert para.line_map is None and para.file_line(2) == 3
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     query=st.lists(
         st.sampled_from(["find", "the", "function", "class", "do()", "reconcileManifest", "usages", "of", "`", "a"]),

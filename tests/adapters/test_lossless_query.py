@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_router.backends.lossless import adapter as L
 
+from ..budget import examples
+
 FTS5_SYNTAX = st.sampled_from(
     [
         '"',
@@ -55,8 +57,7 @@ def fts() -> sqlite3.Connection:
     return conn
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(QUERIES)
 def test_any_query_is_a_valid_match_expression_or_no_terms(fts: sqlite3.Connection, query: str) -> None:
     terms = L.query_terms(query)
@@ -106,8 +107,7 @@ def lcm_backend(request, tmp_path_factory) -> L.LosslessBackend:
     return L.create("lossless", L.Settings(db_path=str(db)), BackendContext(state_dir=root, environ={}))
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(QUERIES)
 def test_any_query_searches_cleanly_with_fts_and_with_like(lcm_backend: L.LosslessBackend, query: str) -> None:
     from memory_router.backends.base import BackendRequest

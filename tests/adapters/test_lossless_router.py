@@ -24,6 +24,8 @@ from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.router import Router
 from memory_router.demo import WORKSPACE
 
+from ..budget import examples
+
 RULE3 = [
     "what did we decide about the database schema in the morning session",
     "recall the architecture decision from this morning",
@@ -115,7 +117,7 @@ def test_cli_query_routes_to_lossless(demo: dict[str, Path]) -> None:
     assert envelope["attempts"][0]["query_sent"] == '"database" "schema"'
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=80))
 def test_any_query_gets_an_answer_not_an_error(demo: dict[str, Path], query: str) -> None:
     b = L.create(

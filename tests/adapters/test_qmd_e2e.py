@@ -17,22 +17,16 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
+from ..qmd_support import needs_qmd
+
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
-try:
-    resolve_command(None, None, __import__("os").environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    QMD_MISSING = str(exc)
-
-needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
 
 NOTES = {
     "notes/raft-consensus.md": (

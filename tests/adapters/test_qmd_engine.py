@@ -22,15 +22,11 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
-try:
-    COMMAND = resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    COMMAND, QMD_MISSING = None, str(exc)
+from .._client_support import wait_for_socket
+from ..qmd_support import needs_qmd
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")]
+pytestmark = [pytest.mark.slow, needs_qmd]
 
 NOTES = {
     "notes/raft.md": "# Raft\n\nRaft is a consensus algorithm. Leader election uses randomized timeouts.\n",
@@ -469,7 +465,6 @@ def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corp
 
 
 def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corpus: dict, tmp_path: Path) -> None:
-    from memory_router.client import thin as client
 
     proc, state = serve(tmp_path, corpus, "sock")  # a stdin daemon we do not use: just the files
     proc.kill()
@@ -486,15 +481,7 @@ def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corp
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with client.Connection(str(state / "router.sock")) as conn:
-                    conn.hello()
-                break
-            except client.DaemonError:
-                assert time.monotonic() < deadline and daemon.poll() is None, "serve --socket did not start"
-                time.sleep(0.05)
+        wait_for_socket(state / "router.sock", daemon)
         status = subprocess.run([*cli, "daemon", "status"], env=env, capture_output=True, text=True, timeout=30)
         # no engine before the first qmd call: no embedding model here, so nothing to warm up
         assert "qmd: engine not started" in status.stdout and "engine running" not in status.stdout

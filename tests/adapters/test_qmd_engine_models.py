@@ -21,22 +21,16 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_UNAVAILABLE, BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 from memory_router.backends.qmd.parse import vsearch_relevance
 
+from ..qmd_support import needs_qmd
 from .test_qmd_engine import request, start_serve
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
-try:
-    resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    QMD_MISSING = str(exc)
-
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}"),
+    needs_qmd,
     pytest.mark.skipif(not MODEL.is_file(), reason=f"{MODEL} absent: run `bash .ci/setup.d/30-qmd-models.sh`"),
 ]
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}

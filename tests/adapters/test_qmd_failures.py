@@ -17,17 +17,12 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import DEFAULT_MODELS, QmdNotFound, resolve_command
+from memory_router.backends.qmd.locate import DEFAULT_MODELS
 from pydantic import ValidationError
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+from ..qmd_support import needs_qmd
 
-try:
-    resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    QMD_MISSING = str(exc)
-needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
 
 def backend(tmp_path: Path, environ: dict[str, str] | None = None, **settings) -> qmd_adapter.QmdBackend:

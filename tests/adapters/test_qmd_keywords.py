@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_router.backends.qmd.keywords import META_WORDS, STOPWORDS, extract_terms, keyword_forms, trigger_words
+
+from ..budget import examples
 
 RULE1_FUNCTION = r"\bfind\b.*\bfunctions?\b"
 RULE3_DECIDE = r"\bdecid(?:e|es|ed|ing)\b"
@@ -66,8 +67,7 @@ words = st.one_of(
 )
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(words, min_size=0, max_size=12).map(" ".join), st.integers(1, 6))
 def test_forms_are_well_formed(query: str, max_forms: int) -> None:
     forms = keyword_forms(query, max_forms=max_forms)
@@ -148,8 +148,7 @@ piece = st.one_of(
 )
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(piece, max_size=10).map(" ".join), st.sampled_from(SIGNALS), st.integers(1, 6))
 def test_every_form_sent_is_made_of_the_querys_content_words(query: str, signal: str | None, max_forms: int) -> None:
     """Whatever the query, each form qmd is sent (strict or relaxed) holds only terms built from

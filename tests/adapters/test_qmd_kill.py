@@ -18,16 +18,10 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
+
+from ..qmd_support import QMD, needs_qmd
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
-
-try:
-    COMMAND = resolve_command(None, None, os.environ)
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    COMMAND = None
-    REASON = str(exc)
-needs_qmd = pytest.mark.skipif(COMMAND is None, reason="qmd not installed")
 
 
 def marked_pids(marker: str) -> list[int]:
@@ -100,12 +94,12 @@ def test_cancelled_query_leaves_no_process(tmp_path: Path) -> None:
 def test_cancelled_launcher_leaves_no_node_child(tmp_path: Path) -> None:
     # qmd's bin/qmd launcher spawns a second node process; killing only the launcher would leave
     # that child running (re-parented to PID 1). The whole process group goes.
-    launcher = COMMAND.qmd.parent.parent.parent / "bin" / "qmd"
+    launcher = QMD.qmd.parent.parent.parent / "bin" / "qmd"
     if not launcher.is_file():
         pytest.skip(f"no launcher at {launcher}")
     marker = uuid.uuid4().hex
     b = _backend(tmp_path, marker)
-    b.context.environ["PATH"] = f"{COMMAND.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
+    b.context.environ["PATH"] = f"{QMD.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
     b.settings = dataclasses.replace(b.settings, qmd=str(launcher))
     b._transport = qmd_adapter.CliTransport(
         qmd_adapter.QmdCommand((str(launcher),), launcher, None, None), env=b.env(), cwd=b.working_dir(), index="index"

@@ -22,7 +22,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from memory_router.backends.qmd.locate import QmdCommand, QmdNotFound, resolve_command
+
+from ..qmd_support import QMD, needs_qmd
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
@@ -33,16 +34,9 @@ MODELS_PYTHON = REPO / ".tools" / "models-venv" / "bin" / "python"
 CONVERTER = REPO / ".ci" / "models" / "convert_minilm_gguf.py"
 VECTOR_SEARCH = Path(__file__).resolve().parents[1] / "qmd_models_support" / "vector_search.mjs"
 
-try:
-    QMD: QmdCommand | None = resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    QMD, QMD_MISSING = None, str(exc)
-
 needs_model = pytest.mark.skipif(
     not MODEL.is_file(), reason=f"{MODEL} is absent: run `bash .ci/setup.d/30-qmd-models.sh` to build it"
 )
-needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
 needs_converter = pytest.mark.skipif(
     not MODELS_PYTHON.is_file(), reason=f"{MODELS_PYTHON} is absent: run `bash .ci/setup.d/30-qmd-models.sh`"
 )

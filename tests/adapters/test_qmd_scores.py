@@ -147,7 +147,6 @@ hit = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
 @given(st.lists(hit, max_size=8), st.sampled_from(["search", "vsearch", "query"]), st.floats(0.01, 1.0), st.booleans())
 def test_relevance_is_always_within_0_and_1(hits: list[dict], mode: str, coverage: float, reranked: bool) -> None:
     for r in to_results(hits, mode, "qmd", coverage=coverage, reranked=reranked):

@@ -21,6 +21,8 @@ from memory_router.backends.totalrecall.adapter import (
     resolve_root,
 )
 
+from ..budget import examples
+
 TODAY = date.today()
 
 
@@ -162,7 +164,7 @@ def test_query_terms_drop_stopwords_and_meta_words():
     assert query_terms("recently") == []
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.text(max_size=400))
 def test_any_markdown_parses_and_any_query_scores_in_range(text):
     entries = parse_file("daily", "memory/daily/2026-01-01.md", text, 0.0)

@@ -24,7 +24,7 @@ import pytest
 from memory_router.client import thin as client
 from memory_router.demo import SPEC_EXAMPLES
 
-from .._client_support import assert_same_answer, starter_workspace
+from .._client_support import assert_same_answer, starter_workspace, wait_for_socket
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
@@ -79,20 +79,8 @@ class Workspace:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with client.Connection(str(self.socket)) as conn:
-                    conn.hello()
-                return proc
-            except client.DaemonError as exc:
-                if proc.poll() is not None:
-                    out, err = proc.communicate()
-                    raise AssertionError(f"serve --socket exited {proc.returncode}: {err.decode()}") from exc
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    raise AssertionError("serve --socket did not start listening") from exc
-                time.sleep(0.05)
+        wait_for_socket(self.socket, proc)
+        return proc
 
     def query(
         self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, input: bytes | None = None

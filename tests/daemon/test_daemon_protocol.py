@@ -25,6 +25,8 @@ from memory_router.daemon.protocol import (
 )
 from memory_router.daemon.stdio import _Eof, read_lines
 
+from ..budget import examples
+
 LIMIT = 4096
 
 json_ids = st.one_of(
@@ -51,7 +53,7 @@ def outcome(line: bytes) -> Request | BadRequest:
         return exc
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(st.binary(max_size=300))
 def test_any_bytes_parse_or_fail_cleanly(line: bytes) -> None:
     result = outcome(line)
@@ -146,7 +148,7 @@ def test_sniff_id_ignores_a_later_id_key() -> None:
 # ------------------------------------------------------------------ the stdin line splitter
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     lines=st.lists(st.binary(max_size=120).map(lambda b: b.replace(b"\n", b"")), max_size=30),
     max_line=st.integers(1, 100),
@@ -182,7 +184,7 @@ def test_read_lines_splits_any_stream_and_flags_long_lines(lines, max_line, trai
             assert item == line
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     lines=st.lists(st.binary(max_size=120).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=30),
     max_line=st.integers(1, 100),

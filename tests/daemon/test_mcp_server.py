@@ -7,12 +7,13 @@ checkout without it skips these tests; in CI a missing SDK is a failure, not a s
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,13 +21,14 @@ from .._client_support import assert_same_answer, run_cli, starter_workspace
 
 REPO = Path(__file__).resolve().parents[2]
 
-if os.environ.get("CI"):
-    import mcp  # noqa: F401  (CI must have the extra)
-else:
-    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
-
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+# Looked up, not imported: the SDK takes ~1 s to import, which every collection, the fast tier's
+# too, would pay for these slow tests; with_session imports it.
+if importlib.util.find_spec("mcp") is None:
+    if os.environ.get("CI"):
+        raise ImportError("CI must have the mcp extra: pip install -e '.[mcp]' (.ci/setup.d/10-python-extras.sh)")
+    pytest.skip("the mcp extra is not installed: pip install -e '.[mcp]'", allow_module_level=True)
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
@@ -39,6 +41,9 @@ def workspace(tmp_path: Path) -> tuple[Path, Path]:
 def with_session(
     args: list[str], body: Callable[[ClientSession], Awaitable[Any]], env: dict[str, str] | None = None
 ) -> Any:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "memory_router", "mcp", *args],

@@ -26,6 +26,7 @@ from memory_router.core.query import normalise
 from memory_router.core.router import Router
 from memory_router.core.routerlog import RouterLog
 
+from ..budget import examples
 from ..faults_support import (
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     report,
@@ -33,7 +34,7 @@ from ..faults_support import (
 
 TIMEOUT_MS = 30
 THRESHOLD = 0.4
-EXAMPLES = 300
+EXAMPLES = examples(300)
 
 relevance = st.floats(0, 1)
 OUTCOME = st.one_of(

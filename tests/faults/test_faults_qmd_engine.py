@@ -19,7 +19,6 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
@@ -33,14 +32,9 @@ from ..faults_support import (
     report,
     write_setup,
 )
+from ..qmd_support import needs_qmd
 
-try:
-    resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    QMD_MISSING = str(exc)
-
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")]
+pytestmark = [pytest.mark.slow, needs_qmd]
 TIMEOUT_MS = 1500
 QUERY = "leader election"
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}

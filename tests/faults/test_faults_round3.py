@@ -17,12 +17,12 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import QmdNotFound, resolve_command
 
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
+from .._client_support import wait_for_socket
 from ..faults_support import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -30,16 +30,10 @@ from ..faults_support import (
     run_cli,
     write_setup,
 )
+from ..qmd_support import needs_qmd
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
 
-try:
-    resolve_command(None, None, os.environ)
-    QMD_MISSING = None
-except QmdNotFound as exc:  # pragma: no cover - CI installs qmd
-    QMD_MISSING = str(exc)
-
-needs_qmd = pytest.mark.skipif(QMD_MISSING is not None, reason=f"qmd not installed: {QMD_MISSING}")
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}
 CLI_ENV = {**ENV, "MEMORY_ROUTER_DAEMON": "off"}
 QUERY = "leader election"
@@ -336,9 +330,6 @@ def test_2_query_writes_its_whole_answer_to_a_slow_nonblocking_reader(tmp_path: 
 
 def test_2_the_thin_client_writes_its_whole_answer_to_a_slow_nonblocking_reader(tmp_path: Path) -> None:
     import subprocess
-    import time
-
-    from memory_router.client import thin as client
 
     state, config, env = big_setup(tmp_path)
     daemon = subprocess.Popen(
@@ -351,15 +342,7 @@ def test_2_the_thin_client_writes_its_whole_answer_to_a_slow_nonblocking_reader(
     )
     read_end, write_end = nonblocking_pipe()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with client.Connection(str(state / "router.sock")) as conn:
-                    conn.hello()
-                break
-            except client.DaemonError:
-                assert daemon.poll() is None and time.monotonic() < deadline, "serve --socket did not start"
-                time.sleep(0.05)
+        wait_for_socket(state / "router.sock", daemon)
         proc = subprocess.Popen(
             [sys.executable, "-m", "memory_router", "query", "auth", "--limit", "50", "--daemon", "require"],
             stdin=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ import pytest
 
 from memory_router.core.envelope import Envelope
 
+from .._client_support import wait_for_socket
 from ..faults_support import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -114,9 +115,6 @@ def test_a_file_name_that_is_not_utf8_is_reported_escaped(tmp_path: Path) -> Non
 def test_a_name_that_is_not_utf8_through_the_socket_daemon_and_the_thin_client(tmp_path: Path) -> None:
     import signal
     import subprocess
-    import time
-
-    from memory_router.client import thin as client
 
     state, config, args = _totalrecall_setup(tmp_path)
     env = _env(MEMORY_ROUTER_DAEMON="require")
@@ -127,15 +125,7 @@ def test_a_name_that_is_not_utf8_through_the_socket_daemon_and_the_thin_client(t
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with client.Connection(str(state / "router.sock")) as conn:
-                    conn.hello()
-                break
-            except client.DaemonError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.05)
+        wait_for_socket(state / "router.sock", proc)
         run = run_cli(["query", "auth", *args], env=env)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -189,9 +179,6 @@ def test_a_flag_naming_a_path_that_is_not_utf8_gets_an_envelope(tmp_path: Path, 
 
 def _socket_daemon(args: list[str]):
     import subprocess
-    import time
-
-    from memory_router.client import thin as client
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_router", "serve", "--socket", "--no-reload", *args],
@@ -200,17 +187,8 @@ def _socket_daemon(args: list[str]):
         stderr=subprocess.PIPE,
     )
     sock = Path(args[args.index("--state-dir") + 1]) / "router.sock"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with client.Connection(str(sock)) as conn:
-                conn.hello()
-            return proc, sock
-        except client.DaemonError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(proc.communicate()[1].decode()) from None
-            time.sleep(0.05)
+    wait_for_socket(sock, proc)
+    return proc, sock
 
 
 def _started(piddir: Path, count: int, within_s: float = 10.0) -> list[int]:

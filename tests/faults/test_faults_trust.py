@@ -31,8 +31,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memory_router.client import thin as client
-
+from .._client_support import wait_for_socket
 from ..faults_support import (
     cli_base,
     command_backend,
@@ -160,20 +159,6 @@ def _serve_socket(args: list[str], env: dict[str, str] | None = None) -> subproc
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-
-
-def _wait_socket(path: Path, proc: subprocess.Popen[bytes]) -> dict:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with client.Connection(str(path)) as conn:
-                return conn.hello()
-        except client.DaemonError:
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "exited") from None
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> str:
@@ -307,7 +292,7 @@ def test_the_real_daemon_is_verified(tmp_path: Path) -> None:
     state, config, args = _setup(tmp_path)
     proc = _serve_socket(args)
     try:
-        hello = _wait_socket(state / "router.sock", proc)
+        hello = wait_for_socket(state / "router.sock", proc)
         assert _verify_daemon(hello["pid"], str(state / "router.sock")) is None
         (tmp_path / "other.sock.lock").write_text(f"{hello['pid']}\n")  # names it, but it holds another
         assert "does not hold" in (_verify_daemon(hello["pid"], str(tmp_path / "other.sock")) or "")
@@ -351,7 +336,7 @@ def test_a_daemon_answers_only_shells_with_the_same_adapter_variables(tmp_path: 
     env_a = _env(LCM_DATABASE_PATH=str(a), MEMORY_ROUTER_DAEMON="auto")
     proc = _serve_socket(args, env=env_a)
     try:
-        _wait_socket(state / "router.sock", proc)
+        wait_for_socket(state / "router.sock", proc)
         env_b = {**env_a, "LCM_DATABASE_PATH": str(b)}
         got_b = run_cli(["query", "deployment conversation", *args], env=env_b)
         got_a = run_cli(["query", "deployment conversation", *args], env=env_a)
@@ -390,7 +375,7 @@ def test_a_secret_appears_in_no_output(tmp_path: Path) -> None:
     )
     os.close(log_fd)
     try:
-        _wait_socket(state / "router.sock", proc)
+        wait_for_socket(state / "router.sock", proc)
         for command in (
             ["daemon", "status", "--json"],
             ["daemon", "status"],

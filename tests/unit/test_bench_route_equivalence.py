@@ -8,7 +8,6 @@ any text, including control characters, identifiers and every signal of the pack
 
 from __future__ import annotations
 
-import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +15,8 @@ from hypothesis import strategies as st
 from memory_router.config.router_config import load_config, parse_config
 from memory_router.core.query import _CONTROL, normalise
 from memory_router.core.rules import RuleMatch, RuleTable
+
+from ..budget import examples
 
 TABLE = load_config().rules
 
@@ -115,16 +116,14 @@ def as_tuple(m: RuleMatch) -> tuple:
     return (m.rule.number, m.strength, m.signal, m.matched, m.span, m.timed_out)
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(query=text)
 def test_match_equals_reference(query: str) -> None:
     clean = reference_normalise(query)
     assert as_tuple(TABLE.match(clean)) == as_tuple(reference_match(TABLE, clean))
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(query=st.one_of(text, st.text()))
 def test_normalise_equals_reference(query: str) -> None:
     assert normalise(query) == reference_normalise(query)

@@ -49,7 +49,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "locomo.py": (["--quick"], []),
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.py", "_locomo_score.py"}
-NOT_SCRIPTS |= {"_locomo_workspace.py"}
+NOT_SCRIPTS |= {"_locomo_workspace.py", "_qmd_index.py"}
 # Needs the records of a LoCoMo run: test_locomo_quick_run_scores_every_question_once runs it on them.
 NOT_SCRIPTS |= {"fit_calibration.py"}
 # The LoCoMo files in the shared folder beside the checkout, or beside one of its ancestors (a worktree).
@@ -79,6 +79,25 @@ def _qmd_installed() -> bool:
     return qmd.create("qmd", qmd.Settings(), context).probe().ok
 
 
+def run_bench(script: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """``python bench/<script> <args>`` from the repository root, as the benchmarks' docs run it,
+    asserting it exits 0 (else its stderr's tail is the failure). The caller's own state, config,
+    daemon and OpenClaw set-up stay out of it; where qmd is (MEMORY_ROUTER_QMD/NODE) stays, as
+    _qmd_installed saw it."""
+    own = ("MEMORY_ROUTER_CONFIG", "MEMORY_ROUTER_STATE_DIR", "MEMORY_ROUTER_DAEMON", "MEMORY_ROUTER_SOCKET")
+    env = {k: v for k, v in os.environ.items() if k not in own and not k.startswith("OPENCLAW_")}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=BENCH.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_runs_tiny_and_prints_its_tables(script: str) -> None:
@@ -93,20 +112,7 @@ def test_script_runs_tiny_and_prints_its_tables(script: str) -> None:
         # Without the venv the script only says so and exits 0: none of its tables to check.
         pytest.skip("the Cognee venv (.tools/cognee-venv) is not installed: run `bash .ci/setup.d/40-cognee.sh`")
     args, titles = SCRIPTS[script]
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("MEMORY_ROUTER_CONFIG", "MEMORY_ROUTER_STATE_DIR", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_DAEMON")
-    }
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-        cwd=BENCH.parent,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_bench(script, *args)
     assert (proc.stdout + proc.stderr).strip(), f"{script} printed nothing"
     for title in titles:
         assert f"## {title}" in proc.stdout, f"{script} did not print the table {title!r}:\n{proc.stdout}"
@@ -130,17 +136,12 @@ def test_locomo_quick_run_scores_every_question_once(tmp_path: Path) -> None:
 
     if not _qmd_installed():
         pytest.skip("qmd is not installed (.ci/setup.d/20-qmd.sh)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORY_ROUTER_", "OPENCLAW_"))}
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "locomo.py"), "--quick", "--json", str(tmp_path / "r.json")]
-        + ["--work", str(tmp_path / "work"), "--records", str(tmp_path / "records"), "--data", str(LOCOMO)],
-        capture_output=True,
-        text=True,
+    proc = run_bench(
+        "locomo.py",
+        *("--quick", "--json", str(tmp_path / "r.json"), "--work", str(tmp_path / "work")),
+        *("--records", str(tmp_path / "records"), "--data", str(LOCOMO)),
         timeout=120,
-        env=env,
-        cwd=BENCH.parent,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
     for title in ("LoCoMo dev half", "Evidence recall@10 per category", "Router router: why", "Calibration bm25"):
         assert f"## {title}" in proc.stdout, proc.stdout
     report = json.loads((tmp_path / "r.json").read_text())
@@ -170,16 +171,14 @@ def test_locomo_quick_run_scores_every_question_once(tmp_path: Path) -> None:
     # (qmd search alone), prints its tables, and writes a file the router can load.
     from memory_router.core.calibration import parse
 
-    fitted = subprocess.run(
-        [sys.executable, str(BENCH / "fit_calibration.py"), "--records", str(tmp_path / "records")]
-        + ["--write", str(tmp_path / "calibration.json")],
-        capture_output=True,
-        text=True,
+    fitted = run_bench(
+        "fit_calibration.py",
+        "--records",
+        str(tmp_path / "records"),
+        "--write",
+        str(tmp_path / "calibration.json"),
         timeout=120,
-        env=env,
-        cwd=BENCH.parent,
     )
-    assert fitted.returncode == 0, fitted.stderr[-2000:]
     assert "**qmd:search**" in fitted.stdout and "| spec table, calibrated |" in fitted.stdout
     maps = parse(json.loads((tmp_path / "calibration.json").read_text()))
     assert set(maps) == {"qmd:search"}  # only what was measured is mapped

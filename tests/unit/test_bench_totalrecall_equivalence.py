@@ -36,6 +36,8 @@ from memory_router.backends.totalrecall.adapter import (
     stem,
 )
 
+from ..budget import examples
+
 
 def reference_index_terms(text: str) -> list[str]:
     terms: list[str] = []
@@ -72,8 +74,7 @@ words = st.one_of(
 )
 
 
-@pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(text=st.lists(words, max_size=10).map(" ".join))
 def test_index_terms_equals_reference(text: str) -> None:
     assert index_terms(text) == reference_index_terms(text)
@@ -289,7 +290,7 @@ query_text = st.lists(
 @pytest.mark.parametrize(
     "all_candidates_limit", [totalrecall.ALL_CANDIDATES_LIMIT, 0], ids=["as-configured", "always-best-first"]
 )
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     query=query_text,
     limit=st.sampled_from([1, 2, 3, 5, 10, 40, 1000]),

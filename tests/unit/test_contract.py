@@ -25,6 +25,8 @@ from memory_router.contract import QUERY_OPTIONS, Option, parse_query_args
 from memory_router.core import errors
 from memory_router.core.envelope import Envelope, error_envelope
 
+from ..budget import examples
+
 QUERY_COMMAND = cli.main.get_command(click.Context(cli.main), "query")
 _QUERY_TEXT = st.one_of(
     st.just("-"),
@@ -77,7 +79,7 @@ def click_params(args: list[str]) -> dict[str, Any] | None:
         return None
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(valid_invocations())
 def test_every_option_in_the_table_is_accepted_by_click_and_the_fast_parser_alike(
     invocation: tuple[list[str], dict[str, Any]],
@@ -132,7 +134,7 @@ _TOKENS = st.sampled_from(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_TOKENS, max_size=7))
 def test_the_fast_parser_agrees_with_click_whenever_it_answers(args: list[str]) -> None:
     fast = parse_query_args(args)
@@ -166,7 +168,7 @@ class Recorder:
         return None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(valid_invocations())
 def test_click_the_one_shot_path_and_the_thin_client_give_each_option_the_same_meaning(
     invocation: tuple[list[str], dict[str, Any]],

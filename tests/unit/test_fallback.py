@@ -17,6 +17,7 @@ from memory_router.backends.mock import MockBackend, answer, fail, hang
 from memory_router.core.envelope import Envelope
 from memory_router.core.routerlog import quote
 
+from ..budget import examples
 from ..conftest import STARTER, installed, make_router
 
 DEFAULT_QUERY = "database"  # rule 7: qmd/query -> totalrecall
@@ -199,7 +200,7 @@ def handler_for(outcome):
     return answer(*arg) if kind == "answer" else fail(arg)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(OUTCOMES, min_size=3, max_size=3), st.text(min_size=1, max_size=40).filter(lambda s: s.strip()))
 def test_envelope_invariants(config, tmp_path_factory, outcomes, query):
     tmp = tmp_path_factory.mktemp("p")

@@ -11,6 +11,7 @@ LAZY_COMMANDS, which look subcommands up by name) and the implicit import of a p
 from __future__ import annotations
 
 import ast
+import functools
 from collections import deque
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -34,19 +35,30 @@ def module_files(packages: Mapping[Path, str]) -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def import_statements(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module, wherever it stands (read once, then asked twice: for its
+    imports, and for the packages it names only to reach a submodule)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def from_target(node: ast.ImportFrom, path: Path, module: str) -> str:
+    """The absolute name of the module a ``from ... import`` in ``path`` (module ``module``) reads."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if path.name == "__init__.py" else 0)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def imported_names(path: Path, module: str) -> Iterator[str]:
     """The dotted names each import statement of ``path`` can bind (candidates, resolved below)."""
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in import_statements(path):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
+            target = from_target(node, path, module)
             yield target
             # `from pkg import name`: name may be a submodule (then that module is the dependency).
             yield from (f"{target}.{alias.name}" for alias in node.names if alias.name != "*")
@@ -67,15 +79,9 @@ def _only_submodules(path: Path, module: str, files: Mapping[str, Path]) -> set[
     """Packages that ``path`` names only as ``from pkg import submodule[, submodule]``."""
     only: set[str] = set()
     other: set[str] = set()
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in import_statements(path):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
+            target = from_target(node, path, module)
             if all(f"{target}.{alias.name}" in files for alias in node.names):
                 only.add(target)
             else:

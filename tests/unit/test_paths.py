@@ -21,6 +21,7 @@ from memory_router.config import paths
 from memory_router.config.json5 import JSON5Error, loads
 
 from .._client_support import run_cli, starter_workspace
+from ..budget import examples
 
 HOME = "/home/u"
 VALUES = st.one_of(st.none(), st.sampled_from(["", "  ", "/abs/dir", "~/rel", "~", "/abs/other"]))
@@ -41,7 +42,7 @@ def expected_state_dir(flag: str | None, own: str | None, openclaw: str | None) 
     return HOME + "/.openclaw/state"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(flag=VALUES, own=VALUES, openclaw=VALUES)
 def test_state_dir_precedence(flag: str | None, own: str | None, openclaw: str | None) -> None:
     environ = {"HOME": HOME}
@@ -172,7 +173,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=JSON_VALUES)
 def test_json5_reads_every_json_document(value: object) -> None:
     assert loads(json.dumps(value)) == value
@@ -184,7 +185,7 @@ IDENT = st.from_regex(r"[A-Za-z_$][A-Za-z0-9_$]{0,8}", fullmatch=True).filter(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(pairs=st.dictionaries(IDENT, st.integers() | st.text(alphabet="ab c'\"\\\n", max_size=6), max_size=5))
 def test_json5_extensions(pairs: dict) -> None:
     """Unquoted keys, single quotes, comments and trailing commas, as OpenClaw's files have them."""

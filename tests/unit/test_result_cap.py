@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend
 
+from ..budget import examples
 from ..conftest import STARTER, installed, make_router
 
 RELEVANCES = st.lists(st.integers(0, 100).map(lambda n: n / 100), min_size=1, max_size=25)
@@ -32,7 +33,7 @@ def unsorted(relevances: list[float]):
     return handler
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(RELEVANCES, st.integers(1, 30), st.booleans())
 def test_at_most_limit_results_the_best_ones_in_the_backends_order(
     config, tmp_path_factory, relevances, limit, blocking

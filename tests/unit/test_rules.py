@@ -13,6 +13,7 @@ from memory_router.config.router_config import load_config, parse_config, read_j
 from memory_router.core.plan import make_plan
 from memory_router.demo import SPEC_EXAMPLES
 
+from ..budget import examples
 from ..conftest import ALL_BACKENDS, STARTER, installed
 
 CONFIG = load_config()
@@ -128,7 +129,7 @@ def test_catastrophic_regex_is_bounded_by_the_match_timeout(tmp_path):
     assert time.perf_counter() - started < 1.0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=300))
 def test_any_text_routes_to_exactly_one_rule_without_raising(text):
     match = CONFIG.rules.match(text)
@@ -142,7 +143,7 @@ def test_any_text_routes_to_exactly_one_rule_without_raising(text):
 WORDS = ["relationship", "decide", "explain", "recently", "src/x.py", "parseAuthToken", "that thing", "the", "auth"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6))
 def test_first_strong_rule_wins_regardless_of_order(words):
     query = " ".join(words)
