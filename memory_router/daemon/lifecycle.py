@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import orjson
@@ -49,14 +48,23 @@ last answers and close, before the daemon goes on without them. It bounds a forc
 Step = Literal["stop", "force", "none"]
 
 
-@dataclass
 class ExitState:
-    """Whether, why and how hard the daemon is asked to exit (sans-IO: no clock, loop or signal)."""
+    """Whether, why and how hard the daemon is asked to exit (sans-IO: no clock, loop or signal).
+    Mutable state, so a plain class (values are ``Frozen``: memory_router/core/frozen.py)."""
 
-    should_exit: bool = False
-    force_exit: bool = False
-    reason: str = ""
-    exit_code: int = 0
+    __slots__ = ("exit_code", "force_exit", "reason", "should_exit")
+
+    def __init__(self) -> None:
+        self.should_exit = False
+        self.force_exit = False
+        self.reason = ""
+        self.exit_code = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ExitState(should_exit={self.should_exit!r}, force_exit={self.force_exit!r}, "
+            f"reason={self.reason!r}, exit_code={self.exit_code!r})"
+        )
 
     def request_exit(self, reason: str, *, exit_code: int = 0) -> Step:
         """A graceful exit (a signal, ``daemon stop``, idle, a broken stdout). Only the first sets
