@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from _locomo_data import Conversation
+
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db
 from memory_router.backends.qmd import adapter as qmd_adapter
-
 from memory_router.core.frozen import Frozen
 
 COLLECTION = "notes"

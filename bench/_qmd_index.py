@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from _common import REPO
+
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter

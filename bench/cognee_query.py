@@ -45,7 +45,6 @@ def main() -> int:
     from memory_router.backends import BackendContext
     from memory_router.backends.base import BackendRequest
     from memory_router.backends.cognee import adapter
-
     from memory_router.config.installed import parse_installed
     from memory_router.config.paths import packaged_config
     from memory_router.config.router_config import parse_config

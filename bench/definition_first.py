@@ -32,13 +32,13 @@ from datetime import date
 from pathlib import Path
 
 from _common import REPO, median, parser, repeats, table
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd import parse as _qmd_parse
 from memory_router.backends.totalrecall import adapter as totalrecall
-
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 from _common import environment_line, fmt, median, parser, repeats, scratch_dir, table, verdict
+
 from memory_router.backends import BackendContext
 from memory_router.backends.command import adapter as command
 from memory_router.backends.mock import MockBackend, answer, fail, hang
-
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.cooldown import Cooldown

@@ -43,7 +43,6 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_router.backends.base import BackendResponse, Result  # noqa: E402
-
 from memory_router.core.calibration import FEATURES, FORMAT, Calibration, Model, coverage, query_terms  # noqa: E402
 from memory_router.core.frozen import Frozen  # noqa: E402
 from memory_router.core.fuse import RRF_K  # noqa: E402

@@ -55,8 +55,8 @@ from _locomo_score import (
     summarise,
 )
 from _locomo_workspace import LAYOUTS, Workspace, _from_manifest, build, tool_env
-from memory_router.backends.common.words import STOPWORDS
 
+from memory_router.backends.common.words import STOPWORDS
 from memory_router.config.paths import packaged_config
 from memory_router.config.schema import ConfigSpec
 

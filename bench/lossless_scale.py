@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from _common import fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.lossless import adapter as L

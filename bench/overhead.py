@@ -23,9 +23,9 @@ from pathlib import Path
 import orjson
 from _common import environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 from corpus import generate
+
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, fail
-
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router, default_context

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from _common import environment_line, fmt, median, parser, percentile, repeats, table
 from _qmd_index import MODEL, embedded_index, qmd_backend
+
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.qmd import adapter as qmd_adapter
 

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from memory_router.backends import BackendContext
 from memory_router.backends.qmd import adapter as qmd_adapter
-
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config

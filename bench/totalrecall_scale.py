@@ -29,6 +29,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from _common import environment_line, fmt, median, parser, repeats, table, verdict
+
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall.adapter import TotalRecallBackend, score
 

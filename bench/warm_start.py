@@ -29,6 +29,7 @@ from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, repeats, scratch_dir, table
 from _qmd_index import ENV, MODEL, embedded_index
+
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd.locate import QmdNotFound
 

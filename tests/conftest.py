@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 from hypothesis import settings
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend
-
 from memory_router.config.installed import Installed, parse_installed
 from memory_router.config.router_config import RouterConfig, load_config
 from memory_router.core.router import Router

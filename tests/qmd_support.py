@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from memory_router.backends.qmd.locate import QmdCommand, QmdNotFound, resolve_command
 
 try:

@@ -68,7 +68,6 @@ from memory_router.backends.base import (
 )
 from memory_router.backends.common.redact import Redactor, strip_userinfo, userinfo_secrets
 from memory_router.backends.common.settings import Check, Limits, Secret
-
 from memory_router.config.envvars import COGNEE
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memory_router.backends.cognee.question import Mention, node_words
-
 from memory_router.core.frozen import Frozen
 
 # Edges Cognee's own data model adds around the user's graph (chunk -> document, chunk ->

@@ -29,7 +29,6 @@ from typing import Literal
 
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, stem
 from memory_router.backends.totalrecall.adapter import index_terms
-
 from memory_router.core.frozen import Frozen
 
 Role = Literal["source", "target", "any"]

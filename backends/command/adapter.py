@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -59,7 +60,6 @@ from memory_router.backends.base import (
 )
 from memory_router.backends.common.process import ExecutableNotFound, OutputTooLarge, ProcessResult, run
 from memory_router.backends.common.settings import Check, Limits
-
 from memory_router.config.envvars import COMMAND
 
 if TYPE_CHECKING:
@@ -209,8 +209,9 @@ def parse_contract(stdout: bytes) -> WireContract:
         ) from None
     if not isinstance(data, dict):
         raise ContractError(f"printed a JSON {type(data).__name__}, not an object with the backend contract's fields")
-    from memory_router.backends.command.wire import WireContract
     from pydantic import ValidationError
+
+    from memory_router.backends.command.wire import WireContract
 
     try:
         return WireContract.model_validate(data)

@@ -17,7 +17,6 @@ import time
 from collections.abc import Mapping, Sequence
 
 from memory_router.backends.common import groups as _groups
-
 from memory_router.core.frozen import Frozen
 
 DEFAULT_MAX_STDOUT = 8 * 1024 * 1024

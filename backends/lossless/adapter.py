@@ -79,7 +79,6 @@ from memory_router.backends.base import (
 )
 from memory_router.backends.common.settings import Limits
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, recency, stem
-
 from memory_router.config.envvars import LOSSLESS
 from memory_router.core.frozen import Frozen
 

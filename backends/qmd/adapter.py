@@ -85,7 +85,6 @@ from memory_router.backends.qmd.parse import (
     parse_hits,
     to_results,
 )
-
 from memory_router.config.envvars import QMD
 from memory_router.core.frozen import Frozen
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from memory_router.backends.common import lenient_json
 
 ENGINE_SCRIPT = Path(__file__).resolve().parent / "qmd_engine.mjs"

@@ -38,7 +38,6 @@ from __future__ import annotations
 import re
 
 from memory_router.backends.common import words as _words
-
 from memory_router.core.frozen import Frozen
 
 # The shared stopwords, plus the words that tell a keyword searcher how to search rather than

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from memory_router.backends.common.files import FileRefused, read_regular_file
-
 from memory_router.config.installation import checkout_root
 from memory_router.core.frozen import Frozen
 

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from memory_router.backends.base import Result
 from memory_router.backends.common import lenient_json
 from memory_router.backends.common.definitions import (

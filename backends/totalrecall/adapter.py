@@ -96,7 +96,6 @@ from memory_router.backends.common.definitions import (
 from memory_router.backends.common.files import FileRefused, read_regular_file
 from memory_router.backends.common.settings import Limits
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
-
 from memory_router.config.envvars import TOTALRECALL
 from memory_router.config.paths import openclaw_workspace
 from memory_router.core.frozen import Frozen

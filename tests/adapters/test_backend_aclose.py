@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, ClosableBackend
 from memory_router.backends.lossless.adapter import Settings as LosslessSettings

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends import BackendContext, DemoUnavailable
 from memory_router.backends.base import BackendRequest, Stopwatch
 from memory_router.backends.cognee import adapter
@@ -26,7 +27,6 @@ from memory_router.backends.cognee.results import (
     unwrap,
 )
 from memory_router.backends.common import settings as _settings
-
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config
 from memory_router.core.errors import InvalidConfig

@@ -13,6 +13,7 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.cognee import adapter
 from memory_router.backends.cognee.explore import Explored, explore
 from memory_router.backends.cognee.paths import Path, Relationship, cypher_path, find_paths, rows_to_paths

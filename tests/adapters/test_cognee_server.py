@@ -21,8 +21,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from memory_router.backends.common import settings as _settings
 
+from memory_router.backends.common import settings as _settings
 from memory_router.config.paths import packaged_config
 
 from ..cognee_support import cognee_server as cognee_harness

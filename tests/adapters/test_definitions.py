@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.common.definitions import (
     MENTION_FACTOR,
     definition_target,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall.adapter import TotalRecallBackend, parse_file
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings

@@ -8,6 +8,7 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends.lossless import adapter as L
 
 from ..budget import examples

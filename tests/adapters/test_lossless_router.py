@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.lossless import adapter as L
-
 from memory_router.config.installed import parse_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json

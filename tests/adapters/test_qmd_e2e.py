@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config

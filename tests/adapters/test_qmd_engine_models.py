@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_UNAVAILABLE, BackendRequest
 from memory_router.backends.common import settings as _settings

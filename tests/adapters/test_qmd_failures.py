@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd.locate import DEFAULT_MODELS
-from pydantic import ValidationError
 
 from ..qmd_support import needs_qmd
 

@@ -6,6 +6,7 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends.qmd.keywords import META_WORDS, STOPWORDS, extract_terms, keyword_forms, trigger_words
 
 from ..budget import examples

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter

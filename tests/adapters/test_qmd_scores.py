@@ -6,6 +6,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.qmd.parse import (
     QmdOutputError,
     clean_snippet,

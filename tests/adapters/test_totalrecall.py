@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall.adapter import (

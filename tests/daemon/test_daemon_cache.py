@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 import pytest
+
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall import adapter as totalrecall
-
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import read_json
 from memory_router.daemon.service import Service

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 import pytest
+
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, answer, fail, hang
-
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import read_json
 from memory_router.daemon.service import Service

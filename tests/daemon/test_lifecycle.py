@@ -27,9 +27,9 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.mock import MockBackend, answer, hang
-
 from memory_router.daemon.lifecycle import ExitState, Lifecycle
 from memory_router.daemon.service import SHUTTING_DOWN, Service
 from memory_router.daemon.socket_server import SocketServer

@@ -13,11 +13,11 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse
 from memory_router.backends.command.adapter import ContractError, Settings, build_argv, create, parse_contract
 from memory_router.backends.common import settings as _settings
-
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config
 from memory_router.core.errors import InvalidConfig

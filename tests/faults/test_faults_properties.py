@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer, fail, hang
-
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config
 from memory_router.core.envelope import Envelope

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 import pytest
+
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router

@@ -12,6 +12,7 @@ import typing
 from pathlib import Path
 
 import pytest
+
 from memory_router.backends import ADAPTER_MODULES, adapter_module, register_adapter
 from memory_router.backends.base import (
     AdapterModule,
@@ -23,7 +24,6 @@ from memory_router.backends.base import (
     Result,
     WatchableBackend,
 )
-
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config, validate_settings
 from memory_router.core.errors import InvalidConfig

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends.totalrecall import adapter as totalrecall
 from memory_router.backends.totalrecall.adapter import (
     _QUOTED,

@@ -8,6 +8,7 @@ import asyncio
 import threading
 
 import pytest
+
 from memory_router.backends.base import (
     BackendRequest,
     BackendResponse,

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, BackendResponse, BlockingBackend, Probe, Result
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer
 from memory_router.backends.totalrecall import adapter as totalrecall
-
 from memory_router.config.installed import load_installed, parse_installed
 from memory_router.config.router_config import load_config, parse_config
 from memory_router.core.router import Router

@@ -10,10 +10,10 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.common.words import stem
 from memory_router.backends.mock import MockBackend, answer
-
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.calibration import (

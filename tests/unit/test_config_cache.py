@@ -10,8 +10,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from memory_router.backends import BackendContext
 
+from memory_router.backends import BackendContext
 from memory_router.config import cache as config_cache
 from memory_router.config.cache import CACHE_NAME, load_config_cached
 from memory_router.config.installed import load_installed

@@ -13,8 +13,8 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_router.backends.base import BackendResponse, InvalidResult, Result
 
+from memory_router.backends.base import BackendResponse, InvalidResult, Result
 from memory_router.core.envelope import Envelope, InvalidEnvelope, error_envelope
 
 texts = st.text(max_size=20)

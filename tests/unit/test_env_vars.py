@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from memory_router.backends import ADAPTER_MODULES, adapter_module
 
+from memory_router.backends import ADAPTER_MODULES, adapter_module
 from memory_router.config import envvars
 
 BACKENDS = Path(__file__).resolve().parents[2] / "backends"

@@ -11,9 +11,9 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.mock import MockBackend, answer, fail, hang
-
 from memory_router.core.envelope import Envelope
 from memory_router.core.routerlog import quote
 

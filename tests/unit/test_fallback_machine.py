@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from memory_router.backends.base import BACKEND_ERROR, QUERY_TIMEOUT, BackendResponse, Result
 
+from memory_router.backends.base import BACKEND_ERROR, QUERY_TIMEOUT, BackendResponse, Result
 from memory_router.core.attempts import COOLDOWN, DEADLINE_EXCEEDED, Policy
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.fallback import Call, Fallback, LogEvent

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from memory_router.backends.base import BackendContext, BackendResponse, Result
 
+from memory_router.backends.base import BackendContext, BackendResponse, Result
 from memory_router.core.envelope import error_envelope
 from memory_router.core.frozen import Frozen
 from memory_router.core.rules import Rule, Step

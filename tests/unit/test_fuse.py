@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.base import BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer, fail
-
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.attempts import Attempt

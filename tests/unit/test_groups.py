@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import pytest
+
 from memory_router.backends.common import groups as _groups
 
 

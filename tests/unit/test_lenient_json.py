@@ -8,6 +8,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.common import lenient_json as _lenient_json
 
 # Any text, lone surrogates included (what JSON.stringify escapes as \udXXX).

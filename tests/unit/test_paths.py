@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends import BackendContext
 from memory_router.backends.totalrecall.adapter import Settings, resolve_root
-
 from memory_router.config import paths
 from memory_router.config.json5 import JSON5Error, loads
 

@@ -10,6 +10,7 @@ from urllib.parse import quote, quote_plus
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.common.redact import Redactor, strip_userinfo, userinfo_secrets
 
 secrets = st.text(st.characters(blacklist_categories=("Cs",)), min_size=4, max_size=40)

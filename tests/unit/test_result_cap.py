@@ -7,6 +7,7 @@ import asyncio
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend
 

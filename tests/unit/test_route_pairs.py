@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.mock import BlockingMockBackend, Handler, MockBackend, answer, fail, hang
-
 from memory_router.config.installed import Installed, parse_installed
 from memory_router.config.router_config import parse_config
 from memory_router.core.cooldown import Cooldown

@@ -16,14 +16,14 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
+
 from memory_router.backends import adapter_module
 from memory_router.backends.cognee import adapter as cognee
 from memory_router.backends.command import adapter as command
 from memory_router.backends.common.settings import Secret, settings_from_json, validate
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.qmd import adapter as qmd
-from pydantic import TypeAdapter, ValidationError
-
 from memory_router.config.cache import load_config_cached
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config

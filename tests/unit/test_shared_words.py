@@ -8,11 +8,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from memory_router.backends.common import words as _words
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.qmd import keywords as _qmd_keywords
 from memory_router.backends.totalrecall import adapter as totalrecall
-
 from memory_router.core.timefmt import iso_z
 
 
