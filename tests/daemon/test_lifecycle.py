@@ -211,6 +211,16 @@ async def in_flight(harness: Harness, count: int) -> None:
         await asyncio.sleep(0.01)
 
 
+def play(harness: Harness, scenario: Callable[[Harness], Awaitable[None]]) -> Harness:
+    """Run ``scenario`` on a fresh event loop over ``harness``, then release the transport; the
+    harness is returned for what the test checks afterwards (which backends were closed)."""
+    try:
+        asyncio.run(scenario(harness))
+    finally:
+        harness.cleanup()
+    return harness
+
+
 def closed(harness: Harness) -> set[str]:
     return {name for name, b in harness.lifecycle.service.router.instances().items() if getattr(b, "closed", False)}
 
@@ -232,11 +242,7 @@ def test_a_first_signal_lets_in_flight_requests_finish_with_their_real_answers(t
         got["code"] = h.task.result()
 
     service = make_service(tmp_path, backends(answer(0.9, delay_s=0.3)), concurrency=8, cooldown=None)
-    harness = TRANSPORTS[transport]()
-    try:
-        asyncio.run(scenario(harness))
-    finally:
-        harness.cleanup()
+    harness = play(TRANSPORTS[transport](), scenario)
     answers = got["answers"]
     assert sorted(a["id"] for a in answers) == list(range(6))
     assert {(a["status"], a["routed_to"]) for a in answers} == {("success", "qmd")}
@@ -260,11 +266,7 @@ def test_requests_still_running_after_the_grace_period_are_cancelled_and_answere
         got["code"] = h.task.result()
 
     service = make_service(tmp_path, backends(hang()), concurrency=4, cooldown=None, timeout_ms=60_000)
-    harness = TRANSPORTS[transport]()
-    try:
-        asyncio.run(scenario(harness))
-    finally:
-        harness.cleanup()
+    harness = play(TRANSPORTS[transport](), scenario)
     answers = got["answers"]
     assert sorted(a["id"] for a in answers) == list(range(10))
     assert {(a["status"], a["error_code"]) for a in answers} == {("error", SHUTTING_DOWN)}
@@ -292,11 +294,7 @@ def test_a_second_signal_cancels_at_once_and_still_answers_every_request(transpo
         got["code"] = h.task.result()
 
     service = make_service(tmp_path, backends(hang()), concurrency=4, cooldown=None, timeout_ms=60_000)
-    harness = TRANSPORTS[transport]()
-    try:
-        asyncio.run(scenario(harness))
-    finally:
-        harness.cleanup()
+    harness = play(TRANSPORTS[transport](), scenario)
     answers = got["answers"]
     assert sorted(a["id"] for a in answers) == list(range(5))
     assert {(a["status"], a["error_code"]) for a in answers} == {("error", SHUTTING_DOWN)}
@@ -323,11 +321,7 @@ def test_after_the_first_signal_no_new_request_is_routed(transport: str, tmp_pat
 
     qmd = answer(0.9, delay_s=0.3)
     service = make_service(tmp_path, backends(qmd), concurrency=4, cooldown=None)
-    harness = TRANSPORTS[transport]()
-    try:
-        asyncio.run(scenario(harness))
-    finally:
-        harness.cleanup()
+    play(TRANSPORTS[transport](), scenario)
     by_id = {a["id"]: a["status"] for a in got["answers"]}
     assert by_id[0] == "success"
     assert by_id.get(1, "unread") == ("error" if transport == "socket" else "unread")
@@ -353,11 +347,7 @@ def test_a_socket_line_waiting_for_its_connections_slot_at_shutdown_is_answered_
         got["answers"] = await h.answers()
 
     service = make_service(tmp_path, backends(hang()), concurrency=4, cooldown=None, timeout_ms=60_000)
-    harness = SocketHarness()
-    try:
-        asyncio.run(scenario(harness))
-    finally:
-        harness.cleanup()
+    play(SocketHarness(), scenario)
     answers = got["answers"]
     assert sorted(a["id"] for a in answers) == list(range(total))
     assert {a["error_code"] for a in answers} == {SHUTTING_DOWN}
