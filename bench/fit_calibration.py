@@ -374,8 +374,13 @@ def shipped_key(key: str, embed_model: str) -> str:
     return f"{key}:{embed_model}" if key in ("qmd:vsearch", "qmd:query") else key
 
 
+def weights(model: Model) -> tuple[float, ...]:
+    """The logistic's intercept and weights, in the order ``("intercept", *FEATURES)``."""
+    return (model.intercept, model.native, model.coverage, model.rank)
+
+
 def as_json(model: Model) -> dict[str, Any]:
-    return dict(zip(("intercept", *FEATURES), model[:4], strict=True)) | {
+    return dict(zip(("intercept", *FEATURES), weights(model), strict=True)) | {
         "first": {"x": list(model.first_x), "y": list(model.first_y)}
     }
 
@@ -412,8 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, recorded in per_key.items():
         listed = list(recorded.values())
         before, after = table(listed, None, key), table(listed, calibration, key)
-        weights = ", ".join(f"{n} {v:+.3f}" for n, v in zip(("intercept", *FEATURES), models[key][:4], strict=True))
-        lines += [f"**{key}** ({sum(1 for a in listed if a.hits)} answers with results; logistic: {weights})", ""]
+        shown = ", ".join(f"{n} {v:+.3f}" for n, v in zip(("intercept", *FEATURES), weights(models[key]), strict=True))
+        lines += [f"**{key}** ({sum(1 for a in listed if a.hits)} answers with results; logistic: {shown})", ""]
         lines += ["| normalized_relevance | native: share | hit@1 | hit@10 | calibrated: share | hit@1 | hit@10 |"]
         lines += ["|---|---|---|---|---|---|---|"]
         for (label, s0, a1, a10), (_, s1, b1, b10) in zip(before, after, strict=True):
