@@ -43,7 +43,10 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_router.backends.base import BackendResponse, Result  # noqa: E402
-from memory_router.core.calibration import FEATURES, FORMAT, Calibration, Model, coverage, query_terms  # noqa: E402
+from memory_router.config.paths import packaged_config  # noqa: E402
+from memory_router.config.router_config import load_config  # noqa: E402
+from memory_router.core.asked import Asked, asked, exact  # noqa: E402
+from memory_router.core.calibration import FEATURES, FORMAT, Calibration, Model, coverage  # noqa: E402
 from memory_router.core.frozen import Frozen  # noqa: E402
 from memory_router.core.fuse import RRF_K  # noqa: E402
 
@@ -70,55 +73,84 @@ SPEC_CHAINS = {
 EXTENSIONS = {"default": ["lossless"]}
 
 
+RULES = load_config(packaged_config()).rules  # the packaged rule table: which rule's words a query drops
+# A question's key: (bench, group, question id); the group (a conversation, a question's history, a
+# repository folder) is what leave-one-out cross-validation holds out.
+QKey = tuple[str, str, str]
+
+
 class Answer(Frozen):
     """One backend's recorded answer to one question."""
 
-    question: tuple[str, str]
+    question: QKey
     text: str
+    rule: str
+    wanted: Asked
     evidence: frozenset[str]
     response: BackendResponse  # native relevance
     hits: tuple[bool, ...]
     dia_ids: tuple[frozenset[str], ...]
+    status: str = ""  # the envelope's, as recorded
+
+    @property
+    def judgeable(self) -> bool:
+        """Whether the calibration judges this answer at all (a query with nothing to judge by
+        keeps the backend's native value, so it is not fitted on either)."""
+        return self.wanted.judgeable
 
 
-def read_records(directory: Path) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(directory.glob("*.jsonl")):
-        rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
-        if rows:
-            out[rows[0]["variant"]] = rows
-    return out
+def read_records(directories: Sequence[Path]) -> dict[str, list[dict[str, Any]]]:
+    """Every variant's rows across the benches' record folders (a variant's rows from several
+    benches are joined: a row names its bench, ``locomo`` when it does not)."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for directory in directories:
+        for path in sorted(directory.glob("*.jsonl")):
+            rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+            if rows:
+                out[rows[0]["variant"]] += rows
+    return dict(out)
 
 
-def answers(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], Answer]:
+def bench_of(row: dict[str, Any]) -> str:
+    return str(row.get("bench") or "locomo")
+
+
+def answers(rows: Iterable[dict[str, Any]]) -> dict[QKey, Answer]:
     out = {}
     for row in rows:
         results = row.get("results") or []
         hits = [Result(r.get("content") or "", float(r["relevance"]), str(r.get("source") or "")) for r in results]
-        key = (str(row["conv"]), str(row["qid"]))
+        key = (bench_of(row), str(row["conv"]), str(row["qid"]))
+        rule = RULES.match(row["question"]).rule
         out[key] = Answer(
             key,
             row["question"],
+            rule.id,
+            asked(row["question"], rule),
             frozenset(row["evidence"]),
             BackendResponse.from_results("bench", row["question"], hits)
             if hits
             else BackendResponse(query_echo=row["question"], status="empty", backend="bench"),
             tuple(bool(r["hit"]) for r in results),
             tuple(frozenset(r.get("dia_ids") or ()) for r in results),
+            str(row.get("status") or ""),
         )
     return out
 
 
-def features(answer: Answer) -> list[tuple[float, float, float]]:
-    terms = query_terms(answer.text)
-    return [(r.relevance, coverage(terms, r.content), 1.0 / i) for i, r in enumerate(answer.response.results, start=1)]
+def features(answer: Answer) -> list[tuple[float, float, float, float]]:
+    wanted = answer.wanted
+    return [
+        (r.relevance, coverage(wanted.terms, r.content), 1.0 / i, exact(wanted, r))
+        for i, r in enumerate(answer.response.results, start=1)
+    ]
 
 
 # ---------------------------------------------------------------------------- fitting
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """Gaussian elimination with partial pivoting (4x4 at most)."""
+    """Gaussian elimination with partial pivoting (5x5 at most)."""
     n = len(b)
     m = [row[:] + [b[i]] for i, row in enumerate(a)]
     for col in range(n):
@@ -135,28 +167,35 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
 
 
 def fit_logistic(
-    xs: Sequence[Sequence[float]], ys: Sequence[bool], free: Sequence[bool], ridge: float = 1e-3
+    xs: Sequence[Sequence[float]],
+    ys: Sequence[bool],
+    free: Sequence[bool],
+    ridge: float = 1e-3,
+    sample_weights: Sequence[float] | None = None,
 ) -> list[float]:
-    """Weights [intercept, *features] by IRLS; a feature with ``free`` False is held at 0."""
+    """Weights [intercept, *features] by IRLS; a feature with ``free`` False is held at 0; each row
+    counts ``sample_weights[i]`` times (default once)."""
     k = 1 + len(free)
+    sw = sample_weights if sample_weights is not None else [1.0] * len(xs)
+    total = sum(sw)
     active = [0] + [i + 1 for i, f in enumerate(free) if f]
     w = [0.0] * k
     for _ in range(50):
         grad = [0.0] * len(active)
         hess = [[0.0] * len(active) for _ in active]
-        for x, y in zip(xs, ys, strict=True):
+        for x, y, weight in zip(xs, ys, sw, strict=True):
             row = (1.0, *x)
             z = sum(w[j] * row[j] for j in range(k))
             p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-            g = p - (1.0 if y else 0.0)
-            s = p * (1 - p)
+            g = weight * (p - (1.0 if y else 0.0))
+            s = weight * p * (1 - p)
             for a, ja in enumerate(active):
                 grad[a] += g * row[ja]
                 for b, jb in enumerate(active):
                     hess[a][b] += s * row[ja] * row[jb]
         for a in range(len(active)):
-            hess[a][a] += ridge * len(xs)
-            grad[a] += ridge * len(xs) * w[active[a]]
+            hess[a][a] += ridge * total
+            grad[a] += ridge * total * w[active[a]]
         step = _solve(hess, grad)
         for a, ja in enumerate(active):
             w[ja] -= step[a]
@@ -191,27 +230,53 @@ def isotonic(points: list[tuple[float, float]], blocks: int = ISOTONIC_BLOCKS) -
         while len(stack) > 1 and stack[-2][1] / stack[-2][2] >= stack[-1][1] / stack[-1][2]:
             top = stack.pop()
             stack[-1] = [a + b for a, b in zip(stack[-1], top, strict=True)]
-    return [round(b[0] / b[2], 4) for b in stack], [round(b[1] / b[2], 4) for b in stack]
+    # Each block's hit rate with one hit and one miss added (Laplace): a block of misses says "rare",
+    # not "never", so no answer is ever called 0.0 and weak answers keep their order. The running
+    # maximum keeps the map non-decreasing (smoothing moves small blocks more than large ones).
+    ys: list[float] = []
+    for block in stack:
+        ys.append(max([(block[1] + 1) / (block[2] + 2), *ys[-1:]]))
+    return [round(b[0] / b[2], 4) for b in stack], [round(y, 4) for y in ys]
+
+
+MONOTONE = (0, 1, 3)  # native, coverage, exact: their weights must be >= 0
 
 
 def fit_key(recorded: Iterable[Answer]) -> Model:
-    listed = [a for a in recorded if a.hits]
-    xs = [f for a in listed for f in features(a)]
-    ys = [h for a in listed for h in a.hits]
-    free = [True, True, True]
+    listed = [a for a in recorded if a.judgeable and a.hits]
+    if not listed:
+        raise ValueError("no judgeable answer with results to fit on")
+    # Every benchmark weighs the same, whatever its size: a kind of memory with 760 questions must
+    # not drown one with 100 (each answer weighs 1 / its bench's answers).
+    per_bench: dict[str, int] = defaultdict(int)
+    for a in listed:
+        per_bench[a.question[0]] += 1
+    xs: list[tuple[float, ...]] = []
+    ys: list[bool] = []
+    sw: list[float] = []
+    for a in listed:
+        for f, h in zip(features(a), a.hits, strict=True):
+            xs.append(f)
+            ys.append(h)
+            sw.append(len(listed) / (len(per_bench) * per_bench[a.question[0]]))
+    free = [True, True, True, True]
     while True:
-        w = fit_logistic(xs, ys, free)
-        negative = [i for i in (0, 1) if free[i] and w[i + 1] < 0]  # native, coverage must be >= 0
+        w = fit_logistic(xs, ys, free, sample_weights=sw)
+        negative = [i for i in MONOTONE if free[i] and w[i + 1] < 0]
         if not negative:
             break
         for i in negative:
             free[i] = False
     logistic = Model(*(round(v, 4) for v in w))
-    first_x, first_y = isotonic([(logistic(*features(a)[0]), float(a.hits[0])) for a in listed])
+    largest = max(per_bench.values())
+    firsts = []  # the step map's points, each bench's repeated up to the largest bench's count
+    for a in listed:
+        firsts += [(logistic(*features(a)[0]), float(a.hits[0]))] * max(1, round(largest / per_bench[a.question[0]]))
+    first_x, first_y = isotonic(firsts)
     return logistic.replace(first_x=tuple(first_x), first_y=tuple(first_y))
 
 
-def fit(per_key: dict[str, dict[tuple[str, str], Answer]], keep: Any = None) -> dict[str, Model]:
+def fit(per_key: dict[str, dict[QKey, Answer]], keep: Any = None) -> dict[str, Model]:
     """The maps per key, fitted on the questions ``keep`` accepts (all: None)."""
 
     def chosen(recorded: dict[tuple[str, str], Answer]) -> list[Answer]:
@@ -266,6 +331,7 @@ def _pct(value: float) -> str:
 class Replayed(Frozen):
     dia_ids: tuple[frozenset[str], ...]
     hits: tuple[bool, ...]
+    success: bool = False  # whether the router would say `success` (its relevance reached the threshold)
 
 
 NOTHING = Replayed((), ())
@@ -281,7 +347,7 @@ def replay_sequential(chain: Sequence[str], per_key: dict, calibration: Calibrat
         value = calibrated(calibration, key, a).normalized_relevance
         tried.append((value, a))
         if value >= THRESHOLD:
-            return Replayed(a.dia_ids, a.hits)
+            return Replayed(a.dia_ids, a.hits, True)
     if not tried:
         return NOTHING
     best = max(tried, key=lambda t: t[0])[1]  # the earliest wins a tie
@@ -304,12 +370,23 @@ def replay_fused(
             scores[ident] += (result.relevance if weighted else 1.0) / (RRF_K + rank)
             info[ident] = (ids, hit)
     order = sorted(scores, key=lambda i: -scores[i])[:10]
-    return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order))
+    best = max((r.relevance for k in chain for r in _results(per_key, calibration, k, q)), default=0.0)
+    return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order), best >= THRESHOLD)
+
+
+def _results(per_key: dict, calibration: Calibration | None, key: str, q: tuple) -> tuple[Result, ...]:
+    a = per_key.get(key, {}).get(q)
+    return calibrated(calibration, key, a).results if a is not None and a.hits else ()
 
 
 def metrics(replays: list[tuple[Replayed, frozenset[str]]]) -> dict[str, float]:
     n = max(len(replays), 1)
     out = {}
+    right = [r for r, _ in replays if r.hits[:1] == (True,)]
+    wrong = [r for r, _ in replays if r.hits[:1] != (True,)]
+    # The status against the truth: right top-1 answers that say success, wrong ones that do not.
+    out["right say success"] = 100 * sum(r.success for r in right) / len(right) if right else float("nan")
+    out["wrong do not"] = 100 * sum(not r.success for r in wrong) / len(wrong) if wrong else float("nan")
     for k in (1, 5, 10):
         out[f"hit@{k}"] = 100 * sum(any(r.hits[:k]) for r, _ in replays) / n
     for k in (5, 10):
@@ -333,7 +410,13 @@ def replays(per_key: dict, records: dict, calibration_for: Any, questions: list,
         rows.append(
             (
                 f"[recorded] {variant}",
-                [(Replayed(got[q].dia_ids, got[q].hits) if q in got else NOTHING, evidence[q]) for q in questions],
+                [
+                    (
+                        Replayed(got[q].dia_ids, got[q].hits, got[q].status == "success") if q in got else NOTHING,
+                        evidence[q],
+                    )
+                    for q in questions
+                ],
             )
         )
     for label, extended, calibrate in (
@@ -359,11 +442,14 @@ def replays(per_key: dict, records: dict, calibration_for: Any, questions: list,
     return rows
 
 
+COLUMNS = ("hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "right say success", "wrong do not")
+
+
 def print_rows(rows: list) -> list[str]:
-    lines = ["| configuration | hit@1 | hit@5 | hit@10 | recall@5 | recall@10 |", "|---|---|---|---|---|---|"]
+    lines = ["| configuration | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for label, got in rows:
         m = metrics(got)
-        cells = [label, *(f"{m[k]:.1f}" for k in ("hit@1", "hit@5", "hit@10", "recall@5", "recall@10"))]
+        cells = [label, *(_pct(m[k]) for k in COLUMNS)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -376,7 +462,7 @@ def shipped_key(key: str, embed_model: str) -> str:
 
 def weights(model: Model) -> tuple[float, ...]:
     """The logistic's intercept and weights, in the order ``("intercept", *FEATURES)``."""
-    return (model.intercept, model.native, model.coverage, model.rank)
+    return (model.intercept, model.native, model.coverage, model.rank, model.exact)
 
 
 def as_json(model: Model) -> dict[str, Any]:
@@ -385,35 +471,8 @@ def as_json(model: Model) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=Path, default=Path("/work/data/locomo/records"))
-    parser.add_argument("--write", type=Path, help="write the fitted maps to this calibration file")
-    parser.add_argument("--markdown", type=Path, help="also write the tables as markdown")
-    parser.add_argument("--cv", action="store_true", help="add leave-one-conversation-out replays")
-    parser.add_argument(
-        "--embed-model",
-        default="all-MiniLM-L6-v2-f16",
-        help="the embedding model the records' qmd used (vector modes' keys name it)",
-    )
-    args = parser.parse_args(argv)
-
-    records = read_records(args.records)
-    per_key = {key: answers(records[variant]) for variant, key in ALONE_KEYS.items() if variant in records}
-    if not per_key:
-        print(f"no alone:* records under {args.records}", file=sys.stderr)
-        return 2
-    models = fit(per_key)
-    calibration = Calibration(models, "fitted here")
-    questions = sorted(set.intersection(*(set(v) for v in per_key.values())))  # answered by every backend
-    evidence = {q: a.evidence for v in per_key.values() for q, a in v.items()}
-    rule_of = {}
-    for variant in ("router", "router:spec"):
-        for row in records.get(variant, []):
-            rule = row.get("rule")
-            rule_of[(str(row["conv"]), str(row["qid"]))] = rule.get("id") if isinstance(rule, dict) else rule
-
-    lines = [f"Fitted on {len(questions)} questions: " + ", ".join(f"{k} ({len(v)})" for k, v in per_key.items()), ""]
+def calibration_tables(per_key: dict, models: dict, calibration: Calibration) -> list[str]:
+    lines = []
     for key, recorded in per_key.items():
         listed = list(recorded.values())
         before, after = table(listed, None, key), table(listed, calibration, key)
@@ -424,14 +483,89 @@ def main(argv: Sequence[str] | None = None) -> int:
         for (label, s0, a1, a10), (_, s1, b1, b10) in zip(before, after, strict=True):
             lines.append(f"| {label} | {s0}% | {_pct(a1)} | {_pct(a10)} | {s1}% | {_pct(b1)} | {_pct(b10)} |")
         lines.append("")
-    lines += [f"Replayed over {len(questions)} questions (in-sample: fitted and scored on the same questions):", ""]
-    lines += print_rows(replays(per_key, records, lambda q: calibration, questions, rule_of, evidence))
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, section by section
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--records",
+        type=Path,
+        action="append",
+        help="a bench's records folder (repeatable; default /work/data/locomo/records)",
+    )
+    parser.add_argument("--write", type=Path, help="write the fitted maps to this calibration file")
+    parser.add_argument("--markdown", type=Path, help="also write the tables as markdown")
+    parser.add_argument("--cv", action="store_true", help="add leave-one-group-out replays within each bench")
+    parser.add_argument(
+        "--embed-model",
+        default="all-MiniLM-L6-v2-f16",
+        help="the embedding model the records' qmd used (vector modes' keys name it)",
+    )
+    args = parser.parse_args(argv)
+    folders = args.records or [Path("/work/data/locomo/records")]
+
+    records = read_records(folders)
+    per_key = {key: answers(records[variant]) for variant, key in ALONE_KEYS.items() if variant in records}
+    if not per_key:
+        print(f"no alone:* records under {', '.join(map(str, folders))}", file=sys.stderr)
+        return 2
+    models = fit(per_key)
+    calibration = Calibration(models, "fitted here")
+    evidence = {q: a.evidence for v in per_key.values() for q, a in v.items()}
+    rule_of = {q: a.rule for v in per_key.values() for q, a in v.items()}
+    benches = sorted({q[0] for q in evidence})
+    # Per bench, the questions every backend measured on it answered (a bench without qmd has no qmd keys).
+    questions_of: dict[str, list[QKey]] = {}
+    for bench in benches:
+        measured = [set(q for q in v if q[0] == bench) for v in per_key.values()]
+        measured = [m for m in measured if m]
+        questions_of[bench] = sorted(set.intersection(*measured))
+    counts = ", ".join(f"{b} {len(questions_of[b])}" for b in benches)
+    lines = [
+        f"Fitted on {sum(len(v) for v in questions_of.values())} questions ({counts}), every bench weighing the same: "
+    ]
+    lines[0] += ", ".join(f"{k} ({len(v)})" for k, v in per_key.items())
+    lines.append("")
+    lines += calibration_tables(per_key, models, calibration)
+    for bench in benches:
+        questions = questions_of[bench]
+        bench_keys = {k: {q: a for q, a in v.items() if q[0] == bench} for k, v in per_key.items()}
+        bench_keys = {k: v for k, v in bench_keys.items() if v}
+        bench_records = {v: [r for r in rows if bench_of(r) == bench] for v, rows in records.items()}
+        bench_records = {v: rows for v, rows in bench_records.items() if rows}
+        lines += ["", f"**{bench}**: replayed over {len(questions)} questions (in-sample: fitted on every bench):", ""]
+        lines += print_rows(replays(bench_keys, bench_records, lambda q: calibration, questions, rule_of, evidence))
+    if len(benches) > 1:
+        lines += ["", "**Leave one benchmark out**: each bench scored with maps fitted on the others only:", ""]
+        lobo_rows = []
+        for bench in benches:
+            others = {k: {q: a for q, a in v.items() if q[0] != bench} for k, v in per_key.items()}
+            others = {k: v for k, v in others.items() if any(a.hits for a in v.values())}
+            held = Calibration(fit(others), f"without {bench}")
+            # A key no other bench measured keeps its in-sample map (nothing else to fit it on).
+            held = Calibration({**models, **held.models}, held.source)
+            bench_keys = {k: {q: a for q, a in v.items() if q[0] == bench} for k, v in per_key.items()}
+            bench_keys = {k: v for k, v in bench_keys.items() if v}
+            rows = replays(bench_keys, {}, lambda q, c=held: c, questions_of[bench], rule_of, evidence)
+            lobo_rows += [
+                (f"{bench}: {label}", got) for label, got in rows if "calibrated" in label or "weighted" in label
+            ]
+        lines += print_rows(lobo_rows)
     if args.cv:
-        folds = sorted({q[0] for q in questions})
-        held = {conv: Calibration(fit(per_key, keep=lambda q, c=conv: q[0] != c), f"without {conv}") for conv in folds}
-        rows = replays(per_key, {}, lambda q: held[q[0]], questions, rule_of, evidence)
-        lines += ["", "Leave one conversation out (each conversation scored with maps fitted on the other four):", ""]
-        lines += print_rows([r for r in rows if not r[0].endswith(" alone")])
+        lines += ["", "Leave one group out within each bench (a conversation, a history, a folder):", ""]
+        cv_rows = []
+        for bench in benches:
+            folds = sorted({q[1] for q in questions_of[bench]})
+            held = {
+                g: Calibration(fit(per_key, keep=lambda q, b=bench, g=g: not (q[0] == b and q[1] == g)), f"without {g}")
+                for g in folds
+            }
+            bench_keys = {k: {q: a for q, a in v.items() if q[0] == bench} for k, v in per_key.items()}
+            bench_keys = {k: v for k, v in bench_keys.items() if v}
+            rows = replays(bench_keys, {}, lambda q, h=held: h[q[1]], questions_of[bench], rule_of, evidence)
+            cv_rows += [(f"{bench}: {label}", got) for label, got in rows if not label.endswith(" alone")]
+        lines += print_rows(cv_rows)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.markdown:
@@ -441,9 +575,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "format": FORMAT,
             "about": (
                 "P(a result holds what was asked), per backend and mode: a logistic map over the native relevance, "
-                "the query-term coverage and 1/rank, then an isotonic step map of the first result "
-                "(memory_router/core/calibration.py). Fitted by bench/fit_calibration.py on the LoCoMo "
-                "development half (conversations 26, 30, 41, 42, 43; categories 1-4) only."
+                "the query-term coverage (the matched rule's own words set aside), 1/rank and the exact match of the "
+                "query's identifiers and paths, then an isotonic step map of the first result "
+                "(memory_router/core/calibration.py). Fitted by bench/fit_calibration.py on development halves only, "
+                f"every bench weighing the same: {counts}."
             ),
             "answers": {shipped_key(k, args.embed_model): len(v) for k, v in per_key.items()},
             "maps": {shipped_key(k, args.embed_model): as_json(m) for k, m in models.items()},

@@ -18,11 +18,17 @@ logistic model per backend type and mode over three features of a result:
 * ``coverage``: the share of the query's content terms (stopwords and words about *when* dropped,
   lightly stemmed: :mod:`memory_router.backends.common.words`) that the result's text contains, the same
   measure for every backend;
-* ``rank``: ``1 / position`` in the backend's own order.
+* ``rank``: ``1 / position`` in the backend's own order;
+* ``exact``: the share of the identifiers and paths the query names that the result matches
+  exactly (:func:`memory_router.core.asked.exact`: ``parseAuthToken`` in its text, a file under
+  ``src/auth/``), 0 when the query names none.
 
-Its coefficients on ``native`` and ``coverage`` are fitted non-negative, so the value is monotone in
-both. A backend's own order is kept (a backend knows its ranking best, and the code-memory
-benches depend on it): each relevance is capped by the one before it.
+Coverage does not count the words of the rule the query matched ("find", "function", "how does
+... work"): they say how to search, not what (:mod:`memory_router.core.asked`). The maps are fitted
+across kinds of memory (chat notes, a chat history without notes, code, code search:
+docs/calibration.md). Its coefficients on ``native``, ``coverage`` and ``exact`` are fitted
+non-negative, so the value is monotone in each. A backend's own order is kept (a backend knows its
+ranking best, and the code-memory benches depend on it): each relevance is capped by the one before it.
 
 The first result's value is then recalibrated by a step map fitted on first results alone
 (isotonic regression of "the first result holds the evidence" on its logistic value): the
@@ -52,12 +58,14 @@ from pathlib import Path
 from typing import Any
 
 from memory_router.backends.base import BackendResponse, Result
-from memory_router.backends.common.words import META_WORDS, STOPWORDS, stem
+from memory_router.backends.common.words import stem
+from memory_router.core.asked import Asked, asked, exact
 from memory_router.core.frozen import Frozen
+from memory_router.core.rules import Rule
 
 DATA_NAME = "calibration.json"
 FORMAT = 1
-FEATURES = ("native", "coverage", "rank")
+FEATURES = ("native", "coverage", "rank", "exact")
 _WORD = re.compile(r"[0-9A-Za-z]+")
 # Enough of a result's text to judge it; a huge hit costs no more than this to score.
 _SCAN_CHARS = 4000
@@ -71,11 +79,12 @@ class Model(Frozen):
     native: float
     coverage: float
     rank: float
+    exact: float = 0.0
     first_x: tuple[float, ...] = ()
     first_y: tuple[float, ...] = ()
 
-    def __call__(self, native: float, coverage: float, rank: float) -> float:
-        z = self.intercept + self.native * native + self.coverage * coverage + self.rank * rank
+    def __call__(self, native: float, coverage: float, rank: float, exact: float = 0.0) -> float:
+        z = self.intercept + self.native * native + self.coverage * coverage + self.rank * rank + self.exact * exact
         if z >= 0:
             return 1.0 / (1.0 + math.exp(-z))
         e = math.exp(z)
@@ -83,12 +92,14 @@ class Model(Frozen):
 
     def first(self, value: float) -> float:
         """The first result's value, recalibrated: the hit rate of first results with that
-        logistic value on the labelled data (isotonic, so non-decreasing)."""
+        logistic value on the labelled data (isotonic, so non-decreasing). Below the first
+        breakpoint the value falls linearly to 0 at 0 rather than holding flat: two weak answers
+        keep their order (a flat floor tied them, and the tie went to the earlier step)."""
         xs, ys = self.first_x, self.first_y
         if not xs:
             return value
         if value <= xs[0]:
-            return ys[0]
+            return ys[0] * value / xs[0] if xs[0] > 0 else ys[0]
         at = bisect.bisect_left(xs, value)
         if at == len(xs):
             return ys[-1]
@@ -115,22 +126,24 @@ class Calibration(Frozen):
         model = self.models.get(key)
         return (key, model) if model is not None else ("native", None)
 
-    def apply(self, key: str, query: str, response: BackendResponse) -> BackendResponse:
+    def apply(self, key: str, query: str | Asked, response: BackendResponse) -> BackendResponse:
         """``response`` with every result's relevance calibrated by the map for ``key`` (its
         native value kept as the extra key ``native_relevance``) and ``normalized_relevance``
-        the first one's."""
+        the first one's. ``query`` is the query's text, or what it asks for as
+        :func:`~memory_router.core.asked.asked` read it with its rule (the router's way)."""
         if not response.results:
             return response
         _, model = self.model_for(key)
         if model is None:
             return response
-        terms = query_terms(query)
-        if not terms:  # "why did we do it that way": nothing to judge a result by; the backend's word stands
+        wanted = query if isinstance(query, Asked) else asked(query)
+        if not wanted.judgeable:  # "why did we do it that way": nothing to judge a result by; the backend's word stands
             return response
+        terms = wanted.terms
         results: list[Result] = []
         cap = 1.0
         for position, hit in enumerate(response.results, start=1):
-            value = model(hit.relevance, coverage(terms, hit.content), 1.0 / position)
+            value = model(hit.relevance, coverage(terms, hit.content), 1.0 / position, exact(wanted, hit))
             if position == 1:
                 value = model.first(value)
             cap = min(cap, value)  # keep the backend's own order
@@ -143,13 +156,10 @@ class Calibration(Frozen):
 NATIVE = Calibration({}, "off", "calibration is off in router-config.json")
 
 
-def query_terms(query: str) -> frozenset[str]:
-    """The query's content terms, stemmed: what a result has to hold to answer it."""
-    terms = set()
-    for word in _WORD.findall(query.lower()):
-        if len(word) > 1 and word not in STOPWORDS and word not in META_WORDS:
-            terms.add(stem(word))
-    return frozenset(terms)
+def query_terms(query: str, rule: Rule | None = None) -> frozenset[str]:
+    """The query's content terms, stemmed: what a result has to hold to answer it (the words of
+    ``rule``, the rule it matched, not counted)."""
+    return asked(query, rule).terms
 
 
 def coverage(terms: frozenset[str], content: str) -> float:
@@ -204,10 +214,10 @@ def parse(data: Any) -> dict[str, Model]:
                 raise ValueError(f"maps.{key}.{name} must be a finite number, got {value!r}")
             values.append(float(value))
         first_x, first_y = _first_map(key, raw.get("first"))
-        intercept, native, cover, rank = values
-        model = Model(intercept, native, cover, rank, first_x, first_y)
-        if model.native < 0 or model.coverage < 0:
-            raise ValueError(f"maps.{key}: the native and coverage weights must be >= 0 (monotone)")
+        intercept, native, cover, rank, exact_weight = values
+        model = Model(intercept, native, cover, rank, exact_weight, first_x, first_y)
+        if model.native < 0 or model.coverage < 0 or model.exact < 0:
+            raise ValueError(f"maps.{key}: the native, coverage and exact weights must be >= 0 (monotone)")
         models[key] = model
     return models
 

@@ -44,11 +44,13 @@ from memory_router.core.fallback import Calibrate, Fallback, ms
 from memory_router.core.plan import Plan, make_plan
 from memory_router.core.query import check_query
 from memory_router.core.routerlog import RouterLog
-from memory_router.core.rules import RuleMatch, Step
+from memory_router.core.rules import Rule, RuleMatch, Step
 
 if TYPE_CHECKING:  # types only: the one-shot CLI never imports concurrent.futures (the daemon's executor)
     from collections.abc import Awaitable, Callable, Generator
     from concurrent.futures import Executor
+
+    from memory_router.core.scope import Scope
 
 ON_LOOP_MATCH_S = 0.005  # with a match_executor: the most a match may hold the event loop
 
@@ -84,16 +86,20 @@ class Router:
             self._calibration = load(self.config.calibration, self.config.path)
         return self._calibration
 
-    def _calibrate(self, query: str) -> Calibrate | None:
+    def _calibrate(self, query: str, rule: Rule) -> Calibrate | None:
         """The walk's calibration step for one query: each answer is mapped by the calibration key
-        its adapter names (an adapter without one, such as a command program, keeps its own)."""
+        its adapter names (an adapter without one, such as a command program, keeps its own).
+        What the query asks for is read once, with the words of the rule it matched set aside."""
         calibration = self.calibration
         if not calibration.active:
             return None
+        from memory_router.core.asked import asked
+
+        wanted = asked(query, rule)
 
         def calibrate(step: Step, response: BackendResponse) -> BackendResponse:
             key_of = getattr(self.backend(step.backend), "calibration_key", None)
-            return response if key_of is None else calibration.apply(key_of(step.mode), query, response)
+            return response if key_of is None else calibration.apply(key_of(step.mode), wanted, response)
 
         return calibrate
 
@@ -121,9 +127,11 @@ class Router:
         timeout_ms: int | None = None,
         limit: int | None = None,
         deadline_ms: int | None = None,
+        scope: Scope | None = None,
     ) -> Envelope:
-        """Route one query and return its envelope. Never raises for bad input or backends."""
-        return await _run(self._routing(query, installed, timeout_ms, limit, deadline_ms))
+        """Route one query and return its envelope. Never raises for bad input or backends.
+        ``scope``: whose memory the backends may read (:mod:`.scope`); ``None``: unscoped."""
+        return await _run(self._routing(query, installed, timeout_ms, limit, deadline_ms, scope))
 
     def route_blocking(
         self,
@@ -133,9 +141,10 @@ class Router:
         timeout_ms: int | None = None,
         limit: int | None = None,
         deadline_ms: int | None = None,
+        scope: Scope | None = None,
     ) -> Envelope:
         """:meth:`route` without an event loop (the one-shot CLI)."""
-        return _run_blocking(self._routing(query, installed, timeout_ms, limit, deadline_ms))
+        return _run_blocking(self._routing(query, installed, timeout_ms, limit, deadline_ms, scope))
 
     async def plan(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
         """The dry run: which rule, which chain. Raises :class:`InvalidQuery`."""
@@ -199,6 +208,7 @@ class Router:
         timeout_ms: int | None,
         limit: int | None,
         deadline_ms: int | None,
+        scope: Scope | None = None,
     ) -> _Flow[Envelope]:
         """One query from its text to its envelope: the plan, then its fallback machine, whose
         calls the driver makes; then router.log's lines and the envelope."""
@@ -225,9 +235,9 @@ class Router:
             echo=query,
             strategy=self.config.strategy_for(plan.match.rule.id),
             cooldown=self.cooldown,
-            calibrate=self._calibrate(clean),
+            calibrate=self._calibrate(clean, plan.match.rule),
         )
-        yield (drive, drive_blocking, (machine, self.backend))
+        yield (drive, drive_blocking, (machine, self.backend, scope))
         for event in machine.events:
             event.write(self.log, query)
         return machine.envelope(ms(time.perf_counter() - started), str(self.log.path) if self.log.path else None)

@@ -16,6 +16,7 @@ from memory_router.backends.common.words import stem
 from memory_router.backends.mock import MockBackend, answer
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
+from memory_router.core.asked import asked
 from memory_router.core.calibration import (
     Calibration,
     Model,
@@ -114,8 +115,8 @@ def models(draw):
     size = draw(st.integers(0, 6))
     first_x = tuple(sorted(draw(st.lists(unit, min_size=size, max_size=size))))
     first_y = tuple(sorted(draw(st.lists(unit, min_size=size, max_size=size))))
-    weights = draw(st.tuples(st.floats(-6, 6), st.floats(0, 8), st.floats(0, 8), st.floats(-3, 3)))
-    return Model(*weights, first_x, first_y)
+    weights = draw(st.tuples(st.floats(-6, 6), st.floats(0, 8), st.floats(0, 8), st.floats(-3, 3), st.floats(0, 8)))
+    return Model(*weights, first_x=first_x, first_y=first_y)
 
 
 @given(models(), unit, unit, unit, unit, unit)
@@ -131,8 +132,9 @@ def test_the_map_is_monotone_in_native_relevance_and_coverage(model, a, b, c, d,
 
 
 def test_the_first_results_step_map_interpolates_its_breakpoints():
-    model = Model(0.0, 0.0, 0.0, 0.0, (0.2, 0.4), (0.1, 0.5))
-    assert [model.first(v) for v in (0.0, 0.2, 0.3, 0.4, 0.9)] == pytest.approx([0.1, 0.1, 0.3, 0.5, 0.5])
+    model = Model(0.0, 0.0, 0.0, 0.0, first_x=(0.2, 0.4), first_y=(0.1, 0.5))
+    # Below the first breakpoint the value falls to 0 at 0, so two weak answers keep their order.
+    assert [model.first(v) for v in (0.0, 0.1, 0.2, 0.3, 0.4, 0.9)] == pytest.approx([0.0, 0.05, 0.1, 0.3, 0.5, 0.5])
     assert Model(0.0, 0.0, 0.0, 0.0).first(0.37) == 0.37  # no step map: the logistic value stands
 
 
@@ -141,7 +143,7 @@ def test_calibrating_keeps_the_backends_order_the_contract_and_the_native_value(
     calibration = Calibration({"qmd:query": model}, "test")
     before = response(query, *relevances, text=query)
     after = calibration.apply("qmd:query", query, before)
-    if not query_terms(query):  # nothing to judge by: the backend's own values stand
+    if not asked(query).judgeable:  # nothing to judge by: the backend's own values stand
         assert after == before
         return
     values = [r.relevance for r in after.results]
