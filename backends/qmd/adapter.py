@@ -47,10 +47,11 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
@@ -69,6 +70,7 @@ from memory_router.backends.qmd.engine import ENGINE_SCRIPT, EngineFailed, QmdEn
 from memory_router.backends.qmd.keywords import keyword_forms
 from memory_router.backends.qmd.locate import (
     INSTALL_HINT,
+    TOOLS,
     QmdCommand,
     QmdNotFound,
     configured_models,
@@ -108,7 +110,13 @@ class Settings:
     node: str | None = None
     """Node >= 22 to run qmd.js with."""
     collections: tuple[str, ...] = ()
-    """Collections to search (``-c`` each); empty = all collections of the index."""
+    """Collections to search (``-c`` each); empty = all collections of the index. Unscoped queries only."""
+    agent_collections: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)  # a dict: not hashed
+    """A query scoped to an OpenClaw agent (``--agent``, ``scope``) searches only these collections of
+    that agent (by agent id), plus ``shared_collections``; an agent listed nowhere searches only the
+    shared ones, and with none of either answers ``empty`` (never every collection)."""
+    shared_collections: tuple[str, ...] = ()
+    """Collections every agent's scoped queries also search: memory shared on purpose."""
     index: str | None = None
     """Named qmd index (``--index NAME``: ``<NAME>.sqlite`` / ``<NAME>.yml``)."""
     index_path: str | None = None
@@ -696,6 +704,14 @@ class QmdBackend:
             return BackendResponse.failure(
                 self.name, request.query, BACKEND_UNAVAILABLE, f"qmd {mode}: {missing_index}", duration_ms=watch.ms
             )
+        collections = self.collections_for(request)
+        if collections is None:  # a scoped query whose agent has no collection: nothing of its here
+            assert request.scope is not None
+            note = (
+                f"no qmd collection is configured for agent {request.scope.agent} "
+                f"(backends.{self.name}.agent_collections / shared_collections): nothing searched"
+            )
+            return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, note=note)
         if mode == "search":
             return await self._keyword_search(request, transport, watch)
         plan = self._semantic_plan(mode, request, transport)
@@ -716,12 +732,23 @@ class QmdBackend:
             mode,
             plan.sent,
             request.limit,
-            self.settings.collections,
+            collections,
             timeout_s=request.timeout_s,
             expand=plan.expand,
             rerank=plan.rerank,
         )
         return self._respond(request, answer, mode, plan.sent, 1.0, watch, note=plan.note)
+
+    def collections_for(self, request: BackendRequest) -> tuple[str, ...] | None:
+        """The collections this call searches: the configured ``collections`` for an unscoped
+        query (empty: all); for a query scoped to an agent, that agent's ``agent_collections``
+        plus ``shared_collections``, and ``None`` when that is none at all (an empty list would
+        mean every collection of the index: another agent's too)."""
+        if request.scope is None:
+            return self.settings.collections
+        own = self.settings.agent_collections.get(request.scope.agent, ())
+        chosen = tuple(dict.fromkeys((*own, *self.settings.shared_collections)))
+        return chosen or None
 
     def optional_models(self, env: Mapping[str, str]) -> dict[str, str | None]:
         """``{"generate": why it is not used or None, "rerank": ...}``: qmd's optional models
@@ -768,7 +795,7 @@ class QmdBackend:
         answer = Answer([])
         for form in forms:
             answer = await transport.search(
-                "search", form.text, request.limit, self.settings.collections, timeout_s=request.timeout_s
+                "search", form.text, request.limit, self.collections_for(request) or (), timeout_s=request.timeout_s
             )
             if answer.hits is None or answer.hits:
                 return self._respond(request, answer, "search", form.text, form.coverage, watch)
@@ -877,6 +904,58 @@ class QmdBackend:
 
 DEMO_COLLECTION = "demo"
 DEMO_MASK = "**/*.{md,ts}"
+# The small embedding model .ci/setup.d/30-qmd-models.sh builds into a checkout's .tools/models/.
+LOCAL_MINILM = "all-MiniLM-L6-v2-f16.gguf"
+# qmd cuts a chunk to ~508 tokens of its own count, but source code re-tokenises past MiniLM's 512
+# positions and llama.cpp aborts (GGML_ASSERT(i01 < ne01), issue 29); a 384-token context keeps
+# every chunk inside them. Measured: a corpus of Python files embeds without aborting at 384.
+MINILM_CONTEXT_SIZE = "384"
+
+
+def embedding_env(env: Mapping[str, str], model: str | None = None) -> dict[str, str]:
+    """The environment for ``qmd embed`` (and an index's first embedding run): ``model`` as
+    ``QMD_EMBED_MODEL`` when given, a context size MiniLM survives on code and long notes, and one
+    embedding context per core up to two (one 2-thread context embeds ~1 chunk/s on two cores,
+    two contexts ~4.5). A value the caller's environment sets wins."""
+    out = dict(env)
+    if model is not None:
+        out["QMD_EMBED_MODEL"] = model
+    embed_model = out.get("QMD_EMBED_MODEL", "")
+    if "minilm" in embed_model.lower():
+        out.setdefault("QMD_EMBED_CONTEXT_SIZE", MINILM_CONTEXT_SIZE)
+    out.setdefault("QMD_EMBED_PARALLELISM", str(max(1, min(2, os.cpu_count() or 1))))
+    return out
+
+
+def local_embedding_model(environ: Mapping[str, str]) -> str | None:
+    """The embedding model a demo or a first index can use without a download: the caller's
+    ``QMD_EMBED_MODEL``, else the MiniLM GGUF a checkout's setup built; None when neither."""
+    chosen = environ.get("QMD_EMBED_MODEL")
+    if chosen:
+        return chosen
+    built = TOOLS / "models" / LOCAL_MINILM if TOOLS else None
+    return str(built) if built is not None and built.is_file() else None
+
+
+def embed_collection(transport: CliTransport, model: str, lock_path: Path, *, timeout_s: float = 600.0) -> None:
+    """``qmd embed`` over the index with ``model`` (recorded in the index's config by qmd, so later
+    searches use it), under the index-writer lock. Raises RuntimeError or TimeoutExpired."""
+    env = embedding_env(transport.env, model)
+    env.pop("CI", None)  # qmd refuses model work under CI; this model is a local file, nothing is fetched
+    with index_lock(lock_path):
+        done = subprocess.run(
+            transport.argv("embed", []),
+            cwd=transport.cwd,
+            env=env,
+            capture_output=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        stderr = done.stderr.decode("utf-8", "replace")
+        raise RuntimeError(f"qmd embed exited with code {done.returncode}: {_tail(stderr)}")
 
 
 @contextmanager
@@ -938,8 +1017,26 @@ def demo_setup(workspace: Path, state_dir: Path) -> dict[str, Any]:
         transport = backend.transport()
     except QmdNotFound as exc:
         raise DemoUnavailable(str(exc)) from None
+    # Semantic too when a local embedding model is there (a checkout's setup builds MiniLM): rules 4
+    # and 7 are then answered by qmd vsearch/query, as the spec says, not by Total Recall. The model
+    # is named before the collection is added: qmd writes the models block of index.yml then, and
+    # a block naming its default (a download) would make the embedding wait on the network.
+    model = local_embedding_model(transport.env)
+    if model is not None:
+        transport.env.update(embedding_env(transport.env, model))
     try:
         build_collection(transport, workspace.resolve(), DEMO_COLLECTION, DEMO_MASK, home / "index.lock")
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         raise DemoUnavailable(f"indexing the demo workspace with qmd failed: {exc}") from None
+    if model is None:
+        print(
+            "demo: qmd vsearch/query need an embedding model: none here (bash .ci/setup.d/30-qmd-models.sh "
+            "builds MiniLM, or set QMD_EMBED_MODEL); qmd answers with search only",
+            file=sys.stderr,
+        )
+        return settings
+    try:
+        embed_collection(transport, model, home / "index.lock", timeout_s=180.0)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"demo: embedding the demo index failed ({exc}); qmd answers with search only", file=sys.stderr)
     return settings

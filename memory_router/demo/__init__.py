@@ -130,13 +130,26 @@ def materialize(dest: Path, *, today: date | None = None, log: Callable[[str], o
 
 async def _route_all(ws: DemoWorkspace) -> list[Any]:
     from memory_router.backends import BackendContext
+    from memory_router.backends.base import ClosableBackend, WarmableBackend
     from memory_router.config.installed import load_installed
     from memory_router.config.router_config import load_config
     from memory_router.core.router import Router
 
-    router = Router(load_config(ws.config_path), context=BackendContext(state_dir=ws.state_dir, cwd=ws.root))
+    # Long-lived and warmed first, as `serve` runs: qmd's engine loads the embedding model once,
+    # so a semantic step is not timed out by a model load (3-5 s on a CPU) on every query.
+    context = BackendContext(state_dir=ws.state_dir, cwd=ws.root, long_lived=True)
+    router = Router(load_config(ws.config_path), context=context)
     installed = load_installed(ws.backends_path)
-    return [await router.route(ex.query, installed) for ex in SPEC_EXAMPLES]
+    instances = [router.backend(name) for name in router.config.backends if installed.unusable_reason(name) is None]
+    try:
+        for instance in instances:
+            if isinstance(instance, WarmableBackend):
+                await instance.warm()
+        return [await router.route(ex.query, installed) for ex in SPEC_EXAMPLES]
+    finally:
+        for instance in router.instances().values():
+            if isinstance(instance, ClosableBackend):
+                await instance.aclose()
 
 
 def run_demo(directory: Path | None, *, as_json: bool = False) -> int:

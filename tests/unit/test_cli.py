@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
 
+from memory_router.backends.qmd.adapter import local_embedding_model
 from memory_router.demo import SPEC_EXAMPLES, materialize
 
 from ..conftest import cli, write_json
@@ -142,6 +144,23 @@ def test_demo_routes_all_15_examples_as_the_spec_says(tmp_path):
     assert [e["query_echo"] for e in envelopes] == [ex.query for ex in SPEC_EXAMPLES]
     assert all(e["status"] in ("success", "partial") for e in envelopes)
     assert sum(e["status"] == "success" for e in envelopes) >= 12
+
+
+@pytest.mark.skipif(
+    local_embedding_model(os.environ) is None, reason="no local embedding model (bash .ci/setup.d/30-qmd-models.sh)"
+)
+def test_the_demos_qmd_is_semantic_when_setup_built_the_embedding_model(tmp_path):
+    # The spec's table: rules 2 and 4 go to qmd vsearch, rule 7 to qmd query. With the MiniLM model
+    # setup builds, the demo indexes and embeds with it, so those steps answer instead of Total Recall.
+    env = {k: v for k, v in os.environ.items() if k != "CI"}  # qmd does no model work under CI
+    argv = cli("demo", "--dir", str(tmp_path / "d"), "--json")
+    proc = subprocess.run(argv, capture_output=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    envelopes = {e["query_echo"]: e for e in map(orjson.loads, proc.stdout.splitlines())}
+    for ex in SPEC_EXAMPLES:
+        got = envelopes[ex.query]
+        if ex.rule in (4, 7):
+            assert (got["routed_to"], got["routed_mode"]) == ("qmd", "vsearch" if ex.rule == 4 else "query"), got
 
 
 def test_help_lists_the_commands():
