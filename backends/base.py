@@ -47,6 +47,7 @@ from memory_router.core.frozen import Frozen
 
 if TYPE_CHECKING:
     from memory_router.backends.common.threads import WorkerPool
+    from memory_router.core.scope import Scope
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -276,6 +277,17 @@ class BackendRequest(Frozen):
     for backends with a single mode). ``timeout_s`` is the budget the router will enforce by
     cancellation; adapters may pass it down (an HTTP client timeout) but need not.
     ``signal`` lets an adapter strip the rule's trigger words from a keyword query.
+
+    ``scope`` is whose memory this call may read: the asking OpenClaw agent (and its session), a
+    checked :class:`~memory_router.core.scope.Scope`, or ``None`` for an unscoped query (which reads
+    what the backend's settings name, as always). It reaches a backend only here, in the one call's
+    arguments: an adapter instance is shared by every agent's queries (the daemon keeps it warm),
+    so it must never remember a scope between calls. Each adapter that honours it says how in its
+    module docstring (docs/openclaw.md, *Agents*): Lossless reads only the agent's conversations
+    (``conversations.session_key`` = ``agent:<id>:...``), Total Recall the agent's workspace
+    (openclaw.json's ``agents.list[]``), qmd only the collections configured for the agent, Cognee
+    only its datasets. A backend that cannot tell one agent's memory from another's must answer a
+    scoped call with nothing of anybody's (``empty`` with a ``note``), never with all of it.
     """
 
     query: str
@@ -285,9 +297,16 @@ class BackendRequest(Frozen):
     signal: str | None
     """The regex source of the rule signal that routed the query (None for the default rule).
     Keyword adapters (qmd search) drop its literal words: they say how to search, not what for."""
+    scope: Scope | None
 
     def __init__(
-        self, query: str, mode: str | None = None, limit: int = 10, timeout_s: float = 5.0, signal: str | None = None
+        self,
+        query: str,
+        mode: str | None = None,
+        limit: int = 10,
+        timeout_s: float = 5.0,
+        signal: str | None = None,
+        scope: Scope | None = None,
     ) -> None:
         # Slots set directly, not through the generic constructor: every backend call builds one,
         # by keyword, which the generic one binds ~3x slower than a written-out signature.
@@ -297,6 +316,7 @@ class BackendRequest(Frozen):
         setter(self, "limit", limit)
         setter(self, "timeout_s", timeout_s)
         setter(self, "signal", signal)
+        setter(self, "scope", scope)
 
 
 class Probe(Frozen):

@@ -37,6 +37,7 @@ EMPTY_QUERY = "EMPTY_QUERY"
 QUERY_TOO_LONG = "QUERY_TOO_LONG"
 INVALID_UTF8 = "INVALID_UTF8"
 DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"  # MEMORY_ROUTER_DAEMON=require and no daemon answered
+INVALID_SCOPE = "INVALID_SCOPE"  # --agent/--session-key (or a request's scope) is not a valid scope
 
 # The error codes that exit 2: the caller's input or configuration is wrong, and retrying the same
 # call cannot help. Every other error code (the backends failed) exits 1.
@@ -51,6 +52,7 @@ USAGE_CODES = frozenset(
         QUERY_TOO_LONG,
         INVALID_UTF8,
         DAEMON_UNAVAILABLE,
+        INVALID_SCOPE,
     }
 )
 
@@ -132,6 +134,20 @@ QUERY_OPTIONS: tuple[Option, ...] = (
         "spawn",
         "flag",
         "If no daemon runs, start one in the background for the next queries (also $MEMORY_ROUTER_SPAWN=1).",
+    ),
+    Option(
+        "--agent",
+        "agent",
+        "text",
+        "Answer as this OpenClaw agent: only its memory is read (docs/openclaw.md, Agents).",
+        metavar="ID",
+    ),
+    Option(
+        "--session-key",
+        "session_key",
+        "text",
+        "The asking OpenClaw session (agent:<id>:...); names the agent when --agent is not given.",
+        metavar="KEY",
     ),
     Option(
         "--state-dir",

@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from memory_router.backends import BackendContext
@@ -121,7 +121,12 @@ class Settings:
     password: Secret | None = None
     """Login password (default: ``$COGNEE_PASSWORD``). Prefer the environment variable."""
     datasets: tuple[str, ...] = ()
-    """Dataset names to search (empty: every dataset the user can read)."""
+    """Dataset names to search (empty: every dataset the user can read). Unscoped queries only."""
+    agent_datasets: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)  # a dict: not hashed
+    """A query scoped to an OpenClaw agent searches only that agent's datasets (by agent id), plus
+    ``shared_datasets``; with none of either it answers ``empty`` (never every dataset)."""
+    shared_datasets: tuple[str, ...] = ()
+    """Datasets every agent's scoped queries also search: memory shared on purpose."""
     top_k: Annotated[int, Limits(ge=1, le=1000)] = 10
     default_mode: Literal["graph", "completion", "chunks", "lexical", "cypher"] = "graph"
     graph_search_type: Literal[GRAPH_SEARCH_TYPES] = "GRAPH_COMPLETION"  # type: ignore[valid-type]
@@ -187,13 +192,36 @@ class CogneeBackend:
             self.name, request.query, code, self.redact(message), duration_ms=sw.ms, query_sent=query_sent
         )
 
-    def _body(self, mode: str, query: str, top_k: int | None = None) -> tuple[dict[str, Any], str | None]:
-        """The search request for a mode, and the query actually sent when it differs."""
+    def _nothing_for_agent(self, request: BackendRequest, sw: Stopwatch) -> BackendResponse:
+        """``empty`` with the reason: this agent has no dataset (not an error: a cooldown would
+        count it against the backend for every other agent)."""
+        agent = request.scope.agent if request.scope is not None else "?"
+        note = (
+            f"no Cognee dataset is configured for agent {agent} "
+            f"(backends.{self.name}.agent_datasets / shared_datasets): nothing searched"
+        )
+        return BackendResponse.from_results(self.name, request.query, [], duration_ms=sw.ms, note=note)
+
+    def datasets_for(self, request: BackendRequest) -> tuple[str, ...] | None:
+        """The datasets this call searches: ``datasets`` for an unscoped query (empty: all the
+        user's); for a query scoped to an agent, its ``agent_datasets`` plus ``shared_datasets``,
+        and ``None`` when that is none (an empty list would mean every dataset: other agents' too)."""
+        if request.scope is None:
+            return self.settings.datasets
+        own = self.settings.agent_datasets.get(request.scope.agent, ())
+        return tuple(dict.fromkeys((*own, *self.settings.shared_datasets))) or None
+
+    def _body(
+        self, mode: str, query: str, top_k: int | None = None, datasets: tuple[str, ...] | None = None
+    ) -> tuple[dict[str, Any], str | None]:
+        """The search request for a mode, and the query actually sent when it differs;
+        ``datasets``: the call's (:meth:`datasets_for`), default the configured ones."""
         s = self.settings
         top_k = top_k or s.top_k
         body: dict[str, Any] = {"query": query, "topK": top_k}
-        if s.datasets:
-            body["datasets"] = list(s.datasets)
+        datasets = s.datasets if datasets is None else datasets
+        if datasets:
+            body["datasets"] = list(datasets)
         sent = None
         if mode == "graph":
             body.update(searchType=s.graph_search_type, onlyContext=True)
@@ -246,7 +274,7 @@ class CogneeBackend:
 
     # ------------------------------------------------------------------ the seam
 
-    async def search(self, request: BackendRequest) -> BackendResponse:
+    async def search(self, request: BackendRequest) -> BackendResponse:  # noqa: C901 - one HTTP call, each failure its code
         import httpx  # lazy: only a Cognee query pays for it
 
         sw = Stopwatch()
@@ -261,7 +289,10 @@ class CogneeBackend:
         mode = request.mode or self.settings.default_mode
         if mode not in MODES:
             return self._fail(request, BACKEND_ERROR, f"unknown cognee mode {mode!r}; use one of {sorted(MODES)}", sw)
-        body, sent = self._body(mode, request.query, self._first_top_k(mode, request.query))
+        datasets = self.datasets_for(request)
+        if datasets is None:  # a scoped query whose agent has no dataset: nothing of its here
+            return self._nothing_for_agent(request, sw)
+        body, sent = self._body(mode, request.query, self._first_top_k(mode, request.query), datasets)
         if sent == "":
             return BackendResponse.from_results(self.name, request.query, [], duration_ms=sw.ms)
         # Just past the router's budget: the router's cancellation ends a stalled call first.
@@ -323,15 +354,17 @@ class CogneeBackend:
         except ValueError:
             return None
 
+        datasets = self.datasets_for(request)
+
         async def search(text: str, wide: bool = False) -> list[Relationship]:
-            body, sent = self._body(mode, text, self.settings.top_k * WIDE_FACTOR if wide else None)
+            body, sent = self._body(mode, text, self.settings.top_k * WIDE_FACTOR if wide else None, datasets)
             payload = None if sent == "" else await self._post_json(client, headers, body)
             return [] if payload is None else graph_answer(payload, mode)[0]
 
         async def cypher(statement: str) -> list[Path] | None:
             body: dict[str, Any] = {"query": statement, "searchType": "CYPHER"}
-            if self.settings.datasets:
-                body["datasets"] = list(self.settings.datasets)
+            if datasets:
+                body["datasets"] = list(datasets)
             payload = await self._post_json(client, headers, body)
             return None if payload is None else cypher_paths(payload)
 

@@ -53,6 +53,7 @@ Each result names ``summary_id`` (``sum_...``, for ``lcm_describe``/``lcm_expand
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 import pwd
@@ -116,6 +117,10 @@ class Settings:
     session_key: str | None = None
     """Only this OpenClaw session family (``conversations.session_key``, e.g. ``agent:main:main``;
     ``session_id`` on databases older than v0.4.0). Default: every conversation in the file."""
+    unkeyed_agents: tuple[str, ...] = ()
+    """Agents whose scoped queries also read conversations with no ``session_key`` (NULL or empty:
+    written before lossless-claw kept keys, or by a tool outside a session); ``["*"]``: every
+    agent. Default: none; such a conversation is visible to unscoped queries only."""
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> LosslessBackend:
@@ -477,7 +482,15 @@ class LosslessBackend(BlockingAdapter):
                     f"messages table; " + FIX_HINT.format(name=self.name),
                     duration_ms=watch.ms,
                 )
-            hits, sent = self._find(conn, schema, request)
+            # The call's agent reaches every statement through _scope(): a context variable of
+            # this worker thread, set for this call only (the instance is shared by all agents).
+            agent_token = _CALL_AGENT.set(request.scope.agent if request.scope is not None else None)
+            columns_token = _CALL_COLUMNS.set(schema.conversations)
+            try:
+                hits, sent = self._find(conn, schema, request)
+            finally:
+                _CALL_AGENT.reset(agent_token)
+                _CALL_COLUMNS.reset(columns_token)
             results = [self._result(h, schema) for h in hits]
             results.sort(key=lambda r: r.relevance, reverse=True)
             return BackendResponse.from_results(
@@ -565,14 +578,29 @@ class LosslessBackend(BlockingAdapter):
         return self._like(conn, schema, table, terms, op, pool)
 
     def _scope(self, schema: Schema, alias: str) -> str:
-        """SQL restricting rows to the configured session family (all conversations by default)."""
-        if self.settings.session_key is None:
+        """SQL restricting rows to the configured session family (all conversations by default)
+        and, for a query scoped to an agent, to that agent's conversations (see :func:`_agent_sql`)."""
+        agent = _CALL_AGENT.get()
+        if self.settings.session_key is None and agent is None:
             return "1"
+        if agent is not None and self.settings.session_key is None and not schema.conversations:
+            return "1" if self._unkeyed_visible(agent) else "0"  # no conversations table: no keys at all
         column = "session_key" if "session_key" in schema.conversations else "session_id"
-        return f"{alias}.conversation_id IN (SELECT conversation_id FROM conversations WHERE {column} = ?)"
+        where = [f"{column} = ?"] if self.settings.session_key is not None else []
+        if agent is not None:
+            where.append(_agent_sql(schema, self._unkeyed_visible(agent)))
+        return f"{alias}.conversation_id IN (SELECT conversation_id FROM conversations WHERE {' AND '.join(where)})"
 
-    def _scope_args(self) -> tuple[str, ...]:
-        return () if self.settings.session_key is None else (self.settings.session_key,)
+    def _scope_args(self) -> tuple[str | int, ...]:
+        args: tuple[str | int, ...] = () if self.settings.session_key is None else (self.settings.session_key,)
+        agent = _CALL_AGENT.get()
+        if agent is not None and "session_key" in _CALL_COLUMNS.get():
+            prefix = f"agent:{agent}:"
+            args += (len(prefix), prefix)
+        return args
+
+    def _unkeyed_visible(self, agent: str) -> bool:
+        return "*" in self.settings.unkeyed_agents or agent in self.settings.unkeyed_agents
 
     def _select_list(self, schema: Schema, table: str, alias: str) -> str:
         if table == "summaries":
@@ -750,6 +778,25 @@ class LosslessBackend(BlockingAdapter):
             timestamp=_iso(r.get("event_time")),
             **extra,
         )
+
+
+# The agent a search is scoped to (``request.scope``), and its database's conversations columns,
+# for the duration of one call in its worker thread (see search_blocking).
+_CALL_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_agent", default=None)
+_CALL_COLUMNS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("lossless_columns", default=frozenset())
+
+
+def _agent_sql(schema: Schema, unkeyed_visible: bool) -> str:
+    """The conversations of one agent: those whose ``session_key`` is OpenClaw's ``agent:<id>:...``
+    (compared as a prefix with ``substr``, not ``LIKE``: ``_`` in an agent id is no wildcard), and,
+    when ``unkeyed_agents`` lets this agent see them, those with no key. A database without a
+    ``session_key`` column (before lossless-claw v0.4.0) cannot tell agents apart: all of its
+    conversations count as having no key."""
+    unkeyed = "(session_key IS NULL OR session_key = '')"
+    if "session_key" not in schema.conversations:
+        return "1" if unkeyed_visible else "0"
+    mine = "lower(substr(session_key, 1, ?)) = ?"
+    return f"({mine} OR {unkeyed})" if unkeyed_visible else mine
 
 
 def _newest_first(schema: Schema, table: str) -> str:

@@ -68,7 +68,7 @@ import stat
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import pairwise
@@ -97,6 +97,7 @@ from memory_router.backends.common.files import FileRefused, read_regular_file
 from memory_router.backends.common.settings import Limits
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, recency, stem
 from memory_router.config.envvars import TOTALRECALL
+from memory_router.config.openclaw import OpenClawConfigInvalid, agent_workspace
 from memory_router.config.paths import openclaw_workspace
 from memory_router.core.frozen import Frozen
 from memory_router.core.timefmt import iso_z
@@ -129,7 +130,21 @@ class Settings:
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> TotalRecallBackend:
-    return TotalRecallBackend(name, resolve_root(settings, context), settings.max_file_bytes)
+    fixed = _fixed_root(settings, context)
+    shared = Path(os.path.expanduser(settings.root)) if settings.root else None
+    if fixed is not None:
+        return TotalRecallBackend(name, fixed, settings.max_file_bytes, shared_root=shared, environ=context.environ)
+    environ = context.environ
+    # The root is OpenClaw's workspace: read now (an openclaw.json that cannot be used is a
+    # configuration error, exit 2), then again per query (cached by the file's stat), so a moved
+    # workspace (agents.defaults.workspace changed) is followed by a long-lived daemon.
+    return TotalRecallBackend(
+        name,
+        _workspace_root(environ),
+        settings.max_file_bytes,
+        resolve=lambda: _workspace_root(environ),
+        environ=environ,
+    )
 
 
 class Cancelled(Exception):
@@ -137,6 +152,14 @@ class Cancelled(Exception):
 
 
 def resolve_root(settings: Settings, context: BackendContext) -> Path | None:
+    """The memory root of an unscoped query (see the module docstring for the order)."""
+    fixed = _fixed_root(settings, context)
+    return fixed if fixed is not None else _workspace_root(context.environ)
+
+
+def _fixed_root(settings: Settings, context: BackendContext) -> Path | None:
+    """The root given by the settings, ``$OPENCLAW_REPO_ROOT`` or the working directory's git
+    repository: fixed for the instance's life (``None``: none of them; OpenClaw's workspace)."""
     if settings.root:
         return Path(os.path.expanduser(settings.root))
     if env_root := context.environ.get("OPENCLAW_REPO_ROOT"):
@@ -144,7 +167,11 @@ def resolve_root(settings: Settings, context: BackendContext) -> Path | None:
     for directory in (context.cwd, *context.cwd.parents):
         if (directory / ".git").exists():
             return directory
-    workspace, _ = openclaw_workspace(context.environ)
+    return None
+
+
+def _workspace_root(environ: Mapping[str, str]) -> Path | None:
+    workspace, _ = openclaw_workspace(environ)
     return Path(workspace) if os.path.isdir(workspace) else None
 
 
@@ -485,12 +512,73 @@ def _scan_dir(
                 _scan_dir(entry.path, (*parts, name), True, found, links)
 
 
+BIG_FILE_BYTES = 256 << 10  # a file at least this big is parsed in the background (see _Parse)
+
+
+class _Parse:
+    """One big memory file parsed in a background thread, once per change of the file.
+
+    A 4 MiB daily note (~500k short lines) takes longer to parse than a query's whole budget; a
+    parse cut at the router's timeout would keep nothing and start again on the next query. So a
+    search hands such a file to a :class:`_Parse` of its own, waits for it at most half its budget,
+    and answers from the other files meanwhile (``MEMORY.md`` included), saying so in the
+    response's ``note``; the thread is not tied to any query's cancellation and finishes the parse,
+    which the next search merges. It stops early only when the file changed again or is gone (a
+    newer parse replaces it); a one-shot process leaves it behind at exit (a daemon thread)."""
+
+    __slots__ = ("rel", "signature", "size", "started", "done", "stop", "entries", "why")
+
+    def __init__(self, root: Path, tier: str, rel: str, st: os.stat_result, limit: int) -> None:
+        self.rel, self.size, self.started = rel, st.st_size, time.monotonic()
+        self.signature = (st.st_mtime_ns, st.st_size, st.st_ctime_ns)
+        self.done, self.stop = threading.Event(), threading.Event()
+        self.entries: list[Entry] | None = None
+        self.why: str | None = None  # why the file is skipped, when it could not be read
+        args = (root, tier, rel, st.st_mtime, limit)
+        threading.Thread(target=self._run, args=args, name=f"totalrecall-parse {rel}", daemon=True).start()
+
+    def _run(self, root: Path, tier: str, rel: str, mtime: float, limit: int) -> None:
+        try:
+            raw = read_regular_file(root.joinpath(*rel.split("/")), limit)
+            self.entries = parse_file(tier, rel, raw.decode("utf-8", "replace"), mtime, self.stop)
+        except (Cancelled, FileNotFoundError):
+            pass  # replaced by a newer parse, closed, or the file is gone: nothing to keep
+        except FileRefused as exc:
+            self.why = str(exc) + (" (max_file_bytes)" if "limit" in str(exc) else "")
+        except OSError as exc:
+            self.why = f"cannot read: {exc.strerror or exc}"
+        except Exception as exc:  # noqa: BLE001 - a parse bug must not leave the file "indexing" forever
+            self.why = f"cannot be parsed: {type(exc).__name__}: {exc}"
+        finally:
+            self.done.set()
+
+    def wait(self, until: float, cancel: threading.Event | None) -> bool:
+        """Wait for the parse until ``until`` (monotonic) or the call's cancellation; True: done."""
+        while not self.done.is_set():
+            left = until - time.monotonic()
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                return False
+            self.done.wait(min(left, 0.05))
+        return True
+
+
 class _Index:
     """Entries of all files plus an inverted index and idf, rebuilt when a file changes.
 
     A plain class (not a dataclass): defining a dataclass costs a cold query ~0.5 ms."""
 
-    __slots__ = ("files", "skipped", "dirty", "entries", "postings", "idf", "term_sets", "_by_time", "_definitions")
+    __slots__ = (
+        "files",
+        "skipped",
+        "dirty",
+        "entries",
+        "postings",
+        "idf",
+        "term_sets",
+        "_by_time",
+        "_definitions",
+        "indexing",
+    )
 
     def __init__(self) -> None:
         self.files: dict[str, tuple[tuple[int, int], list[Entry]]] = {}
@@ -503,12 +591,22 @@ class _Index:
         self.term_sets: list[frozenset[str]] = []  # per entry, for scoring
         self._by_time: list[Entry] | None = None  # entries newest first, built on first use
         self._definitions: dict[str, dict[int, Definition]] = {}  # symbol -> entry -> where
+        self.indexing: dict[str, _Parse] = {}  # big files being parsed in the background
 
-    def refresh(
-        self, root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, cancel: threading.Event | None = None
+    def refresh(  # noqa: C901 - one walk: each changed file is parsed here, in the background or skipped
+        self,
+        root: Path,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        cancel: threading.Event | None = None,
+        wait_until: float | None = None,
     ) -> None:
         """Bring the index up to date with the files under ``root``. Raises :class:`Cancelled`
-        once ``cancel`` is set (what was read so far is kept and indexed by the next refresh)."""
+        once ``cancel`` is set (what was read so far is kept and indexed by the next refresh).
+
+        With ``wait_until`` (a monotonic time: a search's), a changed file of at least
+        :data:`BIG_FILE_BYTES` is parsed in the background (:class:`_Parse`) and waited for until
+        then; one still parsing is left out of this refresh (its previous version, if any, stays
+        indexed) and listed in :attr:`indexing`. Without it every file is parsed here."""
         seen: set[str] = set()
         files, skipped = self.files, self.skipped
         for tier, rel, st in _scan(root):
@@ -519,6 +617,9 @@ class _Index:
                 continue
             if cancel is not None and cancel.is_set():
                 raise Cancelled
+            if wait_until is not None and BIG_FILE_BYTES <= st.st_size <= max_file_bytes:
+                self._parse_in_background(root, tier, rel, st, max_file_bytes)
+                continue
             entries = self._read(root, tier, rel, st, max_file_bytes, cancel)
             if entries is None:
                 if files.pop(rel, None) is not None:
@@ -527,14 +628,60 @@ class _Index:
             skipped.pop(rel, None)
             files[rel] = (signature, entries)
             self.dirty = True
+        for gone in set(self.indexing) - seen:
+            self.indexing.pop(gone).stop.set()
         if len(seen) != len(files) + len(skipped):
             for gone in set(files) - seen:
                 del files[gone]
                 self.dirty = True
             for gone in set(skipped) - seen:
                 del skipped[gone]
+        if self.indexing and wait_until is not None:
+            self._collect(wait_until, cancel)
         if self.dirty or not self.entries and self.files:
             self._rebuild()
+
+    def _parse_in_background(self, root: Path, tier: str, rel: str, st: os.stat_result, limit: int) -> None:
+        full = (st.st_mtime_ns, st.st_size, st.st_ctime_ns)
+        known = self.skipped.get(rel)
+        if known is not None and known[0] == full:
+            return  # skipped before and unchanged: do not try again
+        job = self.indexing.get(rel)
+        if job is not None and job.signature == full:
+            return  # already being parsed
+        if job is not None:
+            job.stop.set()  # the file changed again: that parse is for an old version
+        self.indexing[rel] = _Parse(root, tier, rel, st, limit)
+
+    def _collect(self, until: float, cancel: threading.Event | None) -> None:
+        """Merge the background parses that are done (waiting for them until ``until``)."""
+        for rel, job in list(self.indexing.items()):
+            if not job.wait(until, cancel):
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled
+                continue
+            del self.indexing[rel]
+            if job.entries is not None:
+                self.skipped.pop(rel, None)
+                self.files[rel] = (job.signature[:2], job.entries)
+                self.dirty = True
+            elif job.why is not None:
+                self.skipped[rel] = (job.signature, job.why)
+                if self.files.pop(rel, None) is not None:
+                    self.dirty = True
+
+    def indexing_note(self) -> str | None:
+        """What this answer left out because it is still being parsed (the response's note)."""
+        if not self.indexing:
+            return None
+        now = time.monotonic()
+        jobs = sorted(self.indexing.values(), key=lambda j: j.rel)
+        shown = ", ".join(f"{j.rel} ({j.size / (1 << 20):.1f} MiB, {now - j.started:.1f} s so far)" for j in jobs[:3])
+        more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
+        return (
+            f"still indexing {shown}{more} in the background: not searched in this answer "
+            "(its previous version is, if it had one); the next query includes it"
+        )
 
     def _read(
         self, root: Path, tier: str, rel: str, st: os.stat_result, limit: int, cancel: threading.Event | None
@@ -817,58 +964,138 @@ def _iso(ts: datetime | None) -> str | None:
     return iso_z(ts) if ts else None
 
 
+class _RootState:
+    """One memory root's index and what is known about its freshness (a plain class: state)."""
+
+    __slots__ = ("index", "lock", "stale", "walked_at", "watched")
+
+    def __init__(self) -> None:
+        self.index = _Index()
+        self.lock = threading.Lock()
+        self.stale = True
+        self.walked_at = 0.0
+        self.watched = False  # a watcher reports the changes under this root
+
+
+MAX_ROOTS = 64  # roots (agents' workspaces) whose index one instance keeps; the oldest is dropped
+
+
 class TotalRecallBackend(BlockingAdapter):
-    def __init__(self, name: str, root: Path | None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+    """Total Recall over one memory root per query: the instance's (``root``: fixed, or OpenClaw's
+    workspace resolved again per query when ``resolve`` is given) for an unscoped query, and for a
+    query scoped to an agent (``request.scope``) that agent's workspace from openclaw.json's
+    ``agents.list[]`` (:func:`memory_router.config.openclaw.agent_workspace`), unless
+    ``backends.<name>.root`` is set: a configured root is shared by every agent, on purpose.
+    The process environment and working directory (``$OPENCLAW_REPO_ROOT``, a git repository)
+    belong to the Gateway, not to an agent, so a scoped query never reads them. Each root has its
+    own index (at most :data:`MAX_ROOTS`)."""
+
+    def __init__(
+        self,
+        name: str,
+        root: Path | None,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        *,
+        resolve: Callable[[], Path | None] | None = None,
+        shared_root: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
-        self.root = root
+        self._root = root
+        self._resolve = resolve
+        self.shared_root = shared_root
+        self.environ = os.environ if environ is None else environ
         self.max_file_bytes = max_file_bytes
-        self._index = _Index()
-        self._lock = threading.Lock()
+        self._states: dict[Path | None, _RootState] = {}
+        self._states_lock = threading.Lock()
         self._watched = False  # a watcher calls invalidate() on changes under watch_paths()
-        self._stale = True
-        self._walked_at = 0.0
+        self._watch_root: Path | None = root
+
+    @property
+    def root(self) -> Path | None:
+        """The root of an unscoped query now (OpenClaw's workspace is looked up again: cheap, the
+        parsed openclaw.json is cached by its stat)."""
+        if self._resolve is not None:
+            try:
+                self._root = self._resolve()
+            except OpenClawConfigInvalid:
+                pass  # the last good root; the search reports the file
+        return self._root
+
+    def _state(self, root: Path | None) -> _RootState:
+        with self._states_lock:
+            state = self._states.get(root)
+            if state is None:
+                if len(self._states) >= MAX_ROOTS:
+                    oldest = next(r for r in self._states if r != self._watch_root)
+                    del self._states[oldest]
+                state = self._states[root] = _RootState()
+                state.watched = self._watched and root == self._watch_root
+            return state
+
+    @property
+    def _index(self) -> _Index:
+        """The index of the unscoped query's root (for tools and tests)."""
+        return self._state(self.root).index
+
+    @property
+    def _lock(self) -> threading.Lock:
+        """The lock of the unscoped query's root (held while a search reads its tree)."""
+        return self._state(self.root).lock
 
     def watch_paths(self) -> list[tuple[Path, bool]]:
         """``(folder, recursive)`` whose changes can alter the index: the root itself (for
         CLAUDE.local.md and MEMORY.md) and ``memory/``. Empty when they do not all exist (nothing
-        to rely on)."""
-        if self.root is None or not (self.root / "memory").is_dir():
+        to rely on). Only the unscoped query's root is watched; agents' roots walk their tree."""
+        root = self.root
+        if root is None or not (root / "memory").is_dir():
             return []
-        return [(self.root, False), (self.root / "memory", True)]
+        self._watch_root = root
+        return [(root, False), (root / "memory", True)]
 
     def set_watched(self, watched: bool) -> None:
         """A watcher is (or is no longer) reporting changes under :meth:`watch_paths`."""
-        self._watched, self._stale = watched, True
+        self._watched = watched
+        with self._states_lock:
+            for root, state in self._states.items():
+                state.watched = watched and root == self._watch_root
+                state.stale = True
 
     def invalidate(self) -> None:
         """Something under the root changed: the next query walks the tree again."""
-        self._stale = True
+        with self._states_lock:
+            for state in self._states.values():
+                state.stale = True
 
     def calibration_key(self, mode: str | None) -> str:
         """The calibration map (memory_router.core.calibration): one mode, one map."""
         return "totalrecall"
 
     def probe(self) -> Probe:
-        if self.root is None:
+        try:
+            root = self._resolve() if self._resolve is not None else self._root
+        except OpenClawConfigInvalid as exc:
+            return Probe(False, str(exc))
+        if root is None:
             return Probe(False, "no memory root: " + NO_ROOT_FIX.format(name=self.name))
-        if not self.root.is_dir():
-            return Probe(False, f"memory root {self.root} does not exist")
-        found = _scan(self.root)
+        if not root.is_dir():
+            return Probe(False, f"memory root {root} does not exist")
+        found = _scan(root)
         skipped = []
         for _, rel, st in found:
             why = _too_big(st.st_size, self.max_file_bytes)
             if why is None:
-                why = _unreadable(self.root.joinpath(*rel.split("/")))
+                why = _unreadable(root.joinpath(*rel.split("/")))
             if why is not None:
                 skipped.append({"path": rel, "reason": why})
         count = len(found) - len(skipped)
-        facts: dict[str, object] = {"root": str(self.root), "files": count, "max_file_bytes": self.max_file_bytes}
+        facts: dict[str, object] = {"root": str(root), "files": count, "max_file_bytes": self.max_file_bytes}
         if found:
             layouts = sorted({LAYOUT_OF_TIER[tier] for tier, _, _ in found})
             facts["tiers"] = dict(sorted(Counter(tier for tier, _, _ in found).items()))
-            detail = f"{count} memory files under {self.root} ({' + '.join(layouts)} layout)"
+            detail = f"{count} memory files under {root} ({' + '.join(layouts)} layout)"
         else:
-            detail = _no_memory_files(self.root, {}, self.name)
+            detail = _no_memory_files(root, {}, self.name)
         if skipped:
             facts["skipped"] = skipped
             first = skipped[0]
@@ -880,57 +1107,93 @@ class TotalRecallBackend(BlockingAdapter):
         """Files the index left out, as of the last search: relative path -> why."""
         return {rel: why for rel, (_, why) in self._index.skipped.items()}
 
+    def _root_for(self, request: BackendRequest) -> tuple[Path | None, str | None, bool]:
+        """``(root, problem, scoped)`` for this call: the root to read, or why there is none
+        (``root`` None and ``problem`` None too: a scoped query whose agent has no memory root,
+        answered ``empty`` with the reason as its note, never a failure counted against the
+        backend for every other agent)."""
+        scope = request.scope
+        if scope is None:
+            if self._resolve is not None:
+                try:
+                    self._root = self._resolve()
+                except OpenClawConfigInvalid as exc:
+                    return None, str(exc), False
+            root = self._root
+            if root is None or not root.is_dir():
+                where = "no memory root found" if root is None else f"memory root {root} does not exist"
+                return None, f"{where}; " + NO_ROOT_FIX.format(name=self.name), False
+            return root, None, False
+        if self.shared_root is not None:
+            return self.shared_root, None, True  # backends.<name>.root: every agent's, on purpose
+        try:
+            workspace, where = agent_workspace(scope.agent, self.environ)
+        except OpenClawConfigInvalid as exc:
+            return None, str(exc), True
+        root = Path(workspace)
+        if not root.is_dir():
+            return None, None, True
+        return root, None, True
+
     def search_blocking(self, request: BackendRequest, stop: threading.Event) -> BackendResponse:
         """:class:`~.base.BlockingBackend` (the async ``search`` is :class:`~.base.BlockingAdapter`'s):
         the search in the caller's thread; ``stop`` ends a tree read at its next check (between
         files, every 1024 lines of one)."""
         watch = Stopwatch()
-        if self.root is None or not self.root.is_dir():
-            where = "no memory root found" if self.root is None else f"memory root {self.root} does not exist"
+        root, problem, scoped = self._root_for(request)
+        if root is None:
+            if problem is None:  # this agent has no workspace: nothing of its memory here
+                note = f"nothing of this agent's memory here: {_workspace_missing(request, self.environ)}"
+                return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, note=note)
             return BackendResponse.failure(
-                self.name,
-                request.query,
-                BACKEND_UNAVAILABLE,
-                f"{where}; " + NO_ROOT_FIX.format(name=self.name),
-                duration_ms=watch.ms,
+                self.name, request.query, BACKEND_UNAVAILABLE, problem or "no memory root", duration_ms=watch.ms
             )
+        state = self._state(root)
         # Another call may be reading the tree (or was abandoned mid-read and is stopping): wait
         # no longer than this call's own budget for it.
-        if not self._lock.acquire(timeout=max(0.001, request.timeout_s)):
+        if not state.lock.acquire(timeout=max(0.001, request.timeout_s)):
             return BackendResponse.failure(
                 self.name,
                 request.query,
                 QUERY_TIMEOUT,
-                f"another search was still reading the memory under {self.root}",
+                f"another search was still reading the memory under {root}",
                 duration_ms=watch.ms,
             )
+        index = state.index
         try:
             now = time.monotonic()
-            if not self._watched or self._stale or now - self._walked_at > WATCHED_RESCAN_S:
-                self._stale = False  # before the walk: a change during it marks it stale again
-                self._walked_at = now
-                self._index.refresh(self.root, self.max_file_bytes, stop)
-            hits = rank(self._index, request.query, request.limit, datetime.now(timezone.utc))
-            nothing = None if self._index.files else _no_memory_files(self.root, self.skipped(), self.name)
+            if not state.watched or state.stale or now - state.walked_at > WATCHED_RESCAN_S:
+                state.stale = False  # before the walk: a change during it marks it stale again
+                state.walked_at = now
+                # Big files are parsed in the background; wait for them at most half the budget.
+                index.refresh(root, self.max_file_bytes, stop, wait_until=now + request.timeout_s / 2)
+                if index.indexing:
+                    state.stale = True  # the next query merges what the background parse finished
+            hits = rank(index, request.query, request.limit, datetime.now(timezone.utc))
+            skipped = {rel: why for rel, (_, why) in index.skipped.items()}
+            nothing = None if index.files or index.indexing else _no_memory_files(root, skipped, self.name)
+            note = index.indexing_note()
         except Cancelled:
-            self._stale = True  # the walk did not finish
+            state.stale = True  # the walk did not finish
             return BackendResponse.failure(
                 self.name, request.query, QUERY_TIMEOUT, "cancelled by the router", duration_ms=watch.ms
             )
         except OSError as exc:
-            self._stale = True  # the walk did not finish: never trust a partial index
+            state.stale = True  # the walk did not finish: never trust a partial index
             return BackendResponse.failure(
                 self.name,
                 request.query,
                 BACKEND_ERROR,
-                f"reading Total Recall memory under {self.root}: {exc}",
+                f"reading Total Recall memory under {root}: {exc}",
                 duration_ms=watch.ms,
             )
         finally:
-            self._lock.release()
+            state.lock.release()
         if nothing is not None:
             # Not "empty": that would tell the agent "nothing remembered" about a root that holds
             # no memory at all (a wrong root, or none written yet).
+            if scoped:
+                return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, note=nothing)
             return BackendResponse.failure(self.name, request.query, BACKEND_UNAVAILABLE, nothing, duration_ms=watch.ms)
         results = [_result(self.name, rel, entry, where) for rel, entry, where in hits]
         return BackendResponse.from_results(
@@ -939,7 +1202,14 @@ class TotalRecallBackend(BlockingAdapter):
             results,
             duration_ms=watch.ms,
             query_sent=" ".join(query_terms(request.query)) or None,
+            note=note,
         )
+
+
+def _workspace_missing(request: BackendRequest, environ: Mapping[str, str]) -> str:
+    assert request.scope is not None
+    workspace, where = agent_workspace(request.scope.agent, environ)
+    return f"agent {request.scope.agent}'s workspace {workspace} ({where}) does not exist"
 
 
 def _result(source: str, relevance: float, entry: Entry, definition: Definition | None = None) -> Result:

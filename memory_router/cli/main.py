@@ -129,7 +129,15 @@ def main() -> None:
 @click.argument("query")
 @_with_options(contract.QUERY_OPTIONS)
 def query(
-    query: str, pretty: bool, timeout_ms: int | None, limit: int | None, mode: str | None, spawn: bool, **kw: Any
+    query: str,
+    pretty: bool,
+    timeout_ms: int | None,
+    limit: int | None,
+    mode: str | None,
+    spawn: bool,
+    agent: str | None,
+    session_key: str | None,
+    **kw: Any,
 ) -> None:
     """Route QUERY and print the router envelope (JSON).
 
@@ -140,10 +148,27 @@ def query(
         if click.get_current_context().obj is IN_PROCESS:  # the console script already decided: in-process
             return None
         return client.route_via_daemon(
-            text, timeout_ms=timeout_ms, limit=limit, pretty=pretty, spawn=spawn, mode=mode, **kw
+            text,
+            timeout_ms=timeout_ms,
+            limit=limit,
+            pretty=pretty,
+            spawn=spawn,
+            mode=mode,
+            agent=agent,
+            session_key=session_key,
+            **kw,
         )
 
-    run_query(query, Options(**kw), pretty=pretty, timeout_ms=timeout_ms, limit=limit, via_daemon=via_daemon)
+    run_query(
+        query,
+        Options(**kw),
+        pretty=pretty,
+        timeout_ms=timeout_ms,
+        limit=limit,
+        via_daemon=via_daemon,
+        agent=agent,
+        session_key=session_key,
+    )
 
 
 @main.command()

@@ -105,19 +105,25 @@ def run_query(
     timeout_ms: int | None = None,
     limit: int | None = None,
     via_daemon: Callable[[str], int | None] | None = None,
+    agent: str | None = None,
+    session_key: str | None = None,
 ) -> None:
     """Read QUERY ('-': stdin), let ``via_daemon`` answer it if it can, else route it in this
-    process; print the envelope and exit with the documented code. Never returns."""
+    process; print the envelope and exit with the documented code. Never returns. ``agent`` and
+    ``session_key``: the query's scope (:mod:`memory_router.core.scope`), checked before anything
+    is read, so a bad one is refused (``INVALID_SCOPE``, exit 2) whichever path would answer."""
     from memory_router.core.envelope import error_envelope
+    from memory_router.core.scope import parse_scope
 
     text = query
     try:
+        scope = parse_scope(agent, session_key)
         text = read_query(query)
         if via_daemon is not None and (code := via_daemon(text)) is not None:
             sys.exit(code)
         session = Session(opts)
         installed = session.installed()
-        envelope = session.router.route_blocking(text, installed, timeout_ms=timeout_ms, limit=limit)
+        envelope = session.router.route_blocking(text, installed, timeout_ms=timeout_ms, limit=limit, scope=scope)
     except RouterError as exc:
         say(str(exc))
         echo = _printable_echo(text) if text != "-" else ""
@@ -142,6 +148,8 @@ def main(opts: dict[str, Any]) -> None:
             pretty=opts.get("pretty", False),
             timeout_ms=opts.get("timeout_ms"),
             limit=opts.get("limit"),
+            agent=opts.get("agent"),
+            session_key=opts.get("session_key"),
         )
     except (KeyboardInterrupt, EOFError):
         print("\nAborted!", file=sys.stderr, flush=True)

@@ -98,9 +98,12 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     config: str | None = None,
     spawn: bool = False,
     mode: str | None = None,
+    agent: str | None = None,
+    session_key: str | None = None,
 ) -> int | None:
     """Answer ``query`` through the daemon and return the exit code, or ``None`` to route
-    in-process. In ``require`` mode it never returns ``None``."""
+    in-process. In ``require`` mode it never returns ``None``. ``agent``/``session_key`` go as the
+    request's ``scope``; the daemon checks them as the in-process path does (``INVALID_SCOPE``)."""
     mode = daemon_mode(mode)
     if mode == "off":
         return None
@@ -167,6 +170,8 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
             request["timeout_ms"] = timeout_ms
         if limit is not None:
             request["limit"] = limit
+        if agent or session_key:
+            request["scope"] = {k: v for k, v in (("agent", agent), ("session_key", session_key)) if v}
         # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.
         wait = max(60.0, 8 * (timeout_ms or 5000) / 1000)
         try:

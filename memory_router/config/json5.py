@@ -6,6 +6,11 @@ comments, unquoted (identifier) keys, single-quoted strings, trailing commas, he
 numbers, leading or trailing decimal points, ``+`` signs, ``Infinity`` and ``NaN``, and escaped
 line breaks in strings. Unicode escapes in identifier keys are not supported. Errors raise
 :class:`JSON5Error` with the line and column.
+
+A document beyond what any configuration needs (nested deeper than :data:`MAX_DEPTH`, a number
+longer than :data:`MAX_NUMBER_CHARS` characters) raises :class:`JSON5Limit`, not a
+``RecursionError`` or ``ValueError`` from deep inside the parser: a hostile or broken file costs a
+clear error naming where, never a traceback.
 """
 
 from __future__ import annotations
@@ -25,8 +30,16 @@ _LITERALS = {"true": True, "false": False, "null": None}
 _STRING_STOP = {q: re.compile(f"[{q}\\\\\n\r]") for q in ("'", '"')}
 
 
+MAX_DEPTH = 256  # objects and arrays inside each other; Python's own stack ends near 1,000
+MAX_NUMBER_CHARS = 400  # digits (and sign, point, exponent) of one number; int() refuses > 4,300
+
+
 class JSON5Error(ValueError):
     pass
+
+
+class JSON5Limit(ValueError):
+    """A document that is valid JSON5 but beyond the reader's limits (too deep, a huge number)."""
 
 
 def loads(text: str) -> Any:
@@ -40,12 +53,15 @@ def loads(text: str) -> Any:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.text, self.pos = text, 0
+        self.text, self.pos, self.depth = text, 0, 0
 
-    def fail(self, what: str) -> None:
+    def where(self) -> str:
         line = self.text.count("\n", 0, self.pos) + 1
         column = self.pos - (self.text.rfind("\n", 0, self.pos) + 1) + 1
-        raise JSON5Error(f"{what} at line {line}, column {column}")
+        return f"line {line}, column {column}"
+
+    def fail(self, what: str) -> None:
+        raise JSON5Error(f"{what} at {self.where()}")
 
     def skip(self) -> None:
         if m := _WHITESPACE.match(self.text, self.pos):
@@ -66,6 +82,10 @@ class _Parser:
         if ch in ("'", '"'):
             return self.string(ch)
         if m := _NUMBER.match(self.text, self.pos):
+            if m.end() - m.start() > MAX_NUMBER_CHARS:
+                raise JSON5Limit(
+                    f"a number of {m.end() - m.start()} characters at {self.where()} (the limit is {MAX_NUMBER_CHARS})"
+                )
             self.pos = m.end()
             return _number(m.group())
         if m := _IDENT.match(self.text, self.pos):
@@ -75,6 +95,9 @@ class _Parser:
         self.fail("expected a value" if ch else "unexpected end of input")
 
     def members(self, close: str, item: Any, build: type) -> Any:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise JSON5Limit(f"objects and arrays nested more than {MAX_DEPTH} deep at {self.where()}")
         self.pos += 1
         items: list[Any] = []
         while self.peek() != close:
@@ -86,6 +109,7 @@ class _Parser:
             elif self.peek() != close:
                 self.fail(f"expected ',' or {close!r}")
         self.pos += 1
+        self.depth -= 1
         return build(items)
 
     def pair(self) -> tuple[str, Any]:

@@ -125,7 +125,8 @@ def openclaw_workspace(environ: Mapping[str, str] = os.environ) -> tuple[str, st
     ``agents.defaults.workspace`` in openclaw.json (JSON5), else ``$OPENCLAW_WORKSPACE_DIR``, else
     ``$OPENCLAW_STATE_DIR/workspace``, else ``~/.openclaw-<profile>/workspace`` under
     ``$OPENCLAW_PROFILE``, else ``~/.openclaw/workspace``. An unreadable openclaw.json counts as
-    absent (OpenClaw itself reports it); only the one key is read."""
+    absent (OpenClaw itself reports it); only the one key is read. One that is not a regular file
+    (a FIFO) or is beyond the JSON5 reader's limits raises :class:`~.openclaw_file.OpenClawConfigInvalid`."""
     config = openclaw_config_file(environ)
     configured = _configured_workspace(config)
     if configured:
@@ -141,21 +142,12 @@ def openclaw_workspace(environ: Mapping[str, str] = os.environ) -> tuple[str, st
 
 
 def _configured_workspace(config: str) -> str | None:
-    try:
-        with open(config, "rb") as f:
-            raw = f.read(1 << 20)
-    except OSError:
-        return None
-    from memory_router.config.json5 import JSON5Error, loads
+    """``agents.defaults.workspace`` of openclaw.json, read as :mod:`.openclaw_file` reads it (never a
+    blocking ``open()``: a FIFO there is refused; a file beyond the JSON5 reader's limits raises
+    :class:`~.openclaw_file.OpenClawConfigInvalid`, naming it)."""
+    from memory_router.config.openclaw_file import default_workspace_setting, read
 
-    try:
-        data = loads(raw.decode("utf-8", "replace"))
-    except JSON5Error:
-        return None
-    agents = data.get("agents") if isinstance(data, dict) else None
-    defaults = agents.get("defaults") if isinstance(agents, dict) else None
-    workspace = defaults.get("workspace") if isinstance(defaults, dict) else None
-    return workspace.strip() or None if isinstance(workspace, str) else None
+    return default_workspace_setting(read(config))
 
 
 # ---------------------------------------------------------------------- as Path objects

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Protocol
 
+    from memory_router.core.scope import Scope
+
     # What the drivers need of the machine they carry out (:class:`~.fallback.Fallback` and its
     # ``Call``), said structurally: fallback builds on this module's values, so importing it here,
     # even for types only, would make the two import each other. Defined for the type checker
@@ -234,37 +236,51 @@ def _capped(response: BackendResponse, limit: int) -> BackendResponse:
     return response.replace(results=kept, result_count=len(kept))
 
 
-async def drive(machine: Fallback, backend_for: Callable[[str], Backend]) -> None:
+async def drive(machine: Fallback, backend_for: Callable[[str], Backend], scope: Scope | None = None) -> None:
     """Carry out a :class:`~.fallback.Fallback`'s calls on the running event loop, each awaited
-    under its timeout with :func:`call_backend` (a batch concurrently): the daemon, ``serve``, MCP."""
+    under its timeout with :func:`call_backend` (a batch concurrently): the daemon, ``serve``, MCP.
+    ``scope``: the query's :class:`~memory_router.core.scope.Scope`, put on every call's request."""
     while calls := machine.next_calls(time.perf_counter()):
         try:
-            outcomes = await _calls(calls, backend_for)
+            outcomes = await _calls(calls, backend_for, scope)
         except BaseException:
             machine.cancel()  # our own cancellation: the calls out give their cooldown slots back
             raise
         machine.receive(outcomes)
 
 
-async def _calls(calls: Sequence[Call], backend_for: Callable[[str], Backend]) -> list[tuple[BackendResponse, int]]:
+def _scoped(request: BackendRequest, scope: Scope | None) -> BackendRequest:
+    """The machine's request with the query's scope: the machine decides what to call and when,
+    the scope is the query's own and the same for every call, so the driver adds it."""
+    return request if scope is None else request.replace(scope=scope)
+
+
+async def _calls(
+    calls: Sequence[Call], backend_for: Callable[[str], Backend], scope: Scope | None = None
+) -> list[tuple[BackendResponse, int]]:
     if len(calls) == 1:
         call = calls[0]
-        return [await call_backend(backend_for(call.backend), call.request, call.timeout_s)]
+        return [await call_backend(backend_for(call.backend), _scoped(call.request, scope), call.timeout_s)]
     import asyncio
 
-    return list(await asyncio.gather(*(call_backend(backend_for(c.backend), c.request, c.timeout_s) for c in calls)))
+    return list(
+        await asyncio.gather(
+            *(call_backend(backend_for(c.backend), _scoped(c.request, scope), c.timeout_s) for c in calls)
+        )
+    )
 
 
-def drive_blocking(machine: Fallback, backend_for: Callable[[str], Backend]) -> None:
+def drive_blocking(machine: Fallback, backend_for: Callable[[str], Backend], scope: Scope | None = None) -> None:
     """:func:`drive` without an event loop (the one-shot CLI): one call at a time with
     :func:`call_backend_blocking`; a batch (the fused strategy) on an event loop of its own."""
     while calls := machine.next_calls(time.perf_counter()):
         try:
             if len(calls) == 1:
                 call = calls[0]
-                outcomes = [call_backend_blocking(backend_for(call.backend), call.request, call.timeout_s)]
+                request = _scoped(call.request, scope)
+                outcomes = [call_backend_blocking(backend_for(call.backend), request, call.timeout_s)]
             else:
-                outcomes = run_on_new_loop(_calls(calls, backend_for))
+                outcomes = run_on_new_loop(_calls(calls, backend_for, scope))
         except BaseException:
             machine.cancel()
             raise

@@ -103,6 +103,13 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
         timeout_ms: Annotated[
             int | None, Field(ge=1, le=600_000, description="Per-backend timeout in ms (default 5000).")
         ] = None,
+        scope: Annotated[
+            dict[str, str] | None,
+            Field(
+                description='Answer as one OpenClaw agent: {"agent": "<id>", "session_key": "agent:<id>:..."} '
+                "(both optional); only that agent's memory is read. Omitted: unscoped."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         # The SDK validates the bounds above against the input schema before this runs.
         try:
@@ -115,6 +122,8 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
             request["limit"] = limit
         if timeout_ms is not None:
             request["timeout_ms"] = timeout_ms
+        if scope is not None:
+            request["scope"] = scope  # checked by the request parser, as serve's (INVALID_SCOPE)
         response = await current.handle(request)
         response.pop("id", None)
         return response

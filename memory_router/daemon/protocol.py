@@ -6,11 +6,13 @@ One request per line, UTF-8 JSON::
     {"id": 7, "query": "what did we decide about the schema", "timeout_ms": 2000, "limit": 5}
     {"id": "a", "query": "auth", "explain": true}      # the dry-run plan, no backend called
     "database"                                          # a bare string is a query (id null)
+    {"id": 9, "query": "the house", "scope": {"agent": "bob", "session_key": "agent:bob:main"}}
     {"id": 8, "op": "stats"}                            # counters
 
 ``id`` may be any JSON value and is echoed untouched (integers beyond 64 bits digit for digit).
 Unknown keys are refused (a misspelt ``timout_ms`` would otherwise be silently ignored), as in
-router-config.json.
+router-config.json. ``scope`` (whose memory the query may read: :mod:`memory_router.core.scope`)
+is checked here, once: a bad one is refused with ``INVALID_SCOPE``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import orjson
 import regex
 
 from memory_router.contract import INVALID_UTF8 as INVALID_UTF8  # the CLI's code for undecodable input too
+from memory_router.core.errors import InvalidQuery
 from memory_router.core.frozen import Frozen
+from memory_router.core.scope import Scope, scope_from_wire
 
 # Error codes of protocol-level failures (the line never reached the router).
 INVALID_REQUEST = "INVALID_REQUEST"  # valid JSON, wrong shape: no query, unknown key, bad value
@@ -31,7 +35,7 @@ REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
 OPS = ("query", "stats")
 # Keys a request object may carry. A transport that needs more (a protocol version, say) adds
 # them here and reads them from the parsed request's ``extra``.
-KNOWN_KEYS: set[str] = {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain"}
+KNOWN_KEYS: set[str] = {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain", "scope"}
 _INT_LIMITS = {"timeout_ms": 600_000, "limit": 1000, "deadline_ms": 3_600_000}
 
 # For a line too large (or too broken) to parse: recover an id written first, {"id": 12, ...}.
@@ -47,6 +51,7 @@ class Request(Frozen):
     deadline_ms: int | None = None
     explain: bool = False
     extra: dict[str, Any] | None = None
+    scope: Scope | None = None
 
 
 class BadRequest(Exception):
@@ -165,11 +170,15 @@ def parse_request(data: object) -> Request:  # noqa: C901 - one check per reques
     explain = data.get("explain", False)
     if type(explain) is not bool:
         raise BadRequest(INVALID_REQUEST, f'"explain" must be true or false, got {_short(explain)}', rid)
+    try:
+        scope = scope_from_wire(data.get("scope"))
+    except InvalidQuery as exc:
+        raise BadRequest(exc.error_code, str(exc), rid) from None
     extra = {k: v for k, v in data.items() if k not in _CORE_KEYS} or None
-    return Request(id=rid, op="query", query=query, explain=explain, extra=extra, **ints)
+    return Request(id=rid, op="query", query=query, explain=explain, extra=extra, scope=scope, **ints)
 
 
-_CORE_KEYS = frozenset({"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain"})
+_CORE_KEYS = frozenset({"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain", "scope"})
 
 
 def _json_type(value: object) -> str:

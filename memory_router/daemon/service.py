@@ -297,6 +297,7 @@ class Service:
                     timeout_ms=request.timeout_ms,
                     limit=request.limit,
                     deadline_ms=request.deadline_ms,
+                    scope=request.scope,
                 )
         finally:
             self._in_flight -= 1

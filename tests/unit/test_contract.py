@@ -158,10 +158,21 @@ class Recorder:
         self.routed: list[tuple[Any, ...]] = []
         self.asked_daemon: list[tuple[str, dict[str, Any]]] = []
 
-    def run_query(self, query: str, opts: Any, *, pretty: bool, timeout_ms: Any, limit: Any, via_daemon: Any = None):
+    def run_query(
+        self,
+        query: str,
+        opts: Any,
+        *,
+        pretty: bool,
+        timeout_ms: Any,
+        limit: Any,
+        via_daemon: Any = None,
+        agent: Any = None,
+        session_key: Any = None,
+    ):
         if via_daemon is not None:
             via_daemon(query)
-        self.routed.append((query, opts, pretty, timeout_ms, limit))
+        self.routed.append((query, opts, pretty, timeout_ms, limit, agent, session_key))
 
     def route_via_daemon(self, query: str, **kw: Any) -> None:
         self.asked_daemon.append((query, kw))
