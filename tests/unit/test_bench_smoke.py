@@ -47,12 +47,16 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Reads the LoCoMo files outside the repository; without them it says so and exits 0
     # (test_locomo_quick_run_scores_every_question_once checks its figures).
     "locomo.py": (["--quick"], []),
+    # Real qmd over a copy of the installed anyio (without qmd or anyio it says so and exits 0);
+    # test_bench_code_memory checks its records.
+    "code_memory.py": (["--quick"], ["Code memory (anyio-", "Status against the truth per kind of query"]),
     # Reads the LongMemEval files outside the repository; without them it says so and exits 0
     # (test_bench_longmemeval checks its records on a fixture).
     "longmemeval.py": (["--quick"], []),
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.py", "_locomo_score.py"}
 NOT_SCRIPTS |= {"_locomo_workspace.py", "_qmd_index.py"}
+NOT_SCRIPTS |= {"_code_queries.py", "_code_workspace.py"}
 NOT_SCRIPTS |= {"_longmemeval_workspace.py"}
 # Needs the records of a LoCoMo run: test_locomo_quick_run_scores_every_question_once runs it on them.
 NOT_SCRIPTS |= {"fit_calibration.py"}
