@@ -308,6 +308,10 @@ _SECTIONS = {
         "Reliability round 3 (issue 22): broken characters, slow readers, signals, a replaced index",
         ["item", "fault", "transport", "outcome", "measured"],
     ),
+    "round4": (
+        "Round 4 (issue 30): one agent's memory stays that agent's",
+        ["item", "fault", "transport", "outcome", "measured"],
+    ),
 }
 _HEADINGS = {
     "item": "issue item",

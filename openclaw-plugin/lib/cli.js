@@ -47,8 +47,9 @@ export function registerMemoryCli(plugin, { program, config }) {
       const query = (opts.query ?? queryArg ?? "").trim();
       if (!query) return fail("memory search: give a query (openclaw memory search \"what did we decide\")", opts.json);
       try {
-        const settings = plugin.settingsFor(config, opts.agent);
-        const { results, envelope, via } = await plugin.search(settings, query, { maxResults: opts.maxResults, minScore: opts.minScore });
+        const scope = plugin.scopeFor(config, { agentId: opts.agent });
+        const settings = plugin.settingsFor(config, scope.agent);
+        const { results, envelope, via } = await plugin.search(settings, query, { maxResults: opts.maxResults, minScore: opts.minScore, scope });
         if (opts.json) {
           writeJson({ results, routing: { ...routingFacts(envelope), via } });
         } else if (!results.length) {

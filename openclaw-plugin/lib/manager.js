@@ -3,22 +3,42 @@
 // The host asks `getMemorySearchManager` for a manager on every Gateway `memory.search` and
 // closes it afterwards. Managers here are thin views over a RouterClient shared by the plugin
 // instance, so getting and closing one costs no connection and no process.
-import fs from "node:fs";
 import path from "node:path";
+import { fileUnder, isMemoryPath, notAllowed, readRegular } from "./access.js";
+import { collectionRoot } from "./collections.js";
 import { HitCache, SYNTHETIC_PREFIX, excerpt, routingFacts, toSearchResults } from "./mapping.js";
 import { RouterClient, RouterError } from "./router.js";
-import { resolveSettings, settingsKey } from "./settings.js";
+import { effectiveConfig, resolveScope, resolveSettings, settingsKey } from "./settings.js";
 
 const DEFAULT_READ_LINES = 200; // a bounded excerpt when the caller gives no line count
-const MAX_READ_BYTES = 4 << 20;
 
-/** Per plugin instance: one RouterClient per distinct memory root / settings. */
+/** Per plugin instance: one RouterClient per distinct memory root / settings, and one hit cache
+ * per agent (what memory_get may read back is what that agent was shown, never another's). */
 export class MemoryRouterPlugin {
   constructor(api) {
     this.api = api;
     this.clients = new Map();
-    this.cache = new HitCache();
-    this.last = null; // routing facts of the latest answer, for status()
+    this.caches = new Map(); // agent id -> HitCache
+    this.lastByAgent = new Map(); // agent id -> routing facts of its latest answer, for status()
+  }
+
+  /** The routing facts of `agent`'s latest answer (another agent's are not shown). */
+  lastFor(agent) {
+    return this.lastByAgent.get(agent) ?? null;
+  }
+
+  /** The asking agent and session (tool context, manager params or CLI --agent). */
+  scopeFor(cfg, { agentId, sessionKey } = {}) {
+    return resolveScope({ agentId, sessionKey, cfg: cfg ?? this.api.config });
+  }
+
+  cacheFor(agent) {
+    let cache = this.caches.get(agent);
+    if (!cache) {
+      cache = new HitCache();
+      this.caches.set(agent, cache);
+    }
+    return cache;
   }
 
   settingsFor(cfg, agentId) {
@@ -35,18 +55,20 @@ export class MemoryRouterPlugin {
     return client;
   }
 
-  manager(cfg, agentId, purpose) {
-    const settings = this.settingsFor(cfg, agentId);
-    return new MemoryRouterManager(this, settings, this.clientFor(settings), purpose);
+  manager(cfg, agentId, purpose, sessionKey) {
+    const scope = this.scopeFor(cfg, { agentId, sessionKey });
+    const settings = this.settingsFor(cfg, scope.agent);
+    return new MemoryRouterManager(this, settings, this.clientFor(settings), purpose, scope);
   }
 
-  /** Search, with the routing facts: the tools and the CLI show both. */
-  async search(settings, query, { maxResults, minScore, timeoutMs } = {}) {
+  /** Search as `scope`'s agent, with the routing facts: the tools and the CLI show both. */
+  async search(settings, query, { maxResults, minScore, timeoutMs, scope } = {}) {
     const text = typeof query === "string" ? query.trim() : "";
     if (!text) throw new RouterError("query must be a non-empty string", "EMPTY_QUERY");
+    const who = scope ?? this.scopeFor(undefined);
     const max = Number.isInteger(maxResults) && maxResults > 0 ? maxResults : settings.maxResults;
-    const { envelope, via } = await this.clientFor(settings).query(text, { limit: max, timeoutMs });
-    this.last = { ...routingFacts(envelope), via, at: new Date().toISOString() };
+    const { envelope, via } = await this.clientFor(settings).query(text, { limit: max, timeoutMs, scope: who });
+    this.lastByAgent.set(who.agent, { ...routingFacts(envelope), via, at: new Date().toISOString() });
     if (envelope.status === "error") {
       // Every backend failed, or the setup is wrong: say so, with memory-router's own reason.
       throw new RouterError(
@@ -54,51 +76,53 @@ export class MemoryRouterPlugin {
         envelope.error_code || "ALL_BACKENDS_FAILED",
       );
     }
-    return { results: toSearchResults(envelope, { maxResults: max, minScore, cache: this.cache }), envelope, via };
+    return { results: toSearchResults(envelope, { maxResults: max, minScore, cache: this.cacheFor(who.agent) }), envelope, via };
   }
 
-  /** readFile: a workspace file under the memory root, or a hit this plugin returned. */
-  async read(settings, { relPath, from, lines }) {
+  /**
+   * readFile / memory_get as `scope`'s agent: memory-core's memory files under the agent's memory
+   * root (MEMORY.md, USER.md, dreams.md, memory/**\/*.md), and the paths a search returned to this
+   * agent: a Total Recall file (under the memory root), a qmd file (under its collection's
+   * folder), a synthetic hit (its text). Anything else: MEMORY_PATH_NOT_ALLOWED.
+   */
+  async read(settings, { relPath, from, lines, scope }) {
     if (typeof relPath !== "string" || !relPath) throw new RouterError("path must be a non-empty string", "INVALID_PATH");
     const count = Number.isInteger(lines) && lines > 0 ? lines : DEFAULT_READ_LINES;
     const start = Number.isInteger(from) && from > 0 ? from : 1;
-    const cached = this.cache.get(relPath);
+    const who = scope ?? this.scopeFor(undefined);
+    const cached = this.cacheFor(who.agent).get(relPath);
+    const notFound = { status: "not_found", text: "", path: relPath };
     if (relPath.startsWith(SYNTHETIC_PREFIX)) {
-      if (cached) return excerpt(cached.text, relPath, start, count);
-      return { status: "not_found", text: "", path: relPath };
+      if (!cached) return notFound; // never shown to this agent (or older than its cache)
+      if (cached.kind === "collection") return this.#readCollectionFile(settings, cached, relPath, start, count);
+      return excerpt(cached.text, relPath, start, count);
     }
-    const file = await this.#fileUnderRoot(settings.memoryRoot, relPath);
-    if (file) {
-      const text = await fs.promises.readFile(file, "utf8");
-      return excerpt(text, relPath, start, count);
+    const shown = cached?.kind === "workspace";
+    // An absolute path or `..` out of the root: refused as such (fileUnder throws), first.
+    const lexical = path.resolve(settings.memoryRoot, relPath);
+    if (path.isAbsolute(relPath) || !lexical.startsWith(path.resolve(settings.memoryRoot) + path.sep)) {
+      await fileUnder(settings.memoryRoot, relPath);
     }
-    // A qmd hit whose collection lives outside the memory root: the text the router returned.
-    if (cached) return excerpt(cached.text, relPath, start, count);
-    return { status: "not_found", text: "", path: relPath };
+    // Before the file is touched: whether a non-memory file exists, or how large, is not told.
+    if (!isMemoryPath(relPath) && !shown) throw notAllowed(relPath, "not a memory file, and no search returned it to this agent");
+    const file = await fileUnder(settings.memoryRoot, relPath);
+    if (!file) return notFound;
+    const text = await readRegular(file);
+    return text === null ? notFound : excerpt(text, relPath, start, count);
   }
 
-  async #fileUnderRoot(root, relPath) {
-    if (path.isAbsolute(relPath)) throw new RouterError(`${relPath}: give a path relative to the memory root ${root}`, "INVALID_PATH");
-    const outside = () => new RouterError(`${relPath} is outside the memory root ${root}; memory_get reads only memory files`, "PATH_OUTSIDE_ROOT");
-    const lexical = path.resolve(root, relPath);
-    if (lexical !== path.resolve(root) && !lexical.startsWith(path.resolve(root) + path.sep)) throw outside();
-    let realRoot;
-    try {
-      realRoot = await fs.promises.realpath(root);
-    } catch {
-      return null;
+  /** A qmd hit: the file in its collection's folder; the hit's own text when that folder is not
+   * known here (qmd's index.yml unreadable) or the file is gone. */
+  async #readCollectionFile(settings, cached, relPath, start, count) {
+    const client = this.clientFor(settings);
+    const configFile = client.daemon?.context?.config ?? effectiveConfig(settings);
+    const root = collectionRoot(configFile, cached.backend, cached.collection, settings.env);
+    if (root) {
+      const file = await fileUnder(root, cached.relPath, `qmd collection ${cached.collection}`);
+      const text = file ? await readRegular(file) : null;
+      if (text !== null) return excerpt(text, relPath, start, count);
     }
-    let real;
-    try {
-      real = await fs.promises.realpath(path.join(realRoot, relPath));
-    } catch {
-      return null;
-    }
-    if (real !== realRoot && !real.startsWith(realRoot + path.sep)) throw outside(); // a symlink out of the root
-    const st = await fs.promises.stat(real);
-    if (!st.isFile()) return null;
-    if (st.size > MAX_READ_BYTES) throw new RouterError(`${relPath} is ${st.size} bytes; memory_get reads files up to ${MAX_READ_BYTES}`, "FILE_TOO_LARGE");
-    return real;
+    return excerpt(cached.text, relPath, start, count);
   }
 
   closeAll() {
@@ -108,21 +132,22 @@ export class MemoryRouterPlugin {
 }
 
 export class MemoryRouterManager {
-  constructor(plugin, settings, client, purpose) {
+  constructor(plugin, settings, client, purpose, scope) {
     this.plugin = plugin;
     this.settings = settings;
     this.client = client;
     this.purpose = purpose;
+    this.scope = scope; // the agent the host asked this manager for
   }
 
   async search(query, opts = {}) {
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error("aborted");
-    const { results } = await this.plugin.search(this.settings, query, opts);
+    const { results } = await this.plugin.search(this.settings, query, { ...opts, scope: this.scope });
     return results;
   }
 
   async readFile(params) {
-    return this.plugin.read(this.settings, params ?? {});
+    return this.plugin.read(this.settings, { ...(params ?? {}), scope: this.scope });
   }
 
   status() {
@@ -143,7 +168,8 @@ export class MemoryRouterManager {
           memoryRoot: s.memoryRoot,
           config: s.config,
           ...this.client.describe(),
-          lastQuery: this.plugin.last,
+          agent: this.scope.agent,
+          lastQuery: this.plugin.lastFor(this.scope.agent),
         },
       },
     };
@@ -165,9 +191,9 @@ export class MemoryRouterManager {
 /** The `runtime` of registerMemoryCapability. */
 export function memoryRuntime(plugin) {
   return {
-    async getMemorySearchManager({ cfg, agentId, purpose }) {
+    async getMemorySearchManager({ cfg, agentId, purpose, sessionKey }) {
       try {
-        return { manager: plugin.manager(cfg, agentId, purpose), debug: { backend: "builtin", purpose } };
+        return { manager: plugin.manager(cfg, agentId, purpose, sessionKey), debug: { backend: "builtin", purpose } };
       } catch (err) {
         return { manager: null, error: `memory-router: ${err.message}` };
       }

@@ -1,10 +1,13 @@
 // The router envelope in OpenClaw's shapes: MemorySearchResult hits, and readFile answers for
 // the paths those hits carry.
 //
-// A hit with a file (Total Recall, qmd) keeps its workspace-relative `path` and `line`. A hit
-// without one (a Lossless summary or message, a Cognee edge) gets a synthetic path under
-// `memory-router/<backend>/<id>`, kept with its text in a bounded cache so memory_get and
-// readFile can read it back.
+// A Total Recall hit keeps its workspace-relative `path` and `line`. A hit without a file (a
+// Lossless summary or message, a Cognee edge) gets a synthetic path under
+// `memory-router/<backend>/<id>`, one per hit. A qmd hit's file lives in its collection's folder,
+// not the workspace: it gets `memory-router/<backend>/<collection>/<path>`, so it can never be
+// taken for the workspace file of the same relative path. Every hit is kept (text, line, and for a
+// file where it lives) in the asking agent's own bounded cache, so memory_get and readFile read
+// back only what that agent was shown.
 import crypto from "node:crypto";
 
 export const SYNTHETIC_PREFIX = "memory-router/";
@@ -27,15 +30,47 @@ function lineCount(text) {
   return text ? text.split("\n").length : 1;
 }
 
-/** A stable id for a hit without a file: its own id when the backend gives one. */
+/** A stable id for a hit without a file: its own id when the backend gives one. A Lossless
+ * message hit also names the summary that covers it, so its own message_id comes first (four
+ * messages under one leaf are four hits, not one path). */
 function syntheticId(hit) {
-  for (const key of ["summary_id", "message_id", "id", "docid"]) {
+  if (hit.message_id !== undefined && hit.message_id !== null && hit.message_id !== "") {
+    return `message-${String(hit.message_id).replace(/[^A-Za-z0-9._-]/g, "_")}`;
+  }
+  for (const key of ["summary_id", "id", "docid"]) {
     const v = hit[key];
     if ((typeof v === "string" && v) || Number.isInteger(v)) return String(v).replace(/[^A-Za-z0-9._-]/g, "_");
   }
   const rel = hit.relationship;
   const basis = rel && typeof rel === "object" ? `${rel.source}|${rel.relation}|${rel.target}` : hit.content;
   return crypto.createHash("sha256").update(String(basis)).digest("hex").slice(0, 16);
+}
+
+/** A path segment from a name a backend gave (a qmd collection): no separators, no `..`. */
+function segment(name) {
+  const clean = String(name).replace(/[^A-Za-z0-9._-]/g, "_");
+  return clean === "." || clean === ".." || !clean ? "_" : clean;
+}
+
+/** What a hit's path is: a workspace file (Total Recall), a collection file (qmd: a relative
+ * path inside a named collection), or nothing on disk (synthetic). */
+function placeOf(hit, envelope) {
+  const backend = hit.source || envelope.routed_to || "router";
+  const rel = typeof hit.path === "string" ? hit.path : "";
+  if (rel && typeof hit.collection === "string" && hit.collection) {
+    return {
+      path: `${SYNTHETIC_PREFIX}${segment(backend)}/${segment(hit.collection)}/${rel}`,
+      kind: "collection",
+      collection: hit.collection,
+      relPath: rel,
+    };
+  }
+  if (rel && backend === "qmd") {
+    // qmd without a collection name (an older qmd): the file's folder is unknown, never the workspace.
+    return { path: `${SYNTHETIC_PREFIX}${segment(backend)}/_/${rel}`, kind: "synthetic" };
+  }
+  if (rel) return { path: rel, kind: "workspace", relPath: rel };
+  return { path: `${SYNTHETIC_PREFIX}${segment(backend)}/${syntheticId(hit)}`, kind: "synthetic" };
 }
 
 export class HitCache {
@@ -64,14 +99,20 @@ export class HitCache {
 export function toSearchResults(envelope, { maxResults, minScore, cache }) {
   const facts = routingFacts(envelope);
   const out = [];
+  const seen = new Set();
   for (const hit of envelope.results ?? []) {
     if (typeof minScore === "number" && hit.relevance < minScore) continue;
     const text = typeof hit.content === "string" ? hit.content : "";
-    const hasFile = typeof hit.path === "string" && hit.path.length > 0;
-    const path = hasFile ? hit.path : `${SYNTHETIC_PREFIX}${hit.source || envelope.routed_to || "router"}/${syntheticId(hit)}`;
+    const place = placeOf(hit, envelope);
+    // Two synthetic hits of one answer never share a path: memory_get must give each its own
+    // text. (Hits in one file share its path: memory_get reads the file, `from` picks the line.)
+    let path = place.path;
+    if (place.kind === "synthetic") for (let n = 2; seen.has(path); n++) path = `${place.path}~${n}`;
+    seen.add(path);
+    const hasFile = place.kind !== "synthetic";
     const startLine = Number.isInteger(hit.line) && hit.line > 0 ? hit.line : 1;
     const endLine = startLine + lineCount(text) - 1;
-    cache?.put(path, { text, synthetic: !hasFile, startLine });
+    cache?.put(path, { text, synthetic: !hasFile, startLine, kind: place.kind, backend: hit.source, collection: place.collection, relPath: place.relPath });
     out.push({
       path,
       startLine,

@@ -16,6 +16,56 @@ const START_WAIT_MS = 15000; // how long a starting daemon may take to listen (w
 const MAX_SOCKET_PATH = 107; // bytes in a Unix socket path
 const RETRY_AFTER_MS = 30000; // after the daemon could not be used: exec until then, then try again
 
+const MAX_RESTARTS = 3; // new daemons started while an old one drains, per wait
+const LOG_TAIL = 16 << 10; // bytes of daemon.log read back for serve's reason
+
+/** What `serve` said on stderr since `offset` of daemon.log: its last `memory-router serve:`
+ * line (the reason it exits), else its last line; "" when it said nothing. */
+export function serveMessage(logPath, offset) {
+  let text = "";
+  try {
+    const fd = fs.openSync(logPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    try {
+      const size = fs.fstatSync(fd).size;
+      const start = Math.max(offset ?? 0, size - LOG_TAIL);
+      const buf = Buffer.alloc(Math.max(0, size - start));
+      fs.readSync(fd, buf, 0, buf.length, start);
+      text = buf.toString("utf8");
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return "";
+  }
+  const lines = text.split("\n").map((l) => l.trim()).filter(Boolean);
+  const own = lines.filter((l) => l.startsWith("memory-router serve:"));
+  const line = own.at(-1) ?? lines.at(-1) ?? "";
+  return line.length > 600 ? `${line.slice(0, 597)}...` : line;
+}
+
+/** serve's "another memory-router daemon (pid N) is serving" (its lock is held): {pid}, or null
+ * for any other reason. "something is already listening" counts too (pid unknown). */
+export function lockHolder(message) {
+  const m = /another memory-router daemon \(pid (\d+|\?)\) is serving/.exec(message);
+  if (m) return { pid: m[1] === "?" ? null : Number(m[1]) };
+  return /something is already listening on /.test(message) ? { pid: null } : null;
+}
+
+/** Whether process `pid` still runs (a zombie, exited but not yet reaped by its parent, does not). */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    return err.code === "EPERM";
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return true; // no /proc: kill(0) is all there is
+  }
+}
+
 export class RouterError extends Error {
   constructor(message, code = "MEMORY_ROUTER_ERROR") {
     super(message);
@@ -39,10 +89,12 @@ export class RouterClient {
   }
 
   /** The router envelope for `query`, and how it was answered ("daemon" or "exec"). */
-  async query(query, { limit, timeoutMs } = {}) {
+  async query(query, { limit, timeoutMs, scope } = {}) {
     const perBackend = timeoutMs ?? this.settings.timeoutMs;
     const request = { query, timeout_ms: perBackend };
     if (limit) request.limit = Math.min(1000, limit);
+    // Whose memory: the asking agent (and session). memory-router's backends read only that.
+    if (scope?.agent) request.scope = scope;
     // A chain tries up to three backends, each up to timeout_ms; leave the daemon room to answer.
     const wait = Math.max(10000, 4 * perBackend + 2000);
     for (let attempt = 0; attempt < 2 && Date.now() >= this.retryAt; attempt++) {
@@ -71,7 +123,7 @@ export class RouterClient {
         if (attempt === 1) this.fallbackReason = err.message;
       }
     }
-    return { envelope: await this.#exec(query, limit, perBackend), via: "exec" };
+    return { envelope: await this.#exec(query, limit, perBackend, scope), via: "exec" };
   }
 
   /** What status() reports about the transport. */
@@ -170,17 +222,33 @@ export class RouterClient {
     return conn;
   }
 
+  /** Wait for the daemon `child` (just started) to listen. `serve` exits 2 both when another
+   * daemon holds the socket's lock (it may be starting, or draining before it exits) and for
+   * every configuration error (docs/cli.md, exit codes): its stderr in daemon.log tells which.
+   * A configuration error (or any other exit) fails at once with serve's own message; a lock
+   * holder that is still alive is waited for, and once it has exited a new daemon is started. */
   async #waitFor(socketPath, child) {
     const deadline = Date.now() + START_WAIT_MS;
     const log = path.join(this.settings.stateDir, "daemon.log");
+    let restarts = 0;
     for (;;) {
       const conn = new Connection(socketPath);
       try {
         return await conn.open();
       } catch (err) {
-        // Exit 2 is also "another daemon already serves this socket": it may still be starting.
-        if (child.exited !== null && child.exited !== 2) {
-          throw new DaemonError(`the daemon exited (${child.exited}) before listening on ${socketPath}; see ${log}`);
+        if (child.exited !== null) {
+          const said = serveMessage(log, child.logOffset);
+          const holder = child.exited === 2 ? lockHolder(said) : null;
+          if (holder === null) {
+            const code = child.exited === 2 ? "DAEMON_CONFIG_ERROR" : "DAEMON_START_FAILED";
+            throw new DaemonError(`the daemon exited (${child.exited}) before listening on ${socketPath}${said ? `: ${said}` : `; see ${log}`}`, { code });
+          }
+          // Another daemon holds the socket: starting (it will listen) or draining (it will go).
+          if (holder.pid && !alive(holder.pid) && restarts < MAX_RESTARTS) {
+            restarts++;
+            child = await this.#start(socketPath);
+            continue;
+          }
         }
         if (Date.now() > deadline) {
           throw new DaemonError(`the daemon did not start listening on ${socketPath} within ${START_WAIT_MS / 1000} s; see ${log}`);
@@ -212,13 +280,14 @@ export class RouterClient {
     } catch (err) {
       throw new DaemonError(`cannot write ${path.join(s.stateDir, "daemon.log")}: ${err.message}`);
     }
+    const logOffset = fs.fstatSync(log).size; // this daemon's stderr starts here
     try {
       const child = spawn(s.command, argv, { cwd: s.memoryRoot, env: s.env, detached: true, stdio: ["ignore", "ignore", log] });
       await new Promise((resolve, reject) => {
         child.once("spawn", resolve);
         child.once("error", (err) => reject(new DaemonError(this.#commandError(err))));
       });
-      const started = { pid: child.pid, exited: null };
+      const started = { pid: child.pid, exited: null, logOffset };
       child.once("exit", (code, signal) => {
         started.exited = code ?? signal;
       });
@@ -241,11 +310,13 @@ export class RouterClient {
 
   /** `memory-router query` as a child process (argument list, no shell), its process group
    * killed on timeout. It prints an envelope on stdout for exit codes 0, 1 and 2 alike. */
-  #exec(query, limit, timeoutMs) {
+  #exec(query, limit, timeoutMs, scope) {
     const s = this.settings;
     const argv = ["query", "--timeout-ms", String(timeoutMs), "--state-dir", s.stateDir];
     if (limit) argv.push("--limit", String(Math.min(1000, limit)));
     if (s.config) argv.push("--config", s.config);
+    if (scope?.agent) argv.push("--agent", scope.agent);
+    if (scope?.session_key) argv.push("--session-key", scope.session_key);
     argv.push("--", query);
     const wait = Math.max(10000, 4 * timeoutMs + 5000);
     return new Promise((resolve, reject) => {

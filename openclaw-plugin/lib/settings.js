@@ -5,6 +5,7 @@
 // resolves both itself and passes them as flags and environment that memory-router reads today:
 // `--state-dir` (memory_router/config/paths.py) and OPENCLAW_REPO_ROOT plus the working directory (Total
 // Recall's root, backends/totalrecall/adapter.py).
+import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
@@ -74,4 +75,50 @@ export function resolveSettings({ api, pluginConfig, cfg, agentId, env = process
 /** A key equal for settings that can share one daemon connection. */
 export function settingsKey(s) {
   return JSON.stringify([s.command, s.stateDir, s.socket, s.memoryRoot, s.config]);
+}
+
+const AGENT_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/i; // OpenClaw's VALID_ID_RE
+
+/** The agent of an OpenClaw session key (`agent:<id>:...`), or null. */
+export function agentOfSessionKey(key) {
+  if (typeof key !== "string") return null;
+  const m = /^agent:([^:]+):/i.exec(key.trim());
+  return m && AGENT_ID.test(m[1]) ? m[1].toLowerCase() : null;
+}
+
+/** OpenClaw's default agent: the `default: true` entry of the roster, else its first, else "main".
+ * The roster is `agents.list[]`, or `agents.entries` (keyed by id) as OpenClaw 2026.9 stores it. */
+export function defaultAgentId(cfg) {
+  const agents = cfg?.agents;
+  let list = Array.isArray(agents?.list) ? agents.list : [];
+  if (!list.length && agents?.entries && typeof agents.entries === "object") {
+    list = Object.entries(agents.entries).map(([id, entry]) => ({ ...(entry ?? {}), id }));
+  }
+  list = list.filter((a) => a && typeof a.id === "string" && a.id.trim());
+  const chosen = (list.find((a) => a.default) ?? (list.length === 1 ? list[0] : list.find((a) => a.id === "main")) ?? list[0])?.id;
+  return typeof chosen === "string" ? chosen.trim().toLowerCase() : "main";
+}
+
+/**
+ * Who asks: the tool context's agentId, else the agent its session key names, else the default
+ * agent; with the session key when there is one. Every query carries it to memory-router as its
+ * `scope`, and the hit cache memory_get reads from is this agent's own.
+ * @returns {{agent: string, session_key?: string}}
+ */
+export function resolveScope({ agentId, sessionKey, cfg }) {
+  const given = typeof agentId === "string" && agentId.trim() ? agentId.trim().toLowerCase() : null;
+  const agent = given ?? agentOfSessionKey(sessionKey) ?? defaultAgentId(cfg);
+  const key = typeof sessionKey === "string" && sessionKey.trim() ? sessionKey.trim() : null;
+  return key ? { agent, session_key: key } : { agent };
+}
+
+/** The router-config.json a memory-router started with `settings` reads (docs/configuration.md):
+ * `--config`, $MEMORY_ROUTER_CONFIG, `<state dir>/router-config.json` when it exists, else the
+ * packaged one (null here: only the Python package knows its path). */
+export function effectiveConfig(settings, exists = (p) => fs.statSync(p, { throwIfNoEntry: false })?.isFile() === true) {
+  if (settings.config) return settings.config;
+  const fromEnv = settings.env.MEMORY_ROUTER_CONFIG?.trim();
+  if (fromEnv) return path.resolve(settings.memoryRoot, expandHome(fromEnv, settings.env));
+  const inState = path.join(settings.stateDir, "router-config.json");
+  return exists(inState) ? inState : null;
 }

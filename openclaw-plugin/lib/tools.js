@@ -31,6 +31,17 @@ const GET_PARAMETERS = {
   additionalProperties: false,
 };
 
+/** The agent (and session) a tool call is made for: OpenClaw's tool context carries agentId and
+ * sessionKey (memory-core reads the same two). */
+function scopeOf(plugin, ctx) {
+  return plugin.scopeFor(configOf(ctx), { agentId: ctx?.agentId, sessionKey: ctx?.sessionKey });
+}
+
+/** The host's current config, as memory-core reads it from a tool context. */
+function configOf(ctx) {
+  return ctx?.getRuntimeConfig?.() ?? ctx?.runtimeConfig ?? ctx?.config;
+}
+
 export function createSearchTool(plugin, ctx) {
   return {
     name: "memory_search",
@@ -43,11 +54,13 @@ export function createSearchTool(plugin, ctx) {
       "include the warning and action.",
     parameters: SEARCH_PARAMETERS,
     async execute(_toolCallId, params) {
-      const settings = plugin.settingsFor(ctx?.config, ctx?.agentId);
+      const scope = scopeOf(plugin, ctx);
+      const settings = plugin.settingsFor(configOf(ctx), scope.agent);
       try {
         const { results, envelope, via } = await plugin.search(settings, params?.query, {
           maxResults: params?.maxResults,
           minScore: params?.minScore,
+          scope,
         });
         return jsonResult({ results, provider: "memory-router", mode: "routed", routing: { ...routingFacts(envelope), via } });
       } catch (err) {
@@ -58,7 +71,7 @@ export function createSearchTool(plugin, ctx) {
           error: err.message,
           warning: "Memory search through memory-router is unavailable.",
           action: `Run: memory-router query --state-dir ${settings.stateDir} "<query>" to see why, then retry memory_search.`,
-          ...(plugin.last ? { routing: plugin.last } : {}),
+          ...(plugin.lastFor(scope.agent) ? { routing: plugin.lastFor(scope.agent) } : {}),
         });
       }
     },
@@ -70,14 +83,17 @@ export function createGetTool(plugin, ctx) {
     name: "memory_get",
     label: "Memory Get",
     description:
-      "Safe exact excerpt read of a path memory_search returned (a memory file under the workspace, or a " +
+      "Safe exact excerpt read from memory files (MEMORY.md, USER.md, dreams.md, Markdown files under memory/) " +
+      "and the paths memory_search returned to this agent (a workspace file, a qmd collection file, or a " +
       "memory-router/<backend>/<id> hit such as a conversation summary). Defaults to a bounded excerpt; " +
-      "status=ok means read, status=not_found means no such memory, status=error means the read failed.",
+      "status=ok means read, status=not_found means no such memory, status=error means the read failed or the path " +
+      "is not one memory_get may read (code MEMORY_PATH_NOT_ALLOWED).",
     parameters: GET_PARAMETERS,
     async execute(_toolCallId, params) {
-      const settings = plugin.settingsFor(ctx?.config, ctx?.agentId);
+      const scope = scopeOf(plugin, ctx);
+      const settings = plugin.settingsFor(configOf(ctx), scope.agent);
       try {
-        return jsonResult(await plugin.read(settings, { relPath: params?.path, from: params?.from, lines: params?.lines }));
+        return jsonResult(await plugin.read(settings, { relPath: params?.path, from: params?.from, lines: params?.lines, scope }));
       } catch (err) {
         return jsonResult({ path: params?.path ?? "", text: "", status: "error", code: err.code ?? "MEMORY_READ_FAILED", error: err.message });
       }

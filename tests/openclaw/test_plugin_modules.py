@@ -203,7 +203,9 @@ def test_an_unusable_socket_falls_back_to_exec(tmp_path: Path) -> None:
     planted = tmp_path / "demo" / "state" / "router.sock"
     planted.write_text("not a socket")
     out = node(QUERY, _settings(tmp_path))
-    assert out["via"] == "exec" and out["routed_to"] == "totalrecall" and out["n"] == 2
+    # Answered through `memory-router query` (which backend answers "auth" depends on the demo's
+    # qmd models: qmd when they are there, else Total Recall).
+    assert out["via"] == "exec" and out["routed_to"] in ("qmd", "totalrecall") and out["n"] == 2
     assert "is not a socket" in out["d"]["fallbackReason"]
     assert out["d"]["spawns"] == 0  # a path it cannot use is never replaced
 
