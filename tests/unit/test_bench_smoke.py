@@ -53,11 +53,15 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Reads the LongMemEval files outside the repository; without them it says so and exits 0
     # (test_bench_longmemeval checks its records on a fixture).
     "longmemeval.py": (["--quick"], []),
+    # Reads the CoSQA files outside the repository (without them it says so and exits 0); the
+    # quick run embeds 35 functions with MiniLM (test_bench_cosqa checks its records).
+    "cosqa.py": (["--quick"], []),
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.py", "_locomo_score.py"}
 NOT_SCRIPTS |= {"_locomo_workspace.py", "_qmd_index.py"}
 NOT_SCRIPTS |= {"_code_queries.py", "_code_workspace.py"}
 NOT_SCRIPTS |= {"_longmemeval_workspace.py"}
+NOT_SCRIPTS |= {"_cosqa_workspace.py"}
 # Needs the records of a LoCoMo run: test_locomo_quick_run_scores_every_question_once runs it on them.
 NOT_SCRIPTS |= {"fit_calibration.py"}
 # The LoCoMo files in the shared folder beside the checkout, or beside one of its ancestors (a worktree).
