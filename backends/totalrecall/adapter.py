@@ -1143,8 +1143,8 @@ class TotalRecallBackend(BlockingAdapter):
         root, problem, scoped = self._root_for(request)
         if root is None:
             if problem is None:  # this agent has no workspace: nothing of its memory here
-                note = f"nothing of this agent's memory here: {_workspace_missing(request, self.environ)}"
-                return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, note=note)
+                absent = f"nothing of this agent's memory here: {_workspace_missing(request, self.environ)}"
+                return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, note=absent)
             return BackendResponse.failure(
                 self.name, request.query, BACKEND_UNAVAILABLE, problem or "no memory root", duration_ms=watch.ms
             )

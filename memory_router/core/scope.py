@@ -75,7 +75,8 @@ def parse_scope(agent: object = None, session_key: object = None) -> Scope | Non
                 f"got {_short(session_key)}",
             )
         key = session_key
-    named = _agent_of_key(key).lower() if key and _agent_of_key(key) else None
+    of_key = _agent_of_key(key) if key else None
+    named = of_key.lower() if of_key else None
     chosen = agent.lower() if isinstance(agent, str) and agent else named
     if chosen is None:
         raise InvalidQuery(
