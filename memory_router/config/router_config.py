@@ -124,7 +124,10 @@ class RouterConfig(Frozen):
         return {name: backend.type for name, backend in self.backends.items()}
 
     def strategy_for(self, rule_id: str) -> str:
-        return self.rule_strategies.get(rule_id, self.strategy)
+        """The rule's strategy. ``"fill"`` asks steps the spec's walk would not have asked, so it is
+        an extension like ``extend``: with ``"table": "spec"`` it is the spec's ``sequential``."""
+        strategy = self.rule_strategies.get(rule_id, self.strategy)
+        return "sequential" if strategy == "fill" and self.table == "spec" else strategy
 
     @property
     def timeout_s(self) -> float:

@@ -37,7 +37,7 @@ class RuleSpec(_Strict):
     # Extension steps (not in the spec's table), appended to the chain unless "table" is "spec".
     extend: tuple[StepSpec, ...] = ()
     # This rule's strategy; None: the config's global "strategy".
-    strategy: Literal["sequential", "fuse"] | None = None
+    strategy: Literal["sequential", "fuse", "fill"] | None = None
 
 
 class CooldownSpec(_Strict):
@@ -60,7 +60,7 @@ class ConfigSpec(_Strict):
     # "extended": each rule's chain plus its measured "extend" steps; "spec": the spec's table exactly.
     table: Literal["extended", "spec"] = DEFAULTS["table"]
     # "sequential": the spec's fallback; "fuse": ask every step at once and merge (docs/strategies.md).
-    strategy: Literal["sequential", "fuse"] = DEFAULTS["strategy"]
+    strategy: Literal["sequential", "fuse", "fill"] = DEFAULTS["strategy"]
     # "packaged", "off", or a calibration file (relative to this config): see calibration.py.
     calibration: str = Field(default=DEFAULTS["calibration"], min_length=1)
     file_extensions: tuple[str, ...] = ()

@@ -14,11 +14,15 @@ carries out what the machine asks for (the calls to make, the log events to writ
     for event in machine.events: event.write(log, query)
     envelope = machine.envelope(router_ms)
 
-Two strategies share it. ``sequential`` (the spec's) asks one step at a time and stops at the
+Three strategies share it. ``sequential`` (the spec's) asks one step at a time and stops at the
 first answer that reaches the threshold. ``fuse`` asks every usable step in one batch and merges
-the answers (:mod:`.fuse`). Collaborators are injected and pure for the machine's purposes: a
-:class:`~.cooldown.Cooldown` (its own injected clock keeps the backends' health) and a
-``calibrate`` function (:mod:`.calibration`).
+the answers (:mod:`.fuse`). ``fill`` asks every step in one batch too, decides exactly as
+``sequential`` would over those answers (the same winner, status and relevance), and fills the
+winner's result list past its first result with the fused results of every step
+(:func:`.fuse.fill_results`): the spec's answer first, more of the evidence after it.
+Collaborators are injected and pure for the machine's purposes: a :class:`~.cooldown.Cooldown`
+(its own injected clock keeps the backends' health) and a ``calibrate`` function
+(:mod:`.calibration`).
 
 The drivers are in :mod:`.attempts` (async: the daemon, ``serve``, MCP; blocking: the one-shot CLI)
 and differ only in how a call is made and timed out: ``tests/unit/test_fallback_machine.py``
@@ -38,6 +42,9 @@ from memory_router.core.frozen import Frozen
 from memory_router.core.plan import Plan
 from memory_router.core.routerlog import RouterLog
 from memory_router.core.rules import Step
+
+# The strategies that ask every usable step at once.
+BATCHED = frozenset({"fuse", "fill"})
 
 # Puts a step's answer on the one relevance scale (memory_router.core.calibration); pure, no I/O.
 Calibrate = Callable[[Step, BackendResponse], BackendResponse]
@@ -122,7 +129,7 @@ class Fallback:
         steps = self.plan.steps
         calls: list[Call] = []
         while not self._done and self._next < len(steps) and not calls:
-            batch = range(self._next, len(steps)) if self.strategy == "fuse" else range(self._next, self._next + 1)
+            batch = range(self._next, len(steps)) if self.strategy in BATCHED else range(self._next, self._next + 1)
             self._next = batch.stop
             for index in batch:
                 call = self._admit(index, steps[index], now)
@@ -161,6 +168,8 @@ class Fallback:
         """The envelope of the decided query (the spec's Fallback Logic, steps 2-5)."""
         if self.strategy == "fuse":
             return _fused_envelope(self, router_ms, log_hint)
+        if self.strategy == "fill":
+            return _filled_envelope(self, router_ms, log_hint)
         return _sequential_envelope(self.echo, self.plan, self.attempts, router_ms, log_hint)
 
     # ------------------------------------------------------------------ the decisions
@@ -268,6 +277,33 @@ def _sequential_envelope(
         rule=plan.match.as_dict(),
         attempts=[a.as_dict() for a in attempts],
     )
+
+
+def _filled_envelope(machine: Fallback, router_ms: int, log_hint: str | None) -> Envelope:
+    """The sequential decision over every step's answer, its results filled from the others."""
+    from memory_router.core.fuse import fill_results
+
+    attempts = machine.attempts
+    decided = _decided(attempts)  # what the walk would have asked: up to its winner
+    envelope = _sequential_envelope(machine.echo, machine.plan, decided, router_ms, log_hint)
+    if not envelope.results:
+        return envelope.replace(attempts=[a.as_dict() for a in attempts])
+    contributed = [a for a in attempts if a.response.status == "success" and a.response.results]
+    results = fill_results(envelope.results[0], contributed, machine.policy.limit)
+    return envelope.replace(
+        results=results,
+        result_count=len(results),
+        attempts=[a.as_dict() for a in attempts],
+        backend_duration_ms=max((a.duration_ms for a in contributed), default=envelope.backend_duration_ms),
+    )
+
+
+def _decided(attempts: list[Attempt]) -> list[Attempt]:
+    """The attempts the sequential walk would have made: up to the first accepted one, or all."""
+    for index, attempt in enumerate(attempts):
+        if attempt.accepted:
+            return attempts[: index + 1]
+    return attempts
 
 
 def _fused_envelope(machine: Fallback, router_ms: int, log_hint: str | None) -> Envelope:

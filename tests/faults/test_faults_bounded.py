@@ -382,7 +382,10 @@ def test_a_stuck_total_recall_cannot_starve_lossless_in_the_daemon(tmp_path: Pat
     try:
         ask({"id": "warm", "query": "payments queue"})  # Lossless opened and its schema read
         burst = ask(*({"id": f"tr{i}", "query": "recall payments queue", "timeout_ms": 300} for i in range(stuck)))
-        assert {r["attempts"][0]["error_code"] for r in burst.values()} == {"QUERY_TIMEOUT"}
+        # Each is answered within its budget: timed out, or (the parse goes on in the background)
+        # answered from what is indexed so far. None keeps a thread that Lossless then waits for.
+        assert {r["attempts"][0]["error_code"] for r in burst.values()} <= {"QUERY_TIMEOUT", None}
+        assert all(r["attempts"][0]["duration_ms"] < 1500 for r in burst.values()), burst
         lossless = ask(*({"id": f"lcm{i}", "query": "payments queue", "timeout_ms": 2000} for i in range(4)))
     finally:
         proc.stdin.close()

@@ -187,6 +187,43 @@ def test_fuse_asks_every_step_in_one_batch_and_merges():
     assert machine.events == [LogEvent("fallback", "totalrecall", BACKEND_ERROR, "boom", 3, "lossless")]
 
 
+def test_fill_decides_as_the_spec_walk_and_fills_the_winners_list_from_every_step():
+    clock = FakeClock()
+    machine = Fallback("q", plan(), Policy(limit=4), now=clock(), strategy="fill")
+    calls = machine.next_calls(clock())
+    assert [c.backend for c in calls] == ["qmd", "totalrecall", "lossless"]  # all at once
+    answers = [(good("qmd", 0.2, 2), 5), (good("totalrecall", 0.7, 2), 3), (good("lossless", 0.9, 3), 9)]
+    machine.receive(answers)
+    assert machine.next_calls(clock()) == ()
+    envelope = machine.envelope(router_ms=10)
+    # The walk would have stopped at Total Recall (the first answer at the threshold), although
+    # Lossless scored higher: the winner, status and relevance are the sequential ones ...
+    assert (envelope.routed_to, envelope.status, envelope.normalized_relevance) == ("totalrecall", "success", 0.7)
+    assert envelope.fallbacks_used == 1  # qmd, as the walk counts it
+    # ... its first result leads, and the rest of the list is every step's results, fused.
+    assert envelope.results[0].content == "totalrecall hit 0"
+    assert len(envelope.results) == 4 and len({r.content for r in envelope.results}) == 4
+    assert {r.source for r in envelope.results[1:]} >= {"lossless"}
+    assert len(envelope.attempts) == 3
+
+
+def test_fill_with_no_answer_good_enough_keeps_the_best_as_partial_and_errors_as_the_walk_does():
+    clock = FakeClock()
+    machine = Fallback("q", plan(), Policy(limit=3), now=clock(), strategy="fill")
+    run(
+        machine,
+        {"qmd": good("qmd", 0.1), "totalrecall": good("totalrecall", 0.3), "lossless": error("lossless")},
+        clock,
+    )
+    envelope = machine.envelope(router_ms=1)
+    assert (envelope.status, envelope.routed_to) == ("partial", "totalrecall")
+    assert envelope.results[0].content == "totalrecall hit 0"
+    assert [e.backend for e in machine.events] == ["lossless"]
+    failed = Fallback("q", plan(), Policy(), now=clock(), strategy="fill")
+    run(failed, {b: error(b) for b in ("qmd", "totalrecall", "lossless")}, clock)
+    assert failed.envelope(router_ms=1).status == "error"
+
+
 def test_calibration_is_applied_before_the_verdict():
     clock = FakeClock()
 

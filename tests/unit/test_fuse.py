@@ -118,7 +118,7 @@ def test_a_slow_step_is_cut_by_its_timeout_without_holding_the_others(tmp_path):
 def test_a_rule_can_fuse_while_the_rest_stay_sequential(tmp_path):
     data = read_json(packaged_config())
     data["rules"][-1]["strategy"] = "fuse"
-    config = parse_config({**data, "calibration": "off"}, packaged_config())
+    config = parse_config({**data, "calibration": "off", "strategy": "sequential"}, packaged_config())
     assert config.strategy == "sequential" and config.strategy_for("default") == "fuse"
     qmd, totalrecall = MockBackend("qmd", answer(0.9)), MockBackend("totalrecall", answer(0.9))
     router = make_router(
@@ -184,3 +184,15 @@ def test_fused_results_are_unique_capped_and_ordered_by_their_rrf_score(answers,
 def test_route_shows_the_strategy(tmp_path, value):
     config = fused_config(strategy=value)
     assert config.strategy_for("default") == value
+
+
+def test_the_packaged_strategy_fills_and_the_spec_table_walks_as_the_spec_does():
+    data = read_json(packaged_config())
+    packaged = parse_config(data, packaged_config())
+    assert {packaged.strategy_for(rule.id) for rule in packaged.rules.rules} == {"fill"}
+    spec = parse_config({**data, "table": "spec"}, packaged_config())
+    assert {spec.strategy_for(rule.id) for rule in spec.rules.rules} == {"sequential"}
+    # A fuse asked for on purpose stays a fuse, whatever the table.
+    assert (
+        parse_config({**data, "table": "spec", "strategy": "fuse"}, packaged_config()).strategy_for("default") == "fuse"
+    )

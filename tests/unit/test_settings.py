@@ -10,6 +10,7 @@ import dataclasses
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -56,7 +57,8 @@ def demo_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     """Each built-in adapter's demo entry: the packaged config's keys plus its ``demo_setup``
     output (qmd's indexing and Cognee's health check are stubbed: only the returned dict matters)."""
     monkeypatch.setattr(qmd, "build_collection", lambda *args, **kwargs: None)
-    monkeypatch.setattr(qmd.QmdBackend, "transport", lambda self: None)
+    monkeypatch.setattr(qmd.QmdBackend, "transport", lambda self: SimpleNamespace(env={}))
+    monkeypatch.setattr(qmd, "embed_collection", lambda *args, **kwargs: None)
     monkeypatch.setattr(cognee, "fetch_health", lambda url, timeout: {"health": "up"})
     packaged = orjson.loads(packaged_config().read_bytes())["backends"]
     workspace, state = tmp_path / "ws", tmp_path / "state"
