@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from memory_router.backends.base import (
     BACKEND_ERROR,
@@ -140,29 +140,59 @@ def call_backend_blocking(backend: Backend, request: BackendRequest, timeout_s: 
     it). Any other backend gets a fresh event loop for this one call."""
     if not isinstance(backend, BlockingBackend):
         return run_on_new_loop(call_backend(backend, request, timeout_s))
-    started = time.perf_counter()
-    stop, done = threading.Event(), threading.Event()
-    answered: list[object] = []
-    raised: list[BaseException] = []
+    return _Search(backend, request).outcome(timeout_s)
 
-    def search() -> None:
+
+class _Search:
+    """One :class:`BlockingBackend` search started in a daemon thread; :meth:`outcome` waits for
+    it. Apart so that a batch (``fill``, ``fuse``) starts every search first and then waits for
+    each within its own timeout, still without an event loop."""
+
+    def __init__(self, backend: Backend, request: BackendRequest) -> None:  # a BlockingBackend too
+        self.backend, self.request = backend, request
+        self.started = time.perf_counter()
+        self.stop, self.done = threading.Event(), threading.Event()
+        self.answered: list[object] = []
+        self.raised: list[BaseException] = []
+        threading.Thread(target=self._search, name=f"memory-router-{backend.name}", daemon=True).start()
+
+    def _search(self) -> None:
         try:
-            answered.append(backend.search_blocking(request, stop))
+            self.answered.append(cast(BlockingBackend, self.backend).search_blocking(self.request, self.stop))
         except BaseException as exc:  # handed to the waiting thread
-            raised.append(exc)
+            self.raised.append(exc)
         finally:
-            done.set()
+            self.done.set()
 
-    threading.Thread(target=search, name=f"memory-router-{backend.name}", daemon=True).start()
-    response: object
-    if not done.wait(timeout_s):
-        stop.set()
-        response = _failed(backend, request, timeout_s, TimeoutError())
-    elif raised:
-        response = _failed(backend, request, timeout_s, raised[0])
-    else:
-        response = answered[0]
-    return _settled(backend, request, response, started)
+    def outcome(self, timeout_s: float) -> tuple[BackendResponse, int]:
+        backend, request = self.backend, self.request
+        response: object
+        if not self.done.wait(max(0.0, timeout_s - (time.perf_counter() - self.started))):
+            self.stop.set()
+            response = _failed(backend, request, timeout_s, TimeoutError())
+        elif self.raised:
+            response = _failed(backend, request, timeout_s, self.raised[0])
+        else:
+            response = self.answered[0]
+        return _settled(backend, request, response, self.started)
+
+
+def _calls_blocking(
+    calls: Sequence[Call], backend_for: Callable[[str], Backend], scope: Scope | None
+) -> list[tuple[BackendResponse, int]]:
+    """A batch without an event loop when every backend in it can search blocking (the one-shot
+    CLI's ``fill`` over Total Recall and Lossless imports no asyncio): each search starts in its
+    thread, then each is waited for within its own timeout. Else one event loop for the batch."""
+    backends = [backend_for(c.backend) for c in calls]
+    if not all(isinstance(b, BlockingBackend) for b in backends):
+        return run_on_new_loop(_calls(calls, backend_for, scope))
+    searches = [_Search(b, _scoped(c.request, scope)) for b, c in zip(backends, calls, strict=True)]
+    try:
+        return [search.outcome(c.timeout_s) for search, c in zip(searches, calls, strict=True)]
+    except BaseException:
+        for search in searches:
+            search.stop.set()  # our own interruption: every search stops at its next check
+        raise
 
 
 def _failed(backend: Backend, request: BackendRequest, timeout_s: float, exc: BaseException) -> BackendResponse:
@@ -272,7 +302,8 @@ async def _calls(
 
 def drive_blocking(machine: Fallback, backend_for: Callable[[str], Backend], scope: Scope | None = None) -> None:
     """:func:`drive` without an event loop (the one-shot CLI): one call at a time with
-    :func:`call_backend_blocking`; a batch (the fused strategy) on an event loop of its own."""
+    :func:`call_backend_blocking`; a batch (``fill``, ``fuse``) in threads too when every backend
+    in it can search blocking, else on an event loop of its own."""
     while calls := machine.next_calls(time.perf_counter()):
         try:
             if len(calls) == 1:
@@ -280,7 +311,7 @@ def drive_blocking(machine: Fallback, backend_for: Callable[[str], Backend], sco
                 request = _scoped(call.request, scope)
                 outcomes = [call_backend_blocking(backend_for(call.backend), request, call.timeout_s)]
             else:
-                outcomes = run_on_new_loop(_calls(calls, backend_for, scope))
+                outcomes = _calls_blocking(calls, backend_for, scope)
         except BaseException:
             machine.cancel()
             raise

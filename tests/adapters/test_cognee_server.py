@@ -95,6 +95,9 @@ def write_setup(
     tmp_path: Path, workspace: Path, cognee_settings: dict | None = None, chain_mode: str | None = None
 ) -> tuple[Path, Path]:
     config = orjson.loads(packaged_config().read_bytes())
+    # What Cognee answers, alone in the envelope: the spec's walk (the packaged "fill" would add
+    # Total Recall's notes after the graph's answer; tests/unit/test_fallback_machine.py has that).
+    config["strategy"] = "sequential"
     config["backends"]["cognee"] = {"type": "cognee", "datasets": ["arch"], **(cognee_settings or {})}
     if config["backends"]["cognee"]["datasets"] is None:
         del config["backends"]["cognee"]["datasets"]
