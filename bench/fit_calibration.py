@@ -60,6 +60,13 @@ ALONE_KEYS = {
 }
 THRESHOLD = 0.4
 ISOTONIC_BLOCKS = 12
+# How much a benchmark's size counts: each answer weighs (its bench's answers) ** (BENCH_POWER - 1),
+# so 0.0 makes every bench weigh the same whatever its size, 1.0 every answer the same, and 0.5 (the
+# default, --bench-power) a bench as the square root of its size. Measured (docs/calibration.md):
+# 0.0 let the 100 LongMemEval questions pull LoCoMo's hit@1 down 1.1 and CoSQA's right answers
+# that say success from 18% to 12%; 0.5 keeps LoCoMo at 49.3 and CoSQA at 18%, and left out, code
+# and CoSQA fare best under it.
+BENCH_POWER = 0.5
 # The rule table on the bench's tier (Pro minus Cognee), by key; the extension as router-config.json has it.
 SPEC_CHAINS = {
     "exact_symbol": ["qmd:search", "totalrecall"],
@@ -77,6 +84,23 @@ RULES = load_config(packaged_config()).rules  # the packaged rule table: which r
 # A question's key: (bench, group, question id); the group (a conversation, a question's history, a
 # repository folder) is what leave-one-out cross-validation holds out.
 QKey = tuple[str, str, str]
+
+
+FUSE_CANDIDATES = {
+    "extended, calibrated, default rule fused": {"default"},
+    "extended, calibrated, rules 3 5 7 fused": {"decision_recall", "recent_context", "default"},
+    "extended, calibrated, rules 2 4 7 fused": {"relationship", "concept", "default"},
+    "extended, calibrated, every rule fused (head kept)": {
+        "exact_symbol",
+        "relationship",
+        "decision_recall",
+        "concept",
+        "recent_context",
+        "file_path",
+        "default",
+    },
+    "extended, calibrated, rules 3 5 7 fused (head kept)": {"decision_recall", "recent_context", "default"},
+}
 
 
 class Answer(Frozen):
@@ -246,11 +270,14 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
     listed = [a for a in recorded if a.judgeable and a.hits]
     if not listed:
         raise ValueError("no judgeable answer with results to fit on")
-    # Every benchmark weighs the same, whatever its size: a kind of memory with 760 questions must
-    # not drown one with 100 (each answer weighs 1 / its bench's answers).
+    # By default every benchmark weighs the same, whatever its size: a kind of memory with 760
+    # questions must not drown one with 100 (each answer weighs 1 / its bench's answers).
     per_bench: dict[str, int] = defaultdict(int)
     for a in listed:
         per_bench[a.question[0]] += 1
+    raw = {b: n ** (BENCH_POWER - 1.0) for b, n in per_bench.items()}
+    scale = len(listed) / sum(raw[b] * n for b, n in per_bench.items())
+    bench_weight = {b: w * scale for b, w in raw.items()}  # mean weight 1
     xs: list[tuple[float, ...]] = []
     ys: list[bool] = []
     sw: list[float] = []
@@ -258,7 +285,7 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
         for f, h in zip(features(a), a.hits, strict=True):
             xs.append(f)
             ys.append(h)
-            sw.append(len(listed) / (len(per_bench) * per_bench[a.question[0]]))
+            sw.append(bench_weight[a.question[0]])
     free = [True, True, True, True]
     while True:
         w = fit_logistic(xs, ys, free, sample_weights=sw)
@@ -268,10 +295,10 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
         for i in negative:
             free[i] = False
     logistic = Model(*(round(v, 4) for v in w))
-    largest = max(per_bench.values())
     firsts = []  # the step map's points, each bench's repeated up to the largest bench's count
     for a in listed:
-        firsts += [(logistic(*features(a)[0]), float(a.hits[0]))] * max(1, round(largest / per_bench[a.question[0]]))
+        repeat = max(1, round(bench_weight[a.question[0]] / bench_weight[min(per_bench, key=bench_weight.get)]))
+        firsts += [(logistic(*features(a)[0]), float(a.hits[0]))] * repeat
     first_x, first_y = isotonic(firsts)
     return logistic.replace(first_x=tuple(first_x), first_y=tuple(first_y))
 
@@ -374,6 +401,39 @@ def replay_fused(
     return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order), best >= THRESHOLD)
 
 
+def replay_headed(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
+    """The fused strategy with the sequential decision's first result kept first ("fuse_head"):
+    every step is asked, the walk's winner gives the top result, weighted RRF the rest."""
+    head = replay_sequential(chain, per_key, calibration, q)
+    fused = replay_fused(chain, per_key, calibration, q, True)
+    if not head.hits:
+        return fused
+    first_ids, first_hit = head.dia_ids[0], head.hits[0]
+    rest = [(i, h) for i, h in zip(fused.dia_ids, fused.hits, strict=True) if not (first_ids and i == first_ids)]
+    ids = (first_ids, *(i for i, _ in rest))[:10]
+    hits = (first_hit, *(h for _, h in rest))[:10]
+    return Replayed(ids, hits, head.success)  # fill's status is the walk's
+
+
+def replay_best_head(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
+    """Fill with another head: the most relevant first result of every step (the earliest wins a
+    tie) instead of the walk's winner; weighted RRF the rest."""
+    tried = []
+    for key in chain:
+        a = per_key.get(key, {}).get(q)
+        if a is not None and a.hits:
+            tried.append((calibrated(calibration, key, a).normalized_relevance, a))
+    fused = replay_fused(chain, per_key, calibration, q, True)
+    if not tried:
+        return fused
+    value, best = max(tried, key=lambda t: t[0])
+    first_ids, first_hit = best.dia_ids[0], best.hits[0]
+    rest = [(i, h) for i, h in zip(fused.dia_ids, fused.hits, strict=True) if not (first_ids and i == first_ids)]
+    ids = (first_ids, *(i for i, _ in rest))[:10]
+    hits = (first_hit, *(h for _, h in rest))[:10]
+    return Replayed(ids, hits, value >= THRESHOLD)
+
+
 def _results(per_key: dict, calibration: Calibration | None, key: str, q: tuple) -> tuple[Result, ...]:
     a = per_key.get(key, {}).get(q)
     return calibrated(calibration, key, a).results if a is not None and a.hits else ()
@@ -398,6 +458,23 @@ def metrics(replays: list[tuple[Replayed, frozenset[str]]]) -> dict[str, float]:
 
 def chain_for(rule: str, extended: bool) -> list[str]:
     return SPEC_CHAINS.get(rule, SPEC_CHAINS["default"]) + (EXTENSIONS.get(rule, []) if extended else [])
+
+
+def _fill_rows(per_key: dict, calibration_for: Any, questions: list, rule_of: dict, evidence: dict) -> list:
+    """Fill variants measured before one ships: another head, or qmd search asked by the default rule too."""
+    rows = []
+    for label, replay, extra in (
+        ("fill, head = most relevant first result", replay_best_head, []),
+        ("fill, default rule + qmd:search", replay_headed, ["qmd:search"]),
+        ("fill, default rule + qmd:search, most relevant head", replay_best_head, ["qmd:search"]),
+    ):
+        out = []
+        for q in questions:
+            rule = rule_of.get(q, "default")
+            chain = chain_for(rule, True) + (extra if rule == "default" else [])
+            out.append((replay(chain, per_key, calibration_for(q), q), evidence[q]))
+        rows.append((label, out))
+    return rows
 
 
 def replays(per_key: dict, records: dict, calibration_for: Any, questions: list, rule_of: dict, evidence: dict) -> list:
@@ -430,6 +507,28 @@ def replays(per_key: dict, records: dict, calibration_for: Any, questions: list,
             chain = chain_for(rule_of.get(q, "default"), extended)
             out.append((replay_sequential(chain, per_key, calibration_for(q) if calibrate else None, q), evidence[q]))
         rows.append((label, out))
+    # Candidate packaged strategies: fuse some rules' chains, the rest sequential (router-config.json's
+    # per-rule "strategy"); measured here on every bench before one ships.
+    for label, fused_rules in FUSE_CANDIDATES.items():
+        out = []
+        for q in questions:
+            rule = rule_of.get(q, "default")
+            chain = chain_for(rule, True)
+            calibration = calibration_for(q)
+            if rule in fused_rules:
+                replay = replay_headed if label.endswith("(head kept)") else replay_fused
+                out.append(
+                    (
+                        replay(chain, per_key, calibration, q, True)
+                        if replay is replay_fused
+                        else replay(chain, per_key, calibration, q),
+                        evidence[q],
+                    )
+                )
+            else:
+                out.append((replay_sequential(chain, per_key, calibration, q), evidence[q]))
+        rows.append((label, out))
+    rows += _fill_rows(per_key, calibration_for, questions, rule_of, evidence)
     for label, weighted in (("fused (plain RRF), extended", False), ("fused (weighted RRF), extended", True)):
         out = [
             (
@@ -486,6 +585,14 @@ def calibration_tables(per_key: dict, models: dict, calibration: Calibration) ->
     return lines
 
 
+def _weighing() -> str:
+    if BENCH_POWER == 0.0:
+        return "every bench weighing the same"
+    if BENCH_POWER == 1.0:
+        return "every answer weighing the same"
+    return f"each bench weighing its size to the power {BENCH_POWER:g}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, section by section
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -502,7 +609,14 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
         default="all-MiniLM-L6-v2-f16",
         help="the embedding model the records' qmd used (vector modes' keys name it)",
     )
+    parser.add_argument(
+        "--bench-power",
+        type=float,
+        default=BENCH_POWER,
+        help="0: every bench weighs the same (default); 1: every answer does; 0.5: a bench weighs sqrt(its size)",
+    )
     args = parser.parse_args(argv)
+    globals()["BENCH_POWER"] = args.bench_power  # read by fit_key
     folders = args.records or [Path("/work/data/locomo/records")]
 
     records = read_records(folders)
@@ -522,9 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
         measured = [m for m in measured if m]
         questions_of[bench] = sorted(set.intersection(*measured))
     counts = ", ".join(f"{b} {len(questions_of[b])}" for b in benches)
-    lines = [
-        f"Fitted on {sum(len(v) for v in questions_of.values())} questions ({counts}), every bench weighing the same: "
-    ]
+    lines = [f"Fitted on {sum(len(v) for v in questions_of.values())} questions ({counts}), {_weighing()}: "]
     lines[0] += ", ".join(f"{k} ({len(v)})" for k, v in per_key.items())
     lines.append("")
     lines += calibration_tables(per_key, models, calibration)
@@ -578,7 +690,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
                 "the query-term coverage (the matched rule's own words set aside), 1/rank and the exact match of the "
                 "query's identifiers and paths, then an isotonic step map of the first result "
                 "(memory_router/core/calibration.py). Fitted by bench/fit_calibration.py on development halves only, "
-                f"every bench weighing the same: {counts}."
+                f"{_weighing()}: {counts}."
             ),
             "answers": {shipped_key(k, args.embed_model): len(v) for k, v in per_key.items()},
             "maps": {shipped_key(k, args.embed_model): as_json(m) for k, m in models.items()},
