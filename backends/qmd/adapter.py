@@ -821,6 +821,12 @@ class QmdBackend:
                 query_sent=sent,
                 note=note,
             )
+        if mode != "search" and (m := _NEEDS_EMBEDDINGS.search(answer.stderr)) and m.group(2) != "100":
+            # Some documents have no vectors yet: this answer never saw them. Say so, not silently.
+            # (A "100%" beside hits is qmd's CLI counting for its default model, not the index's.)
+            missing = f"{m.group(1)} documents ({m.group(2)}%) of the index have no embeddings yet, so qmd {mode} did "
+            missing += "not search them: run `qmd embed`"
+            note = f"{note}; {missing}" if note else missing
         reranked = mode == "query" and really_reranked(answer.hits, answer.stderr)
         results = to_results(
             answer.hits, mode, self.name, coverage=coverage, reranked=reranked, rank_only=answer.rank_only

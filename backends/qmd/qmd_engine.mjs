@@ -115,6 +115,11 @@ function requireVectors() {
   if (!hasVectors || (health.totalDocs > 0 && health.needsEmbedding >= health.totalDocs)) {
     throw new Refusal("no_vectors", `${health.needsEmbedding} documents (100%) need embeddings`);
   }
+  if (health.needsEmbedding > 0) {
+    // As qmd's CLI warns: the adapter puts it on the answer's note (these documents are not searched).
+    const pct = Math.round((health.needsEmbedding / Math.max(1, health.totalDocs)) * 100);
+    toStderr(`Warning: ${health.needsEmbedding} documents (${pct}%) need embeddings. Run 'qmd embed' for better results.`);
+  }
 }
 
 async function vsearch(req) {

@@ -406,3 +406,56 @@ def test_mcp_starts_the_engine_and_loads_the_model_before_the_first_tool_call(em
 
     answer = asyncio.run(asyncio.wait_for(run(), timeout=300))
     assert (answer["routed_to"], answer["routed_mode"], answer["status"]) == ("qmd", "vsearch", "success")
+
+
+# ------------------------------------------------ documents without vectors are named, not hidden
+
+
+def _copied_index(embedded: dict, tmp_path: Path) -> dict:
+    """A private copy of the embedded index (its notes folder included), so one test may add a
+    note the others never see."""
+    base = tmp_path / "copy"
+    shutil.copytree(embedded["base"], base, ignore=shutil.ignore_patterns("s", "state"))
+    yml = base / "idx" / "cfg" / "index.yml"
+    # the copy's collection reads the copied notes; its embedding model stays the one it was embedded with
+    yml.write_text(yml.read_text().replace(str(embedded["base"] / "notes"), str(base / "notes")))
+    settings = {
+        **embedded["settings"],
+        "index_path": str(base / "idx" / "index.sqlite"),
+        "config_dir": str(base / "idx" / "cfg"),
+        "cache_dir": str(base / "cache"),
+    }
+    return {**embedded, "base": base, "settings": settings}
+
+
+def test_documents_not_embedded_yet_are_named_in_the_vector_answer(embedded: dict, tmp_path: Path) -> None:
+    """A note indexed by `qmd update` but not embedded: vsearch answers from the rest, and the
+    answer says how many documents it could not see and what to run, on both transports."""
+    copy = _copied_index(embedded, tmp_path)
+    (copy["base"] / "notes" / "late.md").write_text("# Late note\n\nThe deploy freeze starts on Fridays at noon.\n")
+    cli = cli_backend(copy, tmp_path).transport()
+    Path(cli.cwd).mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(cli.argv("update", []), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-500:]
+
+    # qmd's CLI counts what lacks vectors for the model its environment names (else its default)
+    environ = {**ENV, "QMD_EMBED_MODEL": str(embedded["model"])}
+    settings = _settings.validate(qmd_adapter.Settings, copy["settings"])
+    one_shot_backend = qmd_adapter.QmdBackend(
+        "qmd", settings, BackendContext(state_dir=tmp_path / "s", environ=environ)
+    )
+
+    async def main() -> None:
+        one_shot = await ask(one_shot_backend, CONCEPT, "vsearch")
+        warm = engine(copy, tmp_path)
+        try:
+            engined = await ask(warm, CONCEPT, "vsearch")
+        finally:
+            await warm.aclose()
+        for answer in (one_shot, engined):
+            assert answer.status == "success", answer.error_message
+            assert answer.results[0].path == "api-errors.md"  # the embedded notes still answer
+            assert "1 documents" in answer.note and "no embeddings yet" in answer.note, answer.note
+            assert "qmd embed" in answer.note
+
+    asyncio.run(main())
