@@ -23,6 +23,9 @@ QUERY = "the middleware issue"  # rule 7 (default): qmd/query -> totalrecall
 
 def write_config(tmp_path: Path, **overrides: Any) -> Path:
     data = read_json(packaged_config())
+    # The chain walked one step at a time (the spec's sequential): what the deadline and cooldown
+    # tests below count; the packaged "fill" is tested in tests/unit/test_fallback_machine.py.
+    data["strategy"] = "sequential"
     data.update(overrides)
     path = tmp_path / "router-config.json"
     path.write_bytes(orjson.dumps(data))
