@@ -69,7 +69,7 @@ def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
     assert set(tools) == {"memory_query", "memory_route"}
     query_schema = tools["memory_query"].input_schema
     assert query_schema["required"] == ["query"]
-    assert set(query_schema["properties"]) == {"query", "limit", "timeout_ms"}
+    assert set(query_schema["properties"]) == {"query", "limit", "timeout_ms", "scope"}
     assert tools["memory_route"].input_schema["required"] == ["query"]
     assert "envelope" in tools["memory_query"].description
 
