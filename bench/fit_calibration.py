@@ -408,11 +408,15 @@ def replay_headed(chain: Sequence[str], per_key: dict, calibration: Calibration 
     fused = replay_fused(chain, per_key, calibration, q, True)
     if not head.hits:
         return fused
-    first_ids, first_hit = head.dia_ids[0], head.hits[0]
+    return _headed(head.dia_ids[0], head.hits[0], fused, head.success)  # fill's status is the walk's
+
+
+def _headed(first_ids: frozenset[str], first_hit: bool, fused: Replayed, success: bool) -> Replayed:
+    """``fused`` with ``(first_ids, first_hit)`` put first and its duplicate dropped, cut at 10."""
     rest = [(i, h) for i, h in zip(fused.dia_ids, fused.hits, strict=True) if not (first_ids and i == first_ids)]
     ids = (first_ids, *(i for i, _ in rest))[:10]
     hits = (first_hit, *(h for _, h in rest))[:10]
-    return Replayed(ids, hits, head.success)  # fill's status is the walk's
+    return Replayed(ids, hits, success)
 
 
 def replay_best_head(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
@@ -427,11 +431,7 @@ def replay_best_head(chain: Sequence[str], per_key: dict, calibration: Calibrati
     if not tried:
         return fused
     value, best = max(tried, key=lambda t: t[0])
-    first_ids, first_hit = best.dia_ids[0], best.hits[0]
-    rest = [(i, h) for i, h in zip(fused.dia_ids, fused.hits, strict=True) if not (first_ids and i == first_ids)]
-    ids = (first_ids, *(i for i, _ in rest))[:10]
-    hits = (first_hit, *(h for _, h in rest))[:10]
-    return Replayed(ids, hits, value >= THRESHOLD)
+    return _headed(best.dia_ids[0], best.hits[0], fused, value >= THRESHOLD)
 
 
 def _results(per_key: dict, calibration: Calibration | None, key: str, q: tuple) -> tuple[Result, ...]:
