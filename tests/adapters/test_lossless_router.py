@@ -43,6 +43,9 @@ def demo(tmp_path_factory) -> dict[str, Path]:
     overrides = L.demo_setup(workspace, state)
     assert Path(overrides["db_path"]) == state / "lcm.db" and (state / "lcm.db").is_file()
     config = read_json(packaged_config())
+    # The spec's walk, one step at a time: which store answers rule 3 and where it falls through
+    # (the packaged "fill" would also ask qmd, a program, which the fast tier does not start).
+    config["strategy"] = "sequential"
     config["backends"]["lossless"].update(overrides)
     config["backends"]["totalrecall"]["root"] = str(workspace)
     config_path = state / "router-config.json"
