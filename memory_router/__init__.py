@@ -10,8 +10,8 @@ The folders follow the pipeline and its surroundings::
     client/   the thin client that answers a query from a warm daemon, and the wire it shares
     daemon/   the warm router behind serve, serve --socket and mcp
 
-Backends sit behind the seam in ``memory_router.backends.base`` (the repository's ``backends/``
-folder, one package per backend type). Nothing in ``core`` knows a subprocess, SQLite or HTTP.
+Backends sit behind the seam in ``memory_router.backends.base`` (``memory_router/backends/``,
+one package per backend type). Nothing in ``core`` knows a subprocess, SQLite or HTTP.
 
 Immutable values (results, envelopes, rules, plan steps, the parsed config, the adapters'
 records) have one idiom, written down once with the reason (cold start) in

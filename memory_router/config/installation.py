@@ -21,7 +21,8 @@ PACKAGE = "memory-router"
 def checkout_root() -> Path | None:
     """The repository this package runs from, or ``None`` for an installed copy."""
     root = Path(__file__).resolve().parents[2]  # memory_router/config/installation.py
-    if (root / "pyproject.toml").is_file() and (root / "backends").is_dir() and (root / ".ci").is_dir():
+    markers = (root / "pyproject.toml", root / ".ci", root / "tests")
+    if markers[0].is_file() and all(path.is_dir() for path in markers[1:]):
         return root
     return None
 

@@ -26,7 +26,7 @@ NODE22 = sorted((TOOLS / "node22" / "node_modules").glob("node-*/bin/node"))
 
 # What a feature needs besides the Python modules, by its path inside the wheel.
 PACKAGE_FILES = {
-    "memory_router/backends/qmd/qmd_engine.mjs": REPO / "backends" / "qmd" / "qmd_engine.mjs",  # qmd's warm engine
+    "memory_router/backends/qmd/qmd_engine.mjs": REPO / "memory_router/backends/qmd/qmd_engine.mjs",  # warm engine
     "memory_router/skill/SKILL.md": REPO / "SKILL.md",  # the OpenClaw skill
     "memory_router/router-config.json": REPO / "router-config.json",
 }
@@ -88,7 +88,8 @@ def test_the_sdist_carries_what_the_wheel_is_built_from(tmp_path: Path) -> None:
     (sdist,) = (tmp_path / "dist").glob("memory_router-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    for path in ("LICENSE", "SKILL.md", "skills/memory-router/SKILL.md", "backends/qmd/qmd_engine.mjs", "README.md"):
+    engine = "memory_router/backends/qmd/qmd_engine.mjs"
+    for path in ("LICENSE", "SKILL.md", "skills/memory-router/SKILL.md", engine, "README.md"):
         assert path in names, f"the sdist lacks {path}"
 
 

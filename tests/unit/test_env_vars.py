@@ -19,7 +19,7 @@ import pytest
 from memory_router.backends import ADAPTER_MODULES, adapter_module
 from memory_router.config import envvars
 
-BACKENDS = Path(__file__).resolve().parents[2] / "backends"
+BACKENDS = Path(__file__).resolve().parents[2] / "memory_router" / "backends"
 
 
 # A module's adapter is its folder (backends/qmd/*.py reads what the qmd adapter declares); the

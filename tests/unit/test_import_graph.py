@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Folder -> the package it installs as (pyproject's package-dir maps backends/ to memory_router.backends).
-PACKAGES = {ROOT / "memory_router": "memory_router", ROOT / "backends": "memory_router.backends"}
+# Folder -> the package it installs as.
+PACKAGES = {ROOT / "memory_router": "memory_router"}
 
 
 def module_files(packages: Mapping[Path, str]) -> dict[str, Path]:
