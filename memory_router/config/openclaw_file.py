@@ -2,8 +2,9 @@
 
 memory-router reads two things there: ``agents.defaults.workspace`` (Total Recall's root when no
 other is given: :func:`memory_router.config.paths.openclaw_workspace`) and, for a query scoped to
-an agent (:mod:`memory_router.core.scope`), that agent's workspace from ``agents.list[]``, resolved
-as OpenClaw 2026.9 resolves it (:func:`memory_router.config.openclaw.agent_workspace`).
+an agent (:mod:`memory_router.core.scope`), that agent's workspace from the agent roster
+(``agents.entries``, or ``agents.list[]``), resolved as OpenClaw 2026.9 resolves it
+(:func:`memory_router.config.openclaw.agent_workspace`).
 
 **Reading it.** The file is opened ``O_NONBLOCK`` and must be a regular file (checked on the open
 descriptor): a FIFO, a device or a directory at that path is refused at once with
@@ -49,7 +50,7 @@ class OpenClawConfigInvalid(RouterError):
         self.path, self.problem = path, problem
         super().__init__(
             f"{path}: {problem}. memory-router reads OpenClaw's config (agents.defaults.workspace, "
-            "agents.list[]) from this file; fix or replace it, or point OPENCLAW_CONFIG_PATH at the real one."
+            "the agent roster) from this file; fix or replace it, or point OPENCLAW_CONFIG_PATH at the real one."
         )
 
 

@@ -172,8 +172,10 @@ def test_memory_get_reads_memory_files_not_the_workspace(gw: Gateway) -> None:
 def test_each_lossless_hit_reads_back_its_own_text(gw: Gateway) -> None:
     found = invoke(gw, "alice", "memory_search", {"query": DECISION, "maxResults": 8})
     assert found["routing"]["routed_to"] == "lossless"
-    hits = found["results"]
-    assert len(hits) >= 3 and len({h["path"] for h in hits}) == len(hits)
+    # The answer is Lossless's, filled from the other stores (strategy fill): several snippets of
+    # one memory file share its path (with their own lines), each conversation hit has its own.
+    hits = [h for h in found["results"] if h["path"].startswith("memory-router/lossless/")]
+    assert len(hits) >= 3 and len({h["path"] for h in hits}) == len(hits), found["results"]
     for hit in hits:
         got = invoke(gw, "alice", "memory_get", {"path": hit["path"]})
         assert got["status"] == "ok" and got["text"] == hit["snippet"], hit["path"]
@@ -190,11 +192,6 @@ def test_alice_s_conversation_hits_never_reach_bob_through_memory_get(gw: Gatewa
     assert invoke(gw, "bob", "memory_get", {"path": "memory/2026-11-30.md"})["text"].endswith("bob likes green tea\n")
 
 
-@pytest.mark.xfail(
-    reason="memory_router/config/openclaw.py reads only agents.list[], but OpenClaw 2026.9.6 stores the roster "
-    "as agents.entries: a scoped Total Recall query finds no workspace for alice, so no MEMORY.md hit",
-    strict=False,
-)
 def test_alice_s_memory_file_hit_never_reaches_bob(gw: Gateway) -> None:
     mine = invoke(gw, "alice", "memory_search", {"query": "what is the vault code", "maxResults": 5})["results"]
     assert "MEMORY.md" in [h["path"] for h in mine]

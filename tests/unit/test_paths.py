@@ -141,6 +141,36 @@ def test_workspace_follows_openclaws_resolution(tmp_path: Path) -> None:
     assert paths.openclaw_workspace(env)[0] == str(tmp_path / "ws-env")
 
 
+@pytest.mark.parametrize("shape", ["entries", "list"])
+def test_each_agent_s_workspace_is_read_from_either_roster_shape(tmp_path: Path, shape: str) -> None:
+    """OpenClaw 2026.9 keeps the roster as ``agents.entries`` (keyed by id; what `openclaw config
+    set agents.list ...` writes now) or the older ``agents.list[]``: both name each agent's
+    workspace, and the agent marked default owns ``agents.defaults.workspace``."""
+    from memory_router.config.openclaw import agent_workspace
+
+    agents = {"alice": {"default": True, "workspace": "~/alice"}, "Bob": {"workspace": str(tmp_path / "bob")}}
+    agents["carol"] = {}
+    roster = agents if shape == "entries" else [{"id": k, **v} for k, v in agents.items()]
+    (tmp_path / "openclaw.json").write_text(
+        json.dumps({"agents": {"defaults": {"workspace": "~/shared"}, shape: roster}})
+    )
+    env = {"HOME": str(tmp_path / "home"), "OPENCLAW_STATE_DIR": str(tmp_path)}
+    where = "agents.entries.alice" if shape == "entries" else "agents.list[alice]"
+    assert agent_workspace("alice", env) == (
+        str(tmp_path / "home" / "alice"),
+        f"{where}.workspace in {tmp_path}/openclaw.json",
+    )
+    assert agent_workspace("bob", env)[0] == str(tmp_path / "bob")  # ids compare case-insensitively
+    assert agent_workspace("carol", env)[0] == str(tmp_path / "home" / "shared" / "carol")  # no workspace of its own
+    # The entry marked default has a workspace of its own; without one it would own the default.
+    del agents["alice"]["workspace"]
+    roster = agents if shape == "entries" else [{"id": k, **v} for k, v in agents.items()]
+    (tmp_path / "openclaw.json").write_text(
+        json.dumps({"agents": {"defaults": {"workspace": "~/shared"}, shape: roster}})
+    )
+    assert agent_workspace("alice", env)[0] == str(tmp_path / "home" / "shared")
+
+
 def test_broken_openclaw_json_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "openclaw.json").write_text("{agents: {defaults: {workspace: ")
     env = {"HOME": str(tmp_path), "OPENCLAW_STATE_DIR": str(tmp_path)}
