@@ -17,7 +17,8 @@ Exit requests, held by the sans-IO :class:`ExitState` (no clock, no loop, tested
 the first SIGTERM/SIGINT, ``daemon stop`` (``{"op": "shutdown"}``), ``--idle-exit`` or a stdout
 that cannot be written sets ``should_exit`` (graceful); a SIGTERM/SIGINT after that sets
 ``force_exit``: in-flight requests are cancelled at once, and the rest of the shutdown waits no
-longer than :data:`CLEANUP_S` for anything. SIGHUP re-reads both config files and does not stop.
+longer than :data:`CLEANUP_S` for anything. SIGHUP re-reads both config files (router-config.json,
+and the calibration file it names, even when unchanged) and does not stop.
 The exit code is 0, or 1 when stdout could not be written (docs/daemon.md).
 """
 
@@ -215,7 +216,9 @@ class Lifecycle:
             self.service.say(f"{name} again: cancelling {len(in_flight)} request(s) now")
 
     def handle_hup(self) -> None:
-        outcome = self.service.reload()
+        # An explicit request: re-read router-config.json and what it names (the calibration
+        # file) even when the config file itself did not change.
+        outcome = self.service.reload(force=True)
         self.service.say(f"SIGHUP: {outcome or 'no change on disk'}")
 
     def _begin_exit(self) -> None:

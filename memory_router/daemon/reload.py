@@ -72,14 +72,19 @@ class Reloader:
         self._config_file = Watched(config_path, signature(config_path))
         self._backends_file = Watched(backends_path, signature(backends_path))
 
-    def reload(self, current: Snapshot) -> tuple[Snapshot, dict[str, str]]:
+    def reload(self, current: Snapshot, *, force: bool = False) -> tuple[Snapshot, dict[str, str]]:
         """The snapshot to serve next (``current`` itself if nothing changed or nothing could be
         read), and ``{"router-config.json"|"backends.json": "reloaded"|"failed"}`` for the files
-        that changed (see :meth:`.service.Service.reload`)."""
+        that changed (see :meth:`.service.Service.reload`).
+
+        ``force`` (SIGHUP: the user asks for it): router-config.json is read again even when it
+        did not change, and a new router is built on it, so what the config only names is read
+        again too (the calibration file it points at, refitted in place); unchanged backends keep
+        their instances (and their warm caches)."""
         outcome: dict[str, str] = {}
         snapshot = current
         sig = signature(self.config_path)
-        if sig != self._config_file.signature:
+        if sig != self._config_file.signature or force:
             self._config_file = Watched(self.config_path, sig)
             snapshot, outcome[self.config_path.name] = self._reload_config(snapshot)
         sig = signature(self.backends_path)

@@ -45,7 +45,7 @@ from memory_router.config.installed import Installed, load_installed
 from memory_router.config.router_config import RouterConfig, load_config
 from memory_router.contract import say
 from memory_router.core.cooldown import Cooldown
-from memory_router.core.envelope import error_envelope
+from memory_router.core.envelope import Envelope, error_envelope
 from memory_router.core.errors import InvalidQuery, RouterError, check_state_dir
 from memory_router.core.router import Router
 from memory_router.core.routerlog import RouterLog
@@ -291,14 +291,11 @@ class Service:
         self._in_flight += 1
         try:
             async with slots:
-                envelope = await router.route(
-                    request.query,
-                    installed,
-                    timeout_ms=request.timeout_ms,
-                    limit=request.limit,
-                    deadline_ms=request.deadline_ms,
-                    scope=request.scope,
-                )
+                try:
+                    envelope = await self._route(router, installed, request)
+                except RouterError as exc:  # a backend that cannot be created (openclaw.json): this query's error
+                    self.stats.request("error", exc.error_code)
+                    return self.error_response(request.id, exc.error_code, str(exc), request.query)
         finally:
             self._in_flight -= 1
         if self.watcher.behind(router.instances()):
@@ -307,6 +304,18 @@ class Service:
         response = {"id": request.id, **envelope.as_dict()}
         self.stats.query(response, (time.perf_counter() - started) * 1000)
         return response
+
+    @staticmethod
+    async def _route(router: Router, installed: Installed, request: Request) -> Envelope:
+        assert request.query is not None
+        return await router.route(
+            request.query,
+            installed,
+            timeout_ms=request.timeout_ms,
+            limit=request.limit,
+            deadline_ms=request.deadline_ms,
+            scope=request.scope,
+        )
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -343,14 +352,15 @@ class Service:
 
     # ------------------------------------------------------------------ reload and watching
 
-    def reload(self) -> dict[str, str]:
-        """Re-read whichever of the two files changed on disk since last read.
+    def reload(self, *, force: bool = False) -> dict[str, str]:
+        """Re-read whichever of the two files changed on disk since last read; with ``force``
+        (SIGHUP), router-config.json and what it names (the calibration file) in any case.
 
         Returns ``{"router-config.json"|"backends.json": "reloaded"|"failed"}`` for the files
         that changed. Called by the watcher; transports may call it too (SIGHUP).
         """
         before = self._snapshot
-        self._snapshot, outcome = self._reloader.reload(before)
+        self._snapshot, outcome = self._reloader.reload(before, force=force)
         if self._snapshot.router is not before.router:
             self.watcher.stale = True  # the new router may create backends whose data to watch
         for result in outcome.values():
@@ -385,7 +395,11 @@ class Service:
         for name in self.router.config.backends:
             if installed.unusable_reason(name) is not None:
                 continue
-            instance = self.router.backend(name)  # created now rather than on its first query
+            try:
+                instance = self.router.backend(name)  # created now rather than on its first query
+            except Exception as exc:  # noqa: BLE001 - e.g. an openclaw.json that cannot be used: each query says so
+                self.say(f"warning: cannot create backend {name}: {exc}")
+                continue
             if isinstance(instance, WarmableBackend):
                 task = asyncio.create_task(self._warm(name, instance), name=f"warm-{name}")
                 self._warming.add(task)

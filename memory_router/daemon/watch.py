@@ -10,6 +10,7 @@ also watches the data folders of backend instances that offer ``watch_paths()``,
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,30 @@ def signature(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def real_directories(top: Path, limit: int = 10_000) -> list[Path]:
+    """``top`` and every directory below it reached without following a symlink (at most ``limit``:
+    a tree that big is watched in its first ``limit`` directories and walked as a safety net)."""
+    found = [top]
+    for directory, subdirs, _ in os.walk(top, followlinks=False):
+        base = Path(directory)
+        for name in sorted(subdirs):
+            if not (base / name).is_symlink():
+                found.append(base / name)
+                if len(found) >= limit:
+                    return found
+        subdirs[:] = [d for d in subdirs if not (base / d).is_symlink()]
+    return found
+
+
+def _tree_changed(kind: object, path: str, known: set[str]) -> bool:
+    """Whether a change adds a directory to the watched tree or removes one of it."""
+    from watchfiles import Change
+
+    if kind == Change.deleted:
+        return path in known
+    return kind == Change.added and os.path.isdir(path) and not os.path.islink(path)
 
 
 class Watcher:
@@ -108,11 +133,26 @@ class Watcher:
                     instance.set_watched(True)
 
     async def _watch_folder(self, instance: Any, folder: Path, recursive: bool, stop: asyncio.Event) -> None:
+        """Watch ``folder`` (and, when ``recursive``, every real directory below it) for ``instance``.
+
+        A recursive watch is not watchfiles' own ``recursive=True``: that follows symbolic links,
+        so a ``memory/projects`` link to a big tree that Total Recall never reads (its walk does
+        not enter symlinked directories) would cost one inotify watch per directory there, out of
+        a per-user kernel budget. Instead each directory under ``folder`` that is not reached
+        through a symlink is watched on its own, and the set is listed again whenever a directory
+        is added or removed."""
         from watchfiles import awatch
 
         try:
-            async for _changes in awatch(folder, stop_event=stop, recursive=recursive, debounce=400, step=5):
-                instance.invalidate()
+            while not stop.is_set():
+                folders = real_directories(folder) if recursive else [folder]
+                known = {str(f) for f in folders}
+                async for changes in awatch(*folders, stop_event=stop, recursive=False, debounce=400, step=5):
+                    instance.invalidate()
+                    if recursive and any(_tree_changed(kind, path, known) for kind, path in changes):
+                        break  # a directory came or went: watch the new set
+                else:
+                    return  # stopped
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the folder vanished, too many watches...: back to walking
