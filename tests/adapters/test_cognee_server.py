@@ -418,6 +418,36 @@ def test_unknown_dataset_reports_cognees_detail(cognee, tmp_path, workspace):
     assert "DatasetNotFoundError" in log
 
 
+def test_a_scoped_query_searches_only_the_agent_s_datasets(cognee, tmp_path, workspace):
+    """alice's dataset is the architecture graph, bob's the runbooks: a relationship question finds
+    the Postgres dependents for alice only; an agent with no dataset searches nothing of anybody's
+    (empty, with the reason, and the chain goes on); a dataset shared on purpose reaches bob."""
+    question = "what depends on Postgres"
+    scoped = {"datasets": None, "agent_datasets": {"alice": ["arch"], "bob": ["runbooks"]}}
+    config, backends = write_setup(tmp_path, workspace, scoped)
+
+    def ask(agent: str, config: Path = config) -> dict:
+        return route(tmp_path, config, backends, question, key_env(cognee), "--agent", agent)[0]
+
+    alice = ask("alice")
+    assert alice["routed_to"] == "cognee" and {r.get("dataset") for r in alice["results"]} == {"arch"}
+    assert {s for s, _, t, rel in relationships(alice) if rel >= 0.4 and t == "Postgres"} == POSTGRES_DEPENDENTS
+    bob = ask("bob")
+    assert bob["attempts"][0]["status"] in ("success", "empty"), bob["attempts"][0]  # his dataset was searched
+    assert not {r.get("dataset") for r in bob["results"] if r["source"] == "cognee"} - {"runbooks"}
+    carol = ask("carol")
+    first = carol["attempts"][0]
+    assert (first["backend"], first["status"]) == ("cognee", "empty") and "agent carol" in first["note"]
+    assert all(r["source"] != "cognee" for r in carol["results"])
+    (tmp_path / "shared").mkdir()
+    shared, _ = write_setup(tmp_path / "shared", workspace, {**scoped, "shared_datasets": ["arch"]})
+    bob_shared = ask("bob", shared)
+    edges = {
+        r["relationship"]["source"] for r in bob_shared["results"] if "relationship" in r and r["relevance"] >= 0.4
+    }
+    assert edges >= POSTGRES_DEPENDENTS and {r.get("dataset") for r in bob_shared["results"]} >= {"arch"}
+
+
 def test_backends_command_probes_health(cognee, tmp_path, workspace):
     import os
 

@@ -287,3 +287,42 @@ def test_any_query_gives_an_answer_never_a_qmd_error(corpus: dict, query: str) -
     # Whatever an agent types, the rewritten query is valid qmd syntax: success or empty.
     response = asyncio.run(backend_for(corpus).search(BackendRequest(query, mode="search")))
     assert response.status in ("success", "empty"), (query, response.query_sent, response.error_message)
+
+
+@needs_qmd
+def test_a_scoped_query_searches_only_the_agent_s_collections_and_the_shared_ones(tmp_path: Path) -> None:
+    """One qmd index, three collections: alice's notes, bob's notes, and a team collection shared
+    on purpose (``shared_collections``). Each agent finds its own and the shared one, never the
+    other's; an agent with no collection gets only the shared one; an unscoped query all three."""
+    from memory_router.core.scope import parse_scope
+
+    notes = {
+        "alice-notes": "# Alice\n\nThe vault code for the house sale is 4711-alpha.\n",
+        "bob-notes": "# Bob\n\nThe vault code for the garage is 9090-beta.\n",
+        "team": "# Team\n\nThe vault code policy: rotate every quarter.\n",
+    }
+    settings = {
+        "index_path": str(tmp_path / "idx" / "index.sqlite"),
+        "config_dir": str(tmp_path / "idx" / "cfg"),
+        "collections": list(notes),
+        "agent_collections": {"alice": ["alice-notes"], "bob": ["bob-notes"]},
+        "shared_collections": ["team"],
+    }
+    backend = qmd_adapter.QmdBackend(
+        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=tmp_path / "state")
+    )
+    for name, text in notes.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vault.md").write_text(text)
+        qmd_adapter.build_collection(backend.transport(), tmp_path / name, name, "**/*.md", tmp_path / "idx" / "lock")
+
+    def found(agent: str | None) -> set[str]:
+        request = BackendRequest("vault code", mode="search", scope=parse_scope(agent) if agent else None)
+        response = asyncio.run(backend.search(request))
+        assert response.status in ("success", "empty"), response.error_message
+        return {r.collection for r in response.results}
+
+    assert found("alice") == {"alice-notes", "team"}
+    assert found("bob") == {"bob-notes", "team"}
+    assert found("carol") == {"team"}  # listed nowhere: the shared collection only, never everyone's
+    assert found(None) == set(notes)
