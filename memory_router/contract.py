@@ -38,6 +38,7 @@ QUERY_TOO_LONG = "QUERY_TOO_LONG"
 INVALID_UTF8 = "INVALID_UTF8"
 DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"  # MEMORY_ROUTER_DAEMON=require and no daemon answered
 INVALID_SCOPE = "INVALID_SCOPE"  # --agent/--session-key (or a request's scope) is not a valid scope
+INVALID_TIME_RANGE = "INVALID_TIME_RANGE"  # --since/--until (or a request's since/until) cannot be read
 
 # The error codes that exit 2: the caller's input or configuration is wrong, and retrying the same
 # call cannot help. Every other error code (the backends failed) exits 1.
@@ -53,6 +54,7 @@ USAGE_CODES = frozenset(
         INVALID_UTF8,
         DAEMON_UNAVAILABLE,
         INVALID_SCOPE,
+        INVALID_TIME_RANGE,
     }
 )
 
@@ -237,6 +239,7 @@ ENVELOPE_FIELDS: tuple[tuple[str, bool], ...] = (
     ("backend_duration_ms", False),
     ("rule", False),
     ("attempts", False),
+    ("window", False),  # only when the query had a time window (core/window.py)
 )
 
 

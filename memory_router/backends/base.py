@@ -48,6 +48,7 @@ from memory_router.core.frozen import Frozen
 if TYPE_CHECKING:
     from memory_router.backends.common.threads import WorkerPool
     from memory_router.core.scope import Scope
+    from memory_router.core.window import Window
 
 ContractStatus = Literal["success", "empty", "error"]
 
@@ -298,6 +299,10 @@ class BackendRequest(Frozen):
     """The regex source of the rule signal that routed the query (None for the default rule).
     Keyword adapters (qmd search) drop its literal words: they say how to search, not what for."""
     scope: Scope | None
+    window: Window | None
+    """When the memory this call may read was written (:mod:`memory_router.core.window`), or ``None``.
+    A backend that knows its memories' dates filters before it ranks (so a window does not just
+    cut a list ranked over everything); the driver then drops what is dated outside it or undated."""
 
     def __init__(
         self,
@@ -307,6 +312,7 @@ class BackendRequest(Frozen):
         timeout_s: float = 5.0,
         signal: str | None = None,
         scope: Scope | None = None,
+        window: Window | None = None,
     ) -> None:
         # Slots set directly, not through the generic constructor: every backend call builds one,
         # by keyword, which the generic one binds ~3x slower than a written-out signature.
@@ -317,6 +323,7 @@ class BackendRequest(Frozen):
         setter(self, "timeout_s", timeout_s)
         setter(self, "signal", signal)
         setter(self, "scope", scope)
+        setter(self, "window", window)
 
 
 class Probe(Frozen):

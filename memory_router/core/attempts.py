@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from memory_router.core.scope import Scope
+    from memory_router.core.window import Window
 
     # What the drivers need of the machine they carry out (:class:`~.fallback.Fallback` and its
     # ``Call``), said structurally: fallback builds on this module's values, so importing it here,
@@ -178,15 +179,15 @@ class _Search:
 
 
 def _calls_blocking(
-    calls: Sequence[Call], backend_for: Callable[[str], Backend], scope: Scope | None
+    calls: Sequence[Call], backend_for: Callable[[str], Backend], scope: Scope | None, window: Window | None = None
 ) -> list[tuple[BackendResponse, int]]:
     """A batch without an event loop when every backend in it can search blocking (the one-shot
     CLI's ``fill`` over Total Recall and Lossless imports no asyncio): each search starts in its
     thread, then each is waited for within its own timeout. Else one event loop for the batch."""
     backends = [backend_for(c.backend) for c in calls]
     if not all(isinstance(b, BlockingBackend) for b in backends):
-        return run_on_new_loop(_calls(calls, backend_for, scope))
-    searches = [_Search(b, _scoped(c.request, scope)) for b, c in zip(backends, calls, strict=True)]
+        return run_on_new_loop(_calls(calls, backend_for, scope, window))
+    searches = [_Search(b, _scoped(c.request, scope, window)) for b, c in zip(backends, calls, strict=True)]
     try:
         return [search.outcome(c.timeout_s) for search, c in zip(searches, calls, strict=True)]
     except BaseException:
@@ -266,41 +267,86 @@ def _capped(response: BackendResponse, limit: int) -> BackendResponse:
     return response.replace(results=kept, result_count=len(kept))
 
 
-async def drive(machine: Fallback, backend_for: Callable[[str], Backend], scope: Scope | None = None) -> None:
+async def drive(
+    machine: Fallback,
+    backend_for: Callable[[str], Backend],
+    scope: Scope | None = None,
+    window: Window | None = None,
+) -> None:
     """Carry out a :class:`~.fallback.Fallback`'s calls on the running event loop, each awaited
     under its timeout with :func:`call_backend` (a batch concurrently): the daemon, ``serve``, MCP.
-    ``scope``: the query's :class:`~memory_router.core.scope.Scope`, put on every call's request."""
+    ``scope``: the query's :class:`~memory_router.core.scope.Scope`, put on every call's request;
+    ``window``: its :class:`~memory_router.core.window.Window`, put there too and applied to every
+    answer before the machine sees it (:func:`windowed`)."""
     while calls := machine.next_calls(time.perf_counter()):
         try:
-            outcomes = await _calls(calls, backend_for, scope)
+            outcomes = await _calls(calls, backend_for, scope, window)
         except BaseException:
             machine.cancel()  # our own cancellation: the calls out give their cooldown slots back
             raise
-        machine.receive(outcomes)
+        machine.receive(windowed(outcomes, window))
 
 
-def _scoped(request: BackendRequest, scope: Scope | None) -> BackendRequest:
-    """The machine's request with the query's scope: the machine decides what to call and when,
-    the scope is the query's own and the same for every call, so the driver adds it."""
-    return request if scope is None else request.replace(scope=scope)
+def _scoped(request: BackendRequest, scope: Scope | None, window: Window | None = None) -> BackendRequest:
+    """The machine's request with the query's scope and window: the machine decides what to call
+    and when, the scope and the window are the query's own and the same for every call, so the
+    driver adds them."""
+    if scope is None and window is None:
+        return request
+    return request.replace(scope=scope, window=window)
+
+
+def windowed(outcomes: list[tuple[BackendResponse, int]], window: Window | None) -> list[tuple[BackendResponse, int]]:
+    """Each answer with only its results dated inside ``window`` (a backend that filtered before
+    ranking has none to lose here), ``empty`` when none is left; the attempt's note says how many
+    were dated outside the window and how many had no date."""
+    if window is None:
+        return outcomes
+    from memory_router.core.window import in_window
+
+    out = []
+    for response, ms in outcomes:
+        if response.status != "success":
+            out.append((response, ms))
+            continue
+        kept, outside, undated = in_window(window, response.results)
+        if outside or undated:
+            said = f"time window: {outside} result(s) dated outside it and {undated} undated left out"
+            response = response.replace(
+                results=kept,
+                result_count=len(kept),
+                status="success" if kept else "empty",
+                normalized_relevance=max((r.relevance for r in kept), default=0.0),
+                note=f"{response.note}; {said}" if response.note else said,
+            )
+        out.append((response, ms))
+    return out
 
 
 async def _calls(
-    calls: Sequence[Call], backend_for: Callable[[str], Backend], scope: Scope | None = None
+    calls: Sequence[Call],
+    backend_for: Callable[[str], Backend],
+    scope: Scope | None = None,
+    window: Window | None = None,
 ) -> list[tuple[BackendResponse, int]]:
     if len(calls) == 1:
         call = calls[0]
-        return [await call_backend(backend_for(call.backend), _scoped(call.request, scope), call.timeout_s)]
+        return [await call_backend(backend_for(call.backend), _scoped(call.request, scope, window), call.timeout_s)]
     import asyncio
 
     return list(
         await asyncio.gather(
-            *(call_backend(backend_for(c.backend), _scoped(c.request, scope), c.timeout_s) for c in calls)
+            *(call_backend(backend_for(c.backend), _scoped(c.request, scope, window), c.timeout_s) for c in calls)
         )
     )
 
 
-def drive_blocking(machine: Fallback, backend_for: Callable[[str], Backend], scope: Scope | None = None) -> None:
+def drive_blocking(
+    machine: Fallback,
+    backend_for: Callable[[str], Backend],
+    scope: Scope | None = None,
+    window: Window | None = None,
+) -> None:
     """:func:`drive` without an event loop (the one-shot CLI): one call at a time with
     :func:`call_backend_blocking`; a batch (``fill``, ``fuse``) in threads too when every backend
     in it can search blocking, else on an event loop of its own."""
@@ -308,11 +354,11 @@ def drive_blocking(machine: Fallback, backend_for: Callable[[str], Backend], sco
         try:
             if len(calls) == 1:
                 call = calls[0]
-                request = _scoped(call.request, scope)
+                request = _scoped(call.request, scope, window)
                 outcomes = [call_backend_blocking(backend_for(call.backend), request, call.timeout_s)]
             else:
-                outcomes = _calls_blocking(calls, backend_for, scope)
+                outcomes = _calls_blocking(calls, backend_for, scope, window)
         except BaseException:
             machine.cancel()
             raise
-        machine.receive(outcomes)
+        machine.receive(windowed(outcomes, window))

@@ -66,6 +66,7 @@ class Envelope(Frozen):
     backend_duration_ms: int
     rule: dict[str, Any] | None
     attempts: tuple[dict[str, Any], ...]
+    window: dict[str, Any] | None
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class Envelope(Frozen):
         backend_duration_ms: int = 0,
         rule: dict[str, Any] | None = None,
         attempts: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
+        window: dict[str, Any] | None = None,
     ) -> None:
         # Slots set directly, not through Frozen._init: every query builds one. The lists the
         # router builds become tuples, so the envelope cannot change under a caller.
@@ -103,10 +105,12 @@ class Envelope(Frozen):
         setter(self, "backend_duration_ms", backend_duration_ms)
         setter(self, "rule", rule)
         setter(self, "attempts", attempts if type(attempts) is tuple else tuple(attempts))
+        setter(self, "window", window)
 
     def as_dict(self) -> dict[str, Any]:
-        """The envelope as JSON-ready data, keys in the spec's order."""
-        return {
+        """The envelope as JSON-ready data, keys in the spec's order, then ``window`` when the query
+        had one (:mod:`memory_router.core.window`: the interval the answer was read from)."""
+        data: dict[str, Any] = {
             "query_echo": self.query_echo,
             "routed_to": self.routed_to,
             "routed_mode": self.routed_mode,
@@ -123,6 +127,9 @@ class Envelope(Frozen):
             "rule": self.rule,
             "attempts": list(self.attempts),
         }
+        if self.window is not None:
+            data["window"] = self.window
+        return data
 
     def to_json(self, *, pretty: bool = False) -> bytes:
         option = orjson.OPT_INDENT_2 if pretty else 0
@@ -188,6 +195,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "backend_duration_ms": (int,),
     "rule": (dict, type(None)),
     "attempts": (list,),
+    "window": (dict, type(None)),
 }
 
 

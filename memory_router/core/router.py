@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # types only: the one-shot CLI never imports concurrent.futur
     from concurrent.futures import Executor
 
     from memory_router.core.scope import Scope
+    from memory_router.core.window import Window
 
 ON_LOOP_MATCH_S = 0.005  # with a match_executor: the most a match may hold the event loop
 
@@ -128,10 +129,12 @@ class Router:
         limit: int | None = None,
         deadline_ms: int | None = None,
         scope: Scope | None = None,
+        window: Window | None = None,
     ) -> Envelope:
         """Route one query and return its envelope. Never raises for bad input or backends.
-        ``scope``: whose memory the backends may read (:mod:`.scope`); ``None``: unscoped."""
-        return await _run(self._routing(query, installed, timeout_ms, limit, deadline_ms, scope))
+        ``scope``: whose memory the backends may read (:mod:`.scope`); ``None``: unscoped.
+        ``window``: when that memory was written (:mod:`.window`); ``None``: any time."""
+        return await _run(self._routing(query, installed, timeout_ms, limit, deadline_ms, scope, window))
 
     def route_blocking(
         self,
@@ -142,9 +145,10 @@ class Router:
         limit: int | None = None,
         deadline_ms: int | None = None,
         scope: Scope | None = None,
+        window: Window | None = None,
     ) -> Envelope:
         """:meth:`route` without an event loop (the one-shot CLI)."""
-        return _run_blocking(self._routing(query, installed, timeout_ms, limit, deadline_ms, scope))
+        return _run_blocking(self._routing(query, installed, timeout_ms, limit, deadline_ms, scope, window))
 
     async def plan(self, query: str, installed: Installed, *, deadline_ms: int | None = None) -> Plan:
         """The dry run: which rule, which chain. Raises :class:`InvalidQuery`."""
@@ -209,6 +213,7 @@ class Router:
         limit: int | None,
         deadline_ms: int | None,
         scope: Scope | None = None,
+        window: Window | None = None,
     ) -> _Flow[Envelope]:
         """One query from its text to its envelope: the plan, then its fallback machine, whose
         calls the driver makes; then router.log's lines and the envelope."""
@@ -237,10 +242,11 @@ class Router:
             cooldown=self.cooldown,
             calibrate=self._calibrate(clean, plan.match.rule),
         )
-        yield (drive, drive_blocking, (machine, self.backend, scope))
+        yield (drive, drive_blocking, (machine, self.backend, scope, window))
         for event in machine.events:
             event.write(self.log, query)
-        return machine.envelope(ms(time.perf_counter() - started), str(self.log.path) if self.log.path else None)
+        envelope = machine.envelope(ms(time.perf_counter() - started), str(self.log.path) if self.log.path else None)
+        return envelope if window is None else envelope.replace(window=window.as_dict())
 
 
 if TYPE_CHECKING:  # annotations only: a cold query does not build these types

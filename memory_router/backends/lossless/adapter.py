@@ -486,11 +486,13 @@ class LosslessBackend(BlockingAdapter):
             # this worker thread, set for this call only (the instance is shared by all agents).
             agent_token = _CALL_AGENT.set(request.scope.agent if request.scope is not None else None)
             columns_token = _CALL_COLUMNS.set(schema.conversations)
+            window_token = _CALL_WINDOW.set(request.window.sql_bounds() if request.window is not None else None)
             try:
                 hits, sent = self._find(conn, schema, request)
             finally:
                 _CALL_AGENT.reset(agent_token)
                 _CALL_COLUMNS.reset(columns_token)
+                _CALL_WINDOW.reset(window_token)
             results = [self._result(h, schema) for h in hits]
             results.sort(key=lambda r: r.relevance, reverse=True)
             return BackendResponse.from_results(
@@ -577,9 +579,18 @@ class LosslessBackend(BlockingAdapter):
                 # A MATCH the FTS table refuses (or a broken FTS table): search the base table.
         return self._like(conn, schema, table, terms, op, pool)
 
-    def _scope(self, schema: Schema, alias: str) -> str:
-        """SQL restricting rows to the configured session family (all conversations by default)
-        and, for a query scoped to an agent, to that agent's conversations (see :func:`_agent_sql`)."""
+    def _scope(self, schema: Schema, alias: str, table: str) -> str:
+        """SQL restricting rows to the configured session family (all conversations by default),
+        for a query scoped to an agent to that agent's conversations (see :func:`_agent_sql`), and
+        for a query with a time window to the rows written inside it (a message's ``created_at``,
+        a summary's event time; a row with no time is outside every window)."""
+        where = [self._conversations(schema, alias)]
+        if _CALL_WINDOW.get() is not None:
+            moment = schema.summary_time(alias) if table == "summaries" else f"{alias}.created_at"
+            where.append(f"datetime({moment}) >= ? AND datetime({moment}) < ?")
+        return " AND ".join(where)
+
+    def _conversations(self, schema: Schema, alias: str) -> str:
         agent = _CALL_AGENT.get()
         if self.settings.session_key is None and agent is None:
             return "1"
@@ -597,6 +608,8 @@ class LosslessBackend(BlockingAdapter):
         if agent is not None and "session_key" in _CALL_COLUMNS.get():
             prefix = f"agent:{agent}:"
             args += (len(prefix), prefix)
+        if (bounds := _CALL_WINDOW.get()) is not None:
+            args += bounds
         return args
 
     def _unkeyed_visible(self, agent: str) -> bool:
@@ -658,7 +671,7 @@ class LosslessBackend(BlockingAdapter):
         sql = (
             f"SELECT f.rowid AS fts_rowid, f.rank AS rank, snippet({fts}, {col}, '', '', '...', 32) AS snippet, "
             f"{self._select_list(schema, table, 's')} "
-            f"FROM {fts} f JOIN {table} s ON {join} WHERE {fts} MATCH ? AND {self._scope(schema, 's')} "
+            f"FROM {fts} f JOIN {table} s ON {join} WHERE {fts} MATCH ? AND {self._scope(schema, 's', table)} "
             f"ORDER BY f.rank LIMIT ?"
         )
         rows = _rows(conn.execute(sql, (expr, *self._scope_args(), pool)))
@@ -704,14 +717,14 @@ class LosslessBackend(BlockingAdapter):
         if op == "AND":
             where = " AND ".join([like] * len(patterns))
             sql = (
-                f"SELECT {select} FROM {table} s WHERE ({where}) AND {self._scope(schema, 's')} "
+                f"SELECT {select} FROM {table} s WHERE ({where}) AND {self._scope(schema, 's', table)} "
                 "ORDER BY s.rowid DESC LIMIT ?"
             )
         else:  # each row's LIKEs are evaluated once, in the subquery
             hit_count = " + ".join([f"({like})"] * len(patterns))
             sql = (
                 f"SELECT {select} FROM (SELECT s.rowid AS rid, {hit_count} AS hits FROM {table} s) h "
-                f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 AND {self._scope(schema, 's')} "
+                f"JOIN {table} s ON s.rowid = h.rid WHERE h.hits > 0 AND {self._scope(schema, 's', table)} "
                 f"ORDER BY h.hits DESC, h.rid DESC LIMIT ?"
             )
         rows = _rows(conn.execute(sql, (*patterns, *self._scope_args(), pool)))
@@ -732,7 +745,7 @@ class LosslessBackend(BlockingAdapter):
         for table in tables:
             sql = (
                 f"SELECT {self._select_list(schema, table, 's')} FROM "
-                f"(SELECT * FROM {table} t WHERE {self._scope(schema, 't')} "
+                f"(SELECT * FROM {table} t WHERE {self._scope(schema, 't', table)} "
                 f"ORDER BY rowid DESC LIMIT {RECENT_WINDOW}) s "
                 f"ORDER BY {_newest_first(schema, table)} LIMIT ?"
             )
@@ -784,6 +797,8 @@ class LosslessBackend(BlockingAdapter):
 # for the duration of one call in its worker thread (see search_blocking).
 _CALL_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_agent", default=None)
 _CALL_COLUMNS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("lossless_columns", default=frozenset())
+# The call's time window as SQLite datetime() text in UTC, (since, until): Window.sql_bounds().
+_CALL_WINDOW: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("lossless_window", default=None)
 
 
 def _agent_sql(schema: Schema, unkeyed_visible: bool) -> str:

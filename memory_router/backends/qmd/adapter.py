@@ -731,7 +731,7 @@ class QmdBackend:
         answer = await transport.search(
             mode,
             plan.sent,
-            request.limit,
+            _fetch_limit(request),
             collections,
             timeout_s=request.timeout_s,
             expand=plan.expand,
@@ -795,7 +795,11 @@ class QmdBackend:
         answer = Answer([])
         for form in forms:
             answer = await transport.search(
-                "search", form.text, request.limit, self.collections_for(request) or (), timeout_s=request.timeout_s
+                "search",
+                form.text,
+                _fetch_limit(request),
+                self.collections_for(request) or (),
+                timeout_s=request.timeout_s,
             )
             if answer.hits is None or answer.hits:
                 return self._respond(request, answer, "search", form.text, form.coverage, watch)
@@ -834,6 +838,15 @@ class QmdBackend:
         # "find the function X": hits defining X first (files read from the collections' folders).
         files = CollectionFiles(self.config_file(self.env()) if self.index_name() else None)
         results = definitions_first(request.query, answer.hits, results, files)
+        if request.window is not None:
+            # qmd knows no dates: a hit is dated by the note date in its file name (memory/YYYY-MM-DD.md).
+            from memory_router.core.window import in_window
+
+            kept, outside, undated = in_window(request.window, tuple(results))
+            results = list(kept[: request.limit])
+            said = f"time window: {outside} hit(s) dated outside it and {undated} undated "
+            said += "(no date in the file name) left out"
+            note = f"{note}; {said}" if note else said
         return BackendResponse.from_results(
             self.name, request.query, results, duration_ms=watch.ms, query_sent=sent, note=note
         )
@@ -1046,3 +1059,17 @@ def demo_setup(workspace: Path, state_dir: Path) -> dict[str, Any]:
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         print(f"demo: embedding the demo index failed ({exc}); qmd answers with search only", file=sys.stderr)
     return settings
+
+
+# With a time window, qmd is asked for a wider list (it cannot filter by date: 5x the limit, at
+# least 50, at most 100 hits), so the hits dated inside the window are the best of many, not the
+# window's share of the top few.
+WINDOW_OVERFETCH = 5
+WINDOW_FETCH_MIN = 50
+WINDOW_FETCH_MAX = 100
+
+
+def _fetch_limit(request: BackendRequest) -> int:
+    if request.window is None:
+        return request.limit
+    return max(request.limit, min(max(request.limit * WINDOW_OVERFETCH, WINDOW_FETCH_MIN), WINDOW_FETCH_MAX))

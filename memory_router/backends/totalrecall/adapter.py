@@ -70,7 +70,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from pathlib import Path
 from typing import Annotated
@@ -817,8 +817,12 @@ ALL_CANDIDATES_LIMIT = 2000
 SUBSET_TERMS_LIMIT = 8
 
 
-def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[float, Entry]]:
-    """The ``limit`` best entries for ``query``, best first, as ``(relevance, entry)``.
+def score(
+    index: _Index, query: str, limit: int, now: datetime, keep: Callable[[Entry], bool] | None = None
+) -> list[tuple[float, Entry]]:
+    """The ``limit`` best entries for ``query``, best first, as ``(relevance, entry)``; with
+    ``keep``, only among the entries it keeps (a time window: filtered before ranking, so the
+    ``limit`` best of the window come back, not the window's share of the best overall).
 
     Exactly what scoring every candidate (every entry holding a query term) and sorting would
     return, ties included. With many candidates (common words over a 10,000-file memory: tens of
@@ -826,13 +830,16 @@ def score(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[fl
     """
     terms = query_terms(query)
     if not terms:
-        return [(round(NO_TERMS_RELEVANCE * _recency(e.timestamp, now), 4), e) for e in index.by_time()[:limit]]
+        newest = index.by_time() if keep is None else [e for e in index.by_time() if keep(e)]
+        return [(round(NO_TERMS_RELEVANCE * _recency(e.timestamp, now), 4), e) for e in newest[:limit]]
     weights = {t: index.idf_of(t) for t in terms}
     total = sum(weights.values())
     postings = index.postings
     candidates: set[int] = set()
     for term in terms:
         candidates.update(postings.get(term, ()))
+    if keep is not None:
+        candidates = {i for i in candidates if keep(index.entries[i])}
     if not candidates or limit <= 0:
         return []
     quoted = [a or b for a, b in _QUOTED.findall(query)]
@@ -878,17 +885,21 @@ def _relevance_function(index: _Index, query: str, terms: list[str], now: dateti
     return relevance_of
 
 
-def rank(index: _Index, query: str, limit: int, now: datetime) -> list[tuple[float, Entry, Definition | None]]:
+def rank(
+    index: _Index, query: str, limit: int, now: datetime, keep: Callable[[Entry], bool] | None = None
+) -> list[tuple[float, Entry, Definition | None]]:
     """:func:`score`, then definition-first: for a query asking for a symbol's definition (see
     ``_definitions``), entries whose code (fenced blocks, inline code) defines the symbol - even
     ones :func:`score` left below ``limit`` - rank above entries that only mention it.
 
     Every entry defining it holds the symbol's term, so it is a candidate; mentions all keep
     ``MENTION_FACTOR`` of their relevance, so the ``limit`` best mentions are among ``score``'s."""
-    hits = score(index, query, limit, now)
+    hits = score(index, query, limit, now, keep)
     target = definition_target(query)
     terms = query_terms(query)
     defined = index.definitions(target.symbol) if target is not None and terms and limit > 0 else {}
+    if keep is not None:
+        defined = {i: d for i, d in defined.items() if keep(index.entries[i])}
     if not defined:
         return [(r, e, None) for r, e in hits]
     entries = index.entries
@@ -1169,7 +1180,7 @@ class TotalRecallBackend(BlockingAdapter):
                 index.refresh(root, self.max_file_bytes, stop, wait_until=now + request.timeout_s / 2)
                 if index.indexing:
                     state.stale = True  # the next query merges what the background parse finished
-            hits = rank(index, request.query, request.limit, datetime.now(timezone.utc))
+            hits = rank(index, request.query, request.limit, datetime.now(timezone.utc), _in_window(request))
             skipped = {rel: why for rel, (_, why) in index.skipped.items()}
             nothing = None if index.files or index.indexing else _no_memory_files(root, skipped, self.name)
             note = index.indexing_note()
@@ -1204,6 +1215,18 @@ class TotalRecallBackend(BlockingAdapter):
             query_sent=" ".join(query_terms(request.query)) or None,
             note=note,
         )
+
+
+def _in_window(request: BackendRequest) -> Callable[[Entry], bool] | None:
+    """The entries a time window keeps: those whose time is written down (a daily line, a dated
+    note, frontmatter; never a file's mtime, which a checkout or a copy resets) inside it."""
+    window = request.window
+    if window is None:
+        return None
+    return lambda e: e.dated and e.timestamp is not None and window.meets(e.timestamp, e.timestamp + _INSTANT)
+
+
+_INSTANT = timedelta(microseconds=1)
 
 
 def _workspace_missing(request: BackendRequest, environ: Mapping[str, str]) -> str:
