@@ -43,6 +43,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from memory_router import contract
 from memory_router.core.frozen import Frozen
 
 if TYPE_CHECKING:
@@ -51,10 +52,10 @@ if TYPE_CHECKING:
 
 ContractStatus = Literal["success", "empty", "error"]
 
-# Error codes shared by the adapters and the router (the stack uses the first three).
-BACKEND_ERROR = "BACKEND_ERROR"
-BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
-QUERY_TIMEOUT = "QUERY_TIMEOUT"
+# Error codes shared by the adapters and the router (their rows: memory_router.contract.ERROR_CODES).
+BACKEND_ERROR = contract.BACKEND_ERROR
+BACKEND_UNAVAILABLE = contract.BACKEND_UNAVAILABLE
+QUERY_TIMEOUT = contract.QUERY_TIMEOUT
 
 
 _STATUSES = frozenset({"success", "empty", "error"})
