@@ -2,7 +2,7 @@
 
 ``TOP_LEVEL`` is exactly what click prints for the group at its default width (78 columns of
 text: any terminal of 80 columns or more, and every pipe). Regenerate it after changing a
-command's help with ``python3 -m memory_router.cli.help_text``; ``tests/unit/test_help_text.py``
+command's help with ``python3 -m memory_router.cli.help_text``; ``tests/unit/test_cold_start.py``
 fails until it is regenerated. Narrower terminals get click's own rendering.
 """
 
