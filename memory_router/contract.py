@@ -1,5 +1,6 @@
-"""The public contract's facts, each in one place: ``query``'s options, the exit codes and which
-error codes are usage errors, and the envelope's fields with the error envelope.
+"""The public contract's facts, each in one place: ``query``'s options, the exit codes, the table of
+error codes (:data:`ERROR_CODES`: each code's exit code, origin, whether the thin client routes
+in-process on it, and its meaning), and the envelope's fields with the error envelope.
 
 Everything that speaks to a caller is built from these tables: click's options
 (:mod:`memory_router.cli.main`), the thin client's argument parser and the error envelope it
@@ -28,40 +29,135 @@ EXIT_USAGE = 2  # usage or configuration error
 
 # ---------------------------------------------------------------------- error codes
 
+# Where a code comes from: the router's decision, the configuration files, a backend adapter,
+# the daemon's transport or service, the thin client, or the OpenClaw plugin (its own refusals).
+ROUTER, CONFIG, BACKEND, DAEMON, CLIENT, PLUGIN = "router", "config", "backend", "daemon", "client", "plugin"
+ORIGINS = (ROUTER, CONFIG, BACKEND, DAEMON, CLIENT, PLUGIN)
+
+
+class ErrorCode:
+    """One row of the error-code table. ``exit``: the exit code of ``memory-router query`` when
+    its envelope carries this code (``None``: the code never reaches ``query``, the plugin's own);
+    ``retry``: the thin client does not take a daemon's answer with this code as the answer, it
+    routes the query in-process instead (so does the plugin, through ``hello``)."""
+
+    __slots__ = ("code", "exit", "origin", "retry", "meaning")
+
+    code: str
+    exit: int | None
+    origin: str
+    retry: bool
+    meaning: str
+
+    def __init__(self, code: str, exit: int | None, origin: str, meaning: str, *, retry: bool = False) -> None:
+        for name, value in (("code", code), ("exit", exit), ("origin", origin), ("retry", retry), ("meaning", meaning)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ErrorCode is immutable: cannot set {name}")
+
+    def __repr__(self) -> str:
+        return f"ErrorCode({self.code!r}, {self.exit!r}, {self.origin!r}, retry={self.retry!r})"
+
+
 ROUTER_ERROR = "ROUTER_ERROR"
 CONFIG_INVALID = "CONFIG_INVALID"
 BACKENDS_JSON_MISSING = "BACKENDS_JSON_MISSING"
 BACKENDS_JSON_INVALID = "BACKENDS_JSON_INVALID"
+BACKENDS_JSON_EXISTS = "BACKENDS_JSON_EXISTS"
 STATE_DIR_UNSAFE = "STATE_DIR_UNSAFE"
 EMPTY_QUERY = "EMPTY_QUERY"
 QUERY_TOO_LONG = "QUERY_TOO_LONG"
 INVALID_UTF8 = "INVALID_UTF8"
-DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"  # MEMORY_ROUTER_DAEMON=require and no daemon answered
-INVALID_SCOPE = "INVALID_SCOPE"  # --agent/--session-key (or a request's scope) is not a valid scope
-INVALID_TIME_RANGE = "INVALID_TIME_RANGE"  # --since/--until (or a request's since/until) cannot be read
+INVALID_SCOPE = "INVALID_SCOPE"
+INVALID_TIME_RANGE = "INVALID_TIME_RANGE"
+DAEMON_UNAVAILABLE = "DAEMON_UNAVAILABLE"
+ALL_BACKENDS_FAILED = "ALL_BACKENDS_FAILED"
+NO_BACKEND_AVAILABLE = "NO_BACKEND_AVAILABLE"
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+COOLDOWN = "COOLDOWN"
+BACKEND_ERROR = "BACKEND_ERROR"
+BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
+QUERY_TIMEOUT = "QUERY_TIMEOUT"
+INVALID_REQUEST = "INVALID_REQUEST"
+INVALID_JSON = "INVALID_JSON"
+REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+INTERNAL_ERROR = "INTERNAL_ERROR"
+SHUTTING_DOWN = "SHUTTING_DOWN"
+FORBIDDEN = "FORBIDDEN"
+MEMORY_ROUTER_ERROR = "MEMORY_ROUTER_ERROR"
+DAEMON_CONFIG_ERROR = "DAEMON_CONFIG_ERROR"
+DAEMON_START_FAILED = "DAEMON_START_FAILED"
+INVALID_PATH = "INVALID_PATH"
+PATH_OUTSIDE_ROOT = "PATH_OUTSIDE_ROOT"
+FILE_TOO_LARGE = "FILE_TOO_LARGE"
+MEMORY_PATH_NOT_ALLOWED = "MEMORY_PATH_NOT_ALLOWED"
+MEMORY_READ_FAILED = "MEMORY_READ_FAILED"
 
-# The error codes that exit 2: the caller's input or configuration is wrong, and retrying the same
-# call cannot help. Every other error code (the backends failed) exits 1.
-USAGE_CODES = frozenset(
-    {
-        ROUTER_ERROR,
-        CONFIG_INVALID,
-        BACKENDS_JSON_MISSING,
-        BACKENDS_JSON_INVALID,
-        STATE_DIR_UNSAFE,
-        EMPTY_QUERY,
-        QUERY_TOO_LONG,
-        INVALID_UTF8,
-        DAEMON_UNAVAILABLE,
-        INVALID_SCOPE,
-        INVALID_TIME_RANGE,
-    }
+# Every error code the project gives, once: the exit codes, the thin client's retry set, the
+# table in docs/cli.md and the codes the daemon's `hello` hands the plugin are all read from it.
+# Exit 2: the caller's input or configuration is wrong, and retrying the same call cannot help;
+# exit 1: the backends failed. A command backend's program may name codes of its own: those exit 1.
+ERROR_CODES: tuple[ErrorCode, ...] = (
+    ErrorCode(ROUTER_ERROR, EXIT_USAGE, ROUTER, "an error the user can fix, of no more specific kind"),
+    ErrorCode(EMPTY_QUERY, EXIT_USAGE, ROUTER, "the query is empty or only whitespace"),
+    ErrorCode(QUERY_TOO_LONG, EXIT_USAGE, ROUTER, "the query is longer than `max_query_chars`"),
+    ErrorCode(INVALID_UTF8, EXIT_USAGE, ROUTER, "the query (stdin, argv or a request line) is not valid UTF-8"),
+    ErrorCode(INVALID_SCOPE, EXIT_USAGE, ROUTER, "`--agent`/`--session-key` (or a request's `scope`) is not a scope"),
+    ErrorCode(INVALID_TIME_RANGE, EXIT_USAGE, ROUTER, "`--since`/`--until` (or a request's) cannot be read"),
+    ErrorCode(CONFIG_INVALID, EXIT_USAGE, CONFIG, "router-config.json (or openclaw.json) cannot be used"),
+    ErrorCode(BACKENDS_JSON_MISSING, EXIT_USAGE, CONFIG, "backends.json does not exist (`memory-router init`)"),
+    ErrorCode(BACKENDS_JSON_INVALID, EXIT_USAGE, CONFIG, "backends.json is malformed"),
+    ErrorCode(BACKENDS_JSON_EXISTS, EXIT_USAGE, CONFIG, "`init` would replace an existing backends.json (`--force`)"),
+    ErrorCode(STATE_DIR_UNSAFE, EXIT_USAGE, CONFIG, "the state dir is another user's or others can write it"),
+    ErrorCode(DAEMON_UNAVAILABLE, EXIT_USAGE, CLIENT, "`--daemon require` and no daemon serving this context answered"),
+    ErrorCode(ALL_BACKENDS_FAILED, EXIT_ERROR, ROUTER, "every backend in the fallback chain failed"),
+    ErrorCode(NO_BACKEND_AVAILABLE, EXIT_ERROR, ROUTER, "no backend of the rule's chain is usable here"),
+    ErrorCode(DEADLINE_EXCEEDED, EXIT_ERROR, ROUTER, "the query's overall deadline ran out (an attempt's code)"),
+    ErrorCode(COOLDOWN, EXIT_ERROR, ROUTER, "a backend that just failed is skipped for a while (an attempt's code)"),
+    ErrorCode(BACKEND_ERROR, EXIT_ERROR, BACKEND, "the backend ran and failed (an attempt's code)"),
+    ErrorCode(BACKEND_UNAVAILABLE, EXIT_ERROR, BACKEND, "the backend cannot run here (an attempt's code)"),
+    ErrorCode(QUERY_TIMEOUT, EXIT_ERROR, BACKEND, "the backend did not answer within `timeout_ms` (an attempt's code)"),
+    ErrorCode(INVALID_REQUEST, EXIT_ERROR, DAEMON, "a request line is JSON of the wrong shape", retry=True),
+    ErrorCode(INVALID_JSON, EXIT_ERROR, DAEMON, "a request line is not JSON"),
+    ErrorCode(REQUEST_TOO_LARGE, EXIT_ERROR, DAEMON, "a request line is longer than the daemon reads", retry=True),
+    ErrorCode(INTERNAL_ERROR, EXIT_ERROR, DAEMON, "the daemon failed answering (a bug; stderr says why)", retry=True),
+    ErrorCode(SHUTTING_DOWN, EXIT_ERROR, DAEMON, "the daemon is stopping and answers nothing more", retry=True),
+    ErrorCode(FORBIDDEN, EXIT_ERROR, DAEMON, "the daemon refused the connection (its connection cap)", retry=True),
+    ErrorCode(MEMORY_ROUTER_ERROR, None, PLUGIN, "the plugin could not get an envelope (it names why)"),
+    ErrorCode(DAEMON_CONFIG_ERROR, None, PLUGIN, "the daemon the plugin started exited 2 (a configuration error)"),
+    ErrorCode(DAEMON_START_FAILED, None, PLUGIN, "the daemon the plugin started exited before listening"),
+    ErrorCode(INVALID_PATH, None, PLUGIN, "`memory_get` was given no path or an absolute one"),
+    ErrorCode(PATH_OUTSIDE_ROOT, None, PLUGIN, "`memory_get`'s path leaves the memory root"),
+    ErrorCode(FILE_TOO_LARGE, None, PLUGIN, "`memory_get`'s file is larger than it reads"),
+    ErrorCode(MEMORY_PATH_NOT_ALLOWED, None, PLUGIN, "`memory_get`'s path is not a memory file (memory-core's code)"),
+    ErrorCode(MEMORY_READ_FAILED, None, PLUGIN, "`memory_get` could not read the file"),
 )
+BY_CODE = {row.code: row for row in ERROR_CODES}
+
+# The error codes that exit 2; every other code exits 1.
+USAGE_CODES = frozenset(row.code for row in ERROR_CODES if row.exit == EXIT_USAGE)
+# A daemon's answers that are not an answer to the query: the thin client routes in-process.
+RETRY_IN_PROCESS = frozenset(row.code for row in ERROR_CODES if row.retry)
 
 
 def exit_code(error_code: object) -> int:
     """The exit code of an error (an envelope with status ``error``) that has ``error_code``."""
     return EXIT_USAGE if error_code in USAGE_CODES else EXIT_ERROR
+
+
+def hello_codes() -> dict[str, dict[str, Any]]:
+    """The table as the daemon's ``hello`` carries it to clients (the plugin reads ``retry``)."""
+    return {row.code: {"exit": row.exit, "origin": row.origin, "retry": row.retry} for row in ERROR_CODES}
+
+
+def error_code_table() -> str:
+    """The table as docs/cli.md shows it (Markdown), generated: a test holds the page equal."""
+    lines = ["| error_code | exit | origin | thin client routes in-process | meaning |", "|---|---|---|---|---|"]
+    for row in ERROR_CODES:
+        exit_text = "-" if row.exit is None else str(row.exit)
+        lines.append(f"| `{row.code}` | {exit_text} | {row.origin} | {'yes' if row.retry else 'no'} | {row.meaning} |")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------- query's options

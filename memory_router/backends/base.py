@@ -43,6 +43,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from memory_router import contract
 from memory_router.core.frozen import Frozen
 
 if TYPE_CHECKING:
@@ -52,10 +53,10 @@ if TYPE_CHECKING:
 
 ContractStatus = Literal["success", "empty", "error"]
 
-# Error codes shared by the adapters and the router (the stack uses the first three).
-BACKEND_ERROR = "BACKEND_ERROR"
-BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
-QUERY_TIMEOUT = "QUERY_TIMEOUT"
+# Error codes shared by the adapters and the router (their rows: memory_router.contract.ERROR_CODES).
+BACKEND_ERROR = contract.BACKEND_ERROR
+BACKEND_UNAVAILABLE = contract.BACKEND_UNAVAILABLE
+QUERY_TIMEOUT = contract.QUERY_TIMEOUT
 
 
 _STATUSES = frozenset({"success", "empty", "error"})
@@ -499,7 +500,7 @@ class AdapterModule(Protocol):
 
     * ``Settings``: its keys in ``router-config.json`` (``backends.<name>``, minus ``type``) as a
       frozen dataclass validated by pydantic through ``Limits``/``Check`` markers
-      (:mod:`._settings`), with ``__pydantic_config__ = {"extra": "forbid", "strict": True}`` so
+      (:mod:`memory_router.backends.common.settings`), with ``__pydantic_config__ = {"extra": "forbid", "strict": True}`` so
       typos and wrong JSON types are caught at load; importing it needs no pydantic;
     * ``create(name, settings, context)``: a :class:`Backend`;
     * ``MODES``: the modes a chain step may name, or ``None`` for a single-mode backend;

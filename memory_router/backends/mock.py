@@ -19,7 +19,14 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 
-from memory_router.backends.base import BackendRequest, BackendResponse, BlockingAdapter, Probe, Result
+from memory_router.backends.base import (
+    BACKEND_ERROR,
+    BackendRequest,
+    BackendResponse,
+    BlockingAdapter,
+    Probe,
+    Result,
+)
 
 Handler = Callable[[BackendRequest], BackendResponse | Awaitable[BackendResponse]]
 
@@ -75,7 +82,7 @@ def answer(*relevances: float, delay_s: float = 0.0) -> Handler:
     return handler
 
 
-def fail(code: str = "BACKEND_ERROR", message: str = "mock failure") -> Handler:
+def fail(code: str = BACKEND_ERROR, message: str = "mock failure") -> Handler:
     def handler(request: BackendRequest) -> BackendResponse:
         return BackendResponse.failure("mock", request.query, code, message)
 

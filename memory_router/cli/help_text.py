@@ -2,7 +2,7 @@
 
 ``TOP_LEVEL`` is exactly what click prints for the group at its default width (78 columns of
 text: any terminal of 80 columns or more, and every pipe). Regenerate it after changing a
-command's help with ``python3 -m memory_router.cli.help_text``; ``tests/unit/test_help_text.py``
+command's help with ``python3 -m memory_router.cli.help_text``; ``tests/unit/test_cold_start.py``
 fails until it is regenerated. Narrower terminals get click's own rendering.
 """
 
@@ -32,6 +32,7 @@ Commands:
   demo      Try it: a demo workspace and the spec's 15 example queries.
   init      Write backends.json: which backends can run here, and why.
   mcp       Serve memory_query and memory_route as an MCP server over stdio.
+  openclaw  Install memory-router into OpenClaw's memory slot, or give it...
   query     Route QUERY and print the router envelope (JSON).
   route     Dry run: the rule QUERY matches and the chain it would try.
   serve     Answer JSON-lines queries on stdin, one response line each.

@@ -17,11 +17,11 @@ from typing import Any
 
 import orjson
 
-from memory_router import __version__
+from memory_router import __version__, contract
 from memory_router.config import statedir
 from memory_router.config.readiness import Readiness
 
-EXISTS = "BACKENDS_JSON_EXISTS"
+EXISTS = contract.BACKENDS_JSON_EXISTS
 
 
 class AlreadyThere(Exception):

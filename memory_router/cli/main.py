@@ -79,6 +79,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "memory_router.daemon.control:daemon",
         "The warm daemon behind `serve --socket`: status, stop, start.",
     ),
+    "openclaw": (
+        "memory_router.cli.openclaw_setup:openclaw",
+        "Install memory-router into OpenClaw's memory slot, or give it back.",
+    ),
 }
 
 

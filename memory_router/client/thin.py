@@ -43,16 +43,20 @@ from memory_router.client.wire import env_digest as env_digest
 from memory_router.client.wire import socket_path as socket_path
 from memory_router.config import statedir
 from memory_router.config.paths import resolve_backends_json, resolve_config, resolve_state_dir
-from memory_router.contract import COMMON_OPTIONS, DAEMON_MODES, DAEMON_UNAVAILABLE, error_fields, exit_code, say
+from memory_router.contract import (
+    COMMON_OPTIONS,
+    DAEMON_MODES,
+    DAEMON_UNAVAILABLE,
+    RETRY_IN_PROCESS,
+    error_fields,
+    exit_code,
+    say,
+)
 from memory_router.contract import parse_query_args as parse_query_args
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from typing import Any
-
-# Daemon answers that are not an answer to the query: route in-process instead.
-_RETRY_IN_PROCESS = frozenset({"SHUTTING_DOWN", "INTERNAL_ERROR", "INVALID_REQUEST", "REQUEST_TOO_LARGE"})
-
 
 # ---------------------------------------------------------------------- query
 
@@ -197,7 +201,7 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
         say("warning: the daemon sent invalid JSON; routing in-process")
         return unavailable("the daemon sent invalid JSON")
     code = envelope.get("error_code")
-    if code in _RETRY_IN_PROCESS:
+    if code in RETRY_IN_PROCESS:  # not an answer to the query (contract.ERROR_CODES' retry column)
         say(f"warning: the daemon answered {code}: {envelope.get('error_message')}; routing in-process")
         return unavailable(f"the daemon answered {code}")
     _emit(envelope_line, pretty)

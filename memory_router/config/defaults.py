@@ -1,7 +1,7 @@
 """The defaults of router-config.json's optional settings, and the cooldown's.
 
-Their own module, below :mod:`.config` (which compiles a config and fills absent keys),
-:mod:`.config_schema` (which declares pydantic fields with them) and :mod:`.config_cache`, so
+Their own module, below :mod:`.router_config` (which compiles a config and fills absent keys),
+:mod:`.config.schema` (which declares pydantic fields with them) and :mod:`.config.cache`, so
 that none of those imports another only to learn a default.
 """
 

@@ -1,6 +1,6 @@
 """router-config.json: parsed once, validated into immutable objects, with precise errors.
 
-Two layers, as in pypa/packaging: pydantic ``*Spec`` models (:mod:`.config_schema`, imported only
+Two layers, as in pypa/packaging: pydantic ``*Spec`` models (:mod:`.config.schema`, imported only
 when a file is validated) check the JSON's shape (unknown keys are errors, so a typo never
 silently disables a setting), then :func:`load_config` compiles the
 spec into a frozen :class:`RouterConfig` whose rule table holds compiled regexes and whose backend

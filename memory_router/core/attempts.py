@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from memory_router import contract
 from memory_router.backends.base import (
     BACKEND_ERROR,
     QUERY_TIMEOUT,
@@ -62,9 +63,9 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-# Router-side attempt codes (never produced by a backend).
-COOLDOWN = "COOLDOWN"
-DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+# Router-side attempt codes (never produced by a backend; rows in memory_router.contract.ERROR_CODES).
+COOLDOWN = contract.COOLDOWN
+DEADLINE_EXCEEDED = contract.DEADLINE_EXCEEDED
 
 
 class Policy(Frozen):

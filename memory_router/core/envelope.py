@@ -17,11 +17,11 @@ from memory_router.core.plan import Plan
 
 Status = Literal["success", "partial", "empty", "error"]
 
-ALL_BACKENDS_FAILED = "ALL_BACKENDS_FAILED"
+ALL_BACKENDS_FAILED = contract.ALL_BACKENDS_FAILED
 ALL_BACKENDS_FAILED_MESSAGE = (
     "All backends in the fallback chain failed. Check ~/.openclaw/state/router.log for details."
 )
-NO_BACKEND_AVAILABLE = "NO_BACKEND_AVAILABLE"
+NO_BACKEND_AVAILABLE = contract.NO_BACKEND_AVAILABLE
 
 
 STATUSES: tuple[Status, ...] = ("success", "partial", "empty", "error")

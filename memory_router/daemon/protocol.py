@@ -22,15 +22,16 @@ from typing import Any
 import orjson
 import regex
 
+from memory_router import contract
 from memory_router.contract import INVALID_UTF8 as INVALID_UTF8  # the CLI's code for undecodable input too
 from memory_router.core.errors import InvalidQuery
 from memory_router.core.frozen import Frozen
 from memory_router.core.scope import Scope, scope_from_wire
 
-# Error codes of protocol-level failures (the line never reached the router).
-INVALID_REQUEST = "INVALID_REQUEST"  # valid JSON, wrong shape: no query, unknown key, bad value
-INVALID_JSON = "INVALID_JSON"
-REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+# Error codes of protocol-level failures (the line never reached the router; memory_router.contract's rows).
+INVALID_REQUEST = contract.INVALID_REQUEST  # valid JSON, wrong shape: no query, unknown key, bad value
+INVALID_JSON = contract.INVALID_JSON
+REQUEST_TOO_LARGE = contract.REQUEST_TOO_LARGE
 
 OPS = ("query", "stats")
 # Keys a request object may carry. A transport that needs more (a protocol version, say) adds

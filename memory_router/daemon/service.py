@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from memory_router import contract
 from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend, DescribedBackend, WarmableBackend
 from memory_router.config import paths
@@ -62,8 +63,8 @@ from memory_router.output import jsonout
 DEFAULT_CONCURRENCY = 4 * (os.cpu_count() or 2)
 # Longer than any legal query (max_query_chars * 4 UTF-8 bytes) plus the JSON around it.
 DEFAULT_MAX_LINE_BYTES = 1 << 20
-INTERNAL_ERROR = "INTERNAL_ERROR"
-SHUTTING_DOWN = "SHUTTING_DOWN"
+INTERNAL_ERROR = contract.INTERNAL_ERROR
+SHUTTING_DOWN = contract.SHUTTING_DOWN
 
 
 class Service:

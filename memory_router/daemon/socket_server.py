@@ -51,7 +51,7 @@ from typing import Any
 
 import orjson
 
-from memory_router import __version__
+from memory_router import __version__, contract
 from memory_router.backends import adapter_env_vars
 from memory_router.client.wire import PROTOCOL, LineSplitter, Oversized, context
 from memory_router.config import envvars, statedir
@@ -243,7 +243,7 @@ class SocketServer:
         try:
             refusal = self._refusal(writer)
             if refusal:
-                writer.write(self.service.dumps(self.service.error_response(None, "FORBIDDEN", refusal)) + b"\n")
+                writer.write(self.service.dumps(self.service.error_response(None, contract.FORBIDDEN, refusal)) + b"\n")
                 await writer.drain()
                 return
             slots = asyncio.Semaphore(PER_CONNECTION_IN_FLIGHT)
@@ -353,6 +353,7 @@ class SocketServer:
                     "uptime_s": round(time.time() - self.started, 3),
                     "clients": len(self.connections),
                     "context": self.context,
+                    "error_codes": contract.hello_codes(),
                 }
             )
         if op == "shutdown":

@@ -17,6 +17,10 @@ const MAX_SOCKET_PATH = 107; // bytes in a Unix socket path
 const RETRY_AFTER_MS = 30000; // after the daemon could not be used: exec until then, then try again
 
 const MAX_RESTARTS = 3; // new daemons started while an old one drains, per wait
+// A daemon's answers that are not an answer to the query come from its hello (`error_codes`,
+// memory_router/contract.py ERROR_CODES' retry column); these only for a daemon from before
+// hello carried the table (tests/unit/test_error_codes.py holds them to the table).
+const RETRY_WITHOUT_TABLE = ["SHUTTING_DOWN", "INTERNAL_ERROR"];
 const LOG_TAIL = 16 << 10; // bytes of daemon.log read back for serve's reason
 
 /** What `serve` said on stderr since `offset` of daemon.log: its last `memory-router serve:`
@@ -49,6 +53,14 @@ export function lockHolder(message) {
   const m = /another memory-router daemon \(pid (\d+|\?)\) is serving/.exec(message);
   if (m) return { pid: m[1] === "?" ? null : Number(m[1]) };
   return /something is already listening on /.test(message) ? { pid: null } : null;
+}
+
+/** The codes of a daemon's answers that are not an answer to the query (it is stopping, it
+ * failed, it could not read the request): the query is asked again, then through exec. */
+export function retryCodes(hello) {
+  const table = hello?.error_codes;
+  if (!table || typeof table !== "object") return new Set(RETRY_WITHOUT_TABLE);
+  return new Set(Object.keys(table).filter((code) => table[code]?.retry === true));
 }
 
 /** Whether process `pid` still runs (a zombie, exited but not yet reaped by its parent, does not). */
@@ -107,9 +119,10 @@ export class RouterClient {
         this.retryAt = Date.now() + RETRY_AFTER_MS;
         break;
       }
+      const retry = retryCodes(this.daemon); // this connection's daemon, read before awaiting
       try {
         const { id: _id, ...envelope } = await conn.request(request, wait);
-        if (envelope.error_code === "SHUTTING_DOWN" || envelope.error_code === "INTERNAL_ERROR") {
+        if (retry.has(envelope.error_code)) {
           throw new DaemonError(`the daemon answered ${envelope.error_code}: ${envelope.error_message}`);
         }
         this.counters.daemonQueries++;

@@ -11,7 +11,7 @@
   if the token is refused (it expires); else
 * nothing, for a server started with ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
 
-Secrets are :class:`~._settings.Secret` (masked in any repr) and every message that leaves the adapter
+Secrets are :class:`~memory_router.backends.common.settings.Secret` (masked in any repr) and every message that leaves the adapter
 has them redacted, in any encoding a server may echo them in, before it is shortened; the
 userinfo of a ``base_url`` (``http://user:secret@host``) is a secret too, and is stripped from
 every URL shown. They never reach router.log, an envelope or ``backends --json``. A 401 is a
@@ -34,9 +34,9 @@ cypher         CYPHER, a query the adapter builds from the query's  one per row
 =============  ==================================================  ===========================
 
 ``datasets`` (names; empty = all the user's datasets) and ``top_k`` come from the settings.
-Relevance rules are in :mod:`._cognee_results` (graph answers are scored against the question
-as :mod:`._cognee_question` reads it). A relationship question may need follow-up searches (an
-entity the first answer lacks, a path between two entities): :mod:`._cognee_explore` runs them
+Relevance rules are in :mod:`.cognee.results` (graph answers are scored against the question
+as :mod:`.cognee.question` reads it). A relationship question may need follow-up searches (an
+entity the first answer lacks, a path between two entities): :mod:`.cognee.explore` runs them
 within ``explore_share`` of the router's timeout, by Cypher when the server allows it.
 
 **Errors.** Connection refused / DNS failure -> ``BACKEND_UNAVAILABLE``; HTTP 404 with
@@ -340,7 +340,7 @@ class CogneeBackend:
     async def _explore(
         self, client: Any, headers: dict[str, str], request: BackendRequest, mode: str, response: Any, sw: Stopwatch
     ) -> Any:
-        """Follow-up searches for a relationship question (:mod:`._cognee_explore`), or None."""
+        """Follow-up searches for a relationship question (:mod:`.cognee.explore`), or None."""
         from memory_router.backends.cognee.explore import explore
         from memory_router.backends.cognee.question import parse_question
 
@@ -515,7 +515,7 @@ def graph_answer(payload: Any, mode: str) -> tuple[list[Relationship], dict[str,
 
 
 def cypher_paths(payload: Any) -> list[Path]:
-    """The paths of a :func:`._cognee_paths.cypher_path` answer, from every dataset."""
+    """The paths of a :func:`.cognee.paths.cypher_path` answer, from every dataset."""
     from memory_router.backends.cognee.paths import rows_to_paths
     from memory_router.backends.cognee.results import unwrap
 
@@ -527,7 +527,7 @@ def to_results(
     payload: Any, mode: str, query: str, source: str, explored: Any = None
 ) -> tuple[list[Result], list[str]]:
     """Contract results from a search response (plus what follow-up searches found, an
-    :class:`._cognee_explore.Explored`), and per-dataset error messages."""
+    :class:`.cognee.explore.Explored`), and per-dataset error messages."""
     from memory_router.backends.cognee.paths import entity_names
     from memory_router.backends.cognee.question import known_mentions, parse_question
     from memory_router.backends.cognee.results import (

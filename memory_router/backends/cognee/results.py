@@ -14,12 +14,12 @@ when it is a single list). ``R`` is, per search type:
   ``score`` is a cosine *distance* (lower is better); CHUNKS_LEXICAL: the same payloads, BM25
   ranked, without a score.
 
-**Relevance** of graph results follows the question (:mod:`._cognee_question` reads it; the
+**Relevance** of graph results follows the question (:mod:`.cognee.question` reads it; the
 formula and its figures are in docs/backends/cognee.md): the entities it names, weighed by
 which end of the edge they are at when it asks a direction, times 1 or 0.6 for whether the edge
 type is one it names; at most 0.35 for Cognee's structural edges and for every result when it
 names an entity the graph does not know; a question naming no entity scores every edge 0.35.
-A path question's answer is one result holding the whole path (:mod:`._cognee_paths`).
+A path question's answer is one result holding the whole path (:mod:`.cognee.paths`).
 Completion answers and CHUNKS_LEXICAL chunks score by term coverage over their text, and
 CHUNKS use ``1 - distance``, clamped to 0..1.
 """

@@ -32,7 +32,7 @@ what was wrong, with the last 300 characters of the program's stderr:
 * a missing executable, a missing ``cwd``, or exit status 126/127 (the program could not run
   what it needed) are ``BACKEND_UNAVAILABLE``.
 
-Timeouts belong to the router: it cancels the call and :mod:`._process` kills the program's whole
+Timeouts belong to the router: it cancels the call and :mod:`.common.process` kills the program's whole
 process group, so nothing the program started outlives the query.
 """
 

@@ -1,7 +1,7 @@
 """The process groups of the backend programs running right now, for whoever must end them all
 at once: the one-shot CLI on SIGINT/SIGTERM/SIGHUP (:mod:`memory_router.cli.interrupt`).
 
-A backend program runs in its own session (:mod:`._process`), so a signal to the router's own
+A backend program runs in its own session (:mod:`.common.process`), so a signal to the router's own
 process group never reaches it: the router must kill each group itself. Standard library only,
 and nothing here is imported by the signal handler's module: the handler finds this module in
 ``sys.modules`` (if no backend process was ever started, there is nothing to kill).

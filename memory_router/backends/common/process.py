@@ -4,7 +4,7 @@ process group killed on timeout or cancellation.
 Used by the qmd and command adapters. A backend program is started in its own session
 (``start_new_session=True``) so that it and everything it spawns share one process group, which
 is the unit we kill: the ``qmd`` launcher, for example, leaves its ``node`` child running if only
-the launcher is killed. Live groups are listed in :mod:`._groups`, for the one-shot CLI's signal
+the launcher is killed. Live groups are listed in :mod:`.common.groups`, for the one-shot CLI's signal
 handler, which must kill them before it exits (a signal to our group never reaches theirs).
 """
 

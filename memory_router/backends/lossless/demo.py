@@ -1,7 +1,7 @@
 """The demo's lcm.db: this morning's session of the demo project (``memory_router/demo/workspace``),
 as lossless-claw would have stored it - raw messages, three leaf summaries (database schema,
 the OrderController/PaymentService architecture decision, JWT auth) and one condensed summary
-of the whole session, with the real schema (:mod:`._lcm_schema`).
+of the whole session, with the real schema (:mod:`.lossless.schema`).
 
 The story matches the workspace: Total Recall's decisions register and the daily log record the
 same decisions, so the demo shows Lossless answering rule 3 from the conversation itself.

@@ -6,7 +6,7 @@ first, then ``--``, then the query (a query starting with ``-`` is never read as
 
     node .../dist/cli/qmd.js search --json -n 10 -c notes -- parseAuthToken
 
-run through :mod:`._process` in its own session, so the router's timeout (task cancellation)
+run through :mod:`.common.process` in its own session, so the router's timeout (task cancellation)
 kills the whole process group: no qmd or node process outlives a query.
 
 **Isolation.** A ``.qmd/index.yml`` in qmd's working directory or any parent replaces the
@@ -279,7 +279,7 @@ class CliTransport:
 
 
 class EngineTransport:
-    """qmd calls answered by the daemon's warm engine (:mod:`._qmd_engine`): the same qmd
+    """qmd calls answered by the daemon's warm engine (:mod:`.qmd.engine`): the same qmd
     functions as the CLI, with the index and the models kept loaded between calls."""
 
     def __init__(
