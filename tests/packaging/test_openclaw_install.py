@@ -126,7 +126,7 @@ def test_one_command_gives_openclaw_memory_router_and_uninstall_gives_memory_cor
             "qmd-collection",
             "backends",
         ]
-        assert done["changed"] is True and done["check"]["doctor"] == {"ok": True}
+        assert done["changed"] is True and done["check"]["doctor"] == {"ok": True, "problems": []}
         assert done["check"]["search"]["routing"]["via"] in ("daemon", "exec")
         config = openclaw_json(home)["plugins"]
         assert config["slots"]["memory"] == "memory-router"
