@@ -236,7 +236,7 @@ def gather_install(
         qmd=qmd,
         router_config_path=rc_path,
         router_config=rc_data,
-        notes=[f"OpenClaw's config: {where}"] + ([note] if note else []),
+        notes=(f"OpenClaw's config: {where}", *([note] if note else [])),
     )
     return state, (session, transport, index)
 
@@ -458,7 +458,7 @@ def install(
         state, context = gather_install(Options(state_dir=state_dir, backends_json=None, config=None), oc, agent, force)
         steps = plan.plan_install(state)
         out.update(openclaw=oc[0], agent=state.agent, workspace=state.workspace, state_dir=str(context[0].state_dir))
-        out["notes"] = state.notes
+        out["notes"] = list(state.notes)
         if dry_run:
             out["steps"] = [step.as_dict() for step in steps]
             for step in steps:
