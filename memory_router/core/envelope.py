@@ -37,6 +37,8 @@ class InvalidEnvelope(ValueError):
 # the two equal).
 FIELDS = contract.ENVELOPE_FIELDS
 FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
+# Written only when set (a relevance floor or a character budget changed the answer: core/trim.py).
+OPTIONAL_FIELDS: tuple[str, ...] = contract.OPTIONAL_ENVELOPE_FIELDS
 
 
 class Envelope(Frozen):
@@ -66,6 +68,9 @@ class Envelope(Frozen):
     backend_duration_ms: int
     rule: dict[str, Any] | None
     attempts: tuple[dict[str, Any], ...]
+    floor: dict[str, Any] | None
+    abstained: dict[str, Any] | None
+    budget: dict[str, Any] | None
 
     def __init__(
         self,
@@ -84,6 +89,9 @@ class Envelope(Frozen):
         backend_duration_ms: int = 0,
         rule: dict[str, Any] | None = None,
         attempts: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
+        floor: dict[str, Any] | None = None,
+        abstained: dict[str, Any] | None = None,
+        budget: dict[str, Any] | None = None,
     ) -> None:
         # Slots set directly, not through Frozen._init: every query builds one. The lists the
         # router builds become tuples, so the envelope cannot change under a caller.
@@ -103,10 +111,14 @@ class Envelope(Frozen):
         setter(self, "backend_duration_ms", backend_duration_ms)
         setter(self, "rule", rule)
         setter(self, "attempts", attempts if type(attempts) is tuple else tuple(attempts))
+        setter(self, "floor", floor)
+        setter(self, "abstained", abstained)
+        setter(self, "budget", budget)
 
     def as_dict(self) -> dict[str, Any]:
-        """The envelope as JSON-ready data, keys in the spec's order."""
-        return {
+        """The envelope as JSON-ready data, keys in the spec's order, then the optional fields
+        that are set."""
+        data: dict[str, Any] = {
             "query_echo": self.query_echo,
             "routed_to": self.routed_to,
             "routed_mode": self.routed_mode,
@@ -123,6 +135,13 @@ class Envelope(Frozen):
             "rule": self.rule,
             "attempts": list(self.attempts),
         }
+        if self.floor is not None:
+            data["floor"] = self.floor
+        if self.abstained is not None:
+            data["abstained"] = self.abstained
+        if self.budget is not None:
+            data["budget"] = self.budget
+        return data
 
     def to_json(self, *, pretty: bool = False) -> bytes:
         option = orjson.OPT_INDENT_2 if pretty else 0
@@ -171,7 +190,7 @@ def _check_shape(data: Any) -> None:
 
 
 _NUMBER = (int, float)
-# The JSON types of every Envelope field, in FIELDS' order (a test holds the two lists equal).
+# The JSON types of every Envelope field, in FIELDS' order then OPTIONAL_FIELDS' (a test holds them equal).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "query_echo": (str,),
     "routed_to": (str, type(None)),
@@ -188,6 +207,9 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "backend_duration_ms": (int,),
     "rule": (dict, type(None)),
     "attempts": (list,),
+    "floor": (dict, type(None)),
+    "abstained": (dict, type(None)),
+    "budget": (dict, type(None)),
 }
 
 
