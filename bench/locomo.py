@@ -599,7 +599,8 @@ def main() -> int:
             "questions_skipped": sum(c.skipped_questions for c in convs),
         }
         print(
-            f"{len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions of categories 1-4; "
+            f"{len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions of "
+            f"{'category 5 (adversarial)' if args.adversarial else 'categories 1-4'}; "
             f"evidence ids: {evidence['repaired']} repaired, {evidence['dropped']} dropped; "
             f"{evidence['questions_skipped']} questions skipped (no usable evidence; named on stderr)"
         )
