@@ -117,8 +117,10 @@ def parse_when(text: str) -> datetime:
     return datetime.strptime(stamp, "%I:%M %p %d %b %Y").replace(tzinfo=timezone.utc)
 
 
-def load_conversation(path: Path) -> Conversation:
-    """Read and check one LoCoMo file. Raises :class:`LocomoFileError` when nothing is usable."""
+def load_conversation(path: Path, *, adversarial: bool = False) -> Conversation:
+    """Read and check one LoCoMo file. Raises :class:`LocomoFileError` when nothing is usable.
+    ``adversarial``: the questions are category 5's instead (no answer in the conversation), for
+    measuring abstention (bench/abstention.py); their evidence ids are kept as LoCoMo gives them."""
     try:
         raw_bytes = path.read_bytes()
         data = json.loads(raw_bytes)
@@ -149,7 +151,7 @@ def load_conversation(path: Path) -> Conversation:
     if not isinstance(qa, list):
         raise LocomoFileError(f"{path}: field 'qa' must be a list of questions")
     for i, item in enumerate(qa):
-        question = _read_question(conv, item, i, known)
+        question = _read_adversarial(conv, item, i, known) if adversarial else _read_question(conv, item, i, known)
         if question is not None:
             conv.questions.append(question)
     return conv
@@ -206,6 +208,15 @@ def _with_observations(conv: Conversation, data: dict[str, Any], session: Sessio
 def _turn_order(dia_id: str) -> tuple[int, int]:
     s, t = dia_id[1:].split(":")
     return int(s), int(t)
+
+
+def _read_adversarial(conv: Conversation, item: Any, i: int, known: set[str]) -> Question | None:
+    """A category-5 question (the conversation does not hold its answer), else ``None``."""
+    if not isinstance(item, dict) or item.get("category") != 5 or not isinstance(item.get("question"), str):
+        return None
+    ids, _, _ = repair_ids(item.get("evidence", []), known)
+    answer = str(item.get("adversarial_answer", item.get("answer", "")))
+    return Question(f"{conv.conv}-q{i}", 5, item["question"], answer, tuple(ids))
 
 
 def _read_question(conv: Conversation, item: Any, i: int, known: set[str]) -> Question | None:

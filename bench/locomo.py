@@ -412,12 +412,12 @@ def report(
 # --------------------------------------------------------------------------- main
 
 
-def load_all(data: Path, names: Sequence[str]) -> list[Conversation]:
+def load_all(data: Path, names: Sequence[str], *, adversarial: bool = False) -> list[Conversation]:
     convs = []
     for name in names:
         path = data / f"{name}.json"
         try:
-            conv = load_conversation(path)
+            conv = load_conversation(path, adversarial=adversarial)
         except LocomoFileError as exc:
             print(f"skipped: {exc}", file=sys.stderr)
             continue
@@ -445,6 +445,12 @@ def options() -> argparse.Namespace:
     p.add_argument("--tr-layout", choices=LAYOUTS, default="daily", help="Total Recall: memory/daily/ symlinks or not")
     p.add_argument("--no-embed", action="store_true", help="skip qmd embedding (qmd search only)")
     p.add_argument("--replay", action="store_true", help="report on the records already in --records; ask nothing")
+    p.add_argument(
+        "--adversarial",
+        action="store_true",
+        help="ask only category 5 (adversarial: the conversation holds no answer) and score nothing; records in "
+        f"{WORK}/records-adversarial (read by bench/abstention.py)",
+    )
     return p.parse_args()
 
 
@@ -570,6 +576,8 @@ def main() -> int:
     # A subset run never overwrites the full run's records (the calibration is fitted on those).
     subset = bool(args.conv or args.questions) and not args.replay
     records = args.records or (args.work / "records" if quick else WORK / ("records-subset" if subset else "records"))
+    if args.adversarial and not args.records:
+        records = WORK / "records-adversarial"  # never the scored records the calibration is fitted on
     limit = args.questions or (QUICK_QUESTIONS if quick else None)
 
     print(f"LoCoMo recall bench; {environment_line()}")
@@ -579,7 +587,9 @@ def main() -> int:
         evidence = {}
         print(f"replaying the records in {records}")
     else:
-        convs = load_all(args.data, args.conv or ([QUICK_CONVERSATION] if quick else CONVERSATIONS))
+        convs = load_all(
+            args.data, args.conv or ([QUICK_CONVERSATION] if quick else CONVERSATIONS), adversarial=args.adversarial
+        )
         for conv in convs:
             conv.questions = conv.questions[:limit] if limit else conv.questions
         evidence = {
@@ -589,13 +599,17 @@ def main() -> int:
             "questions_skipped": sum(c.skipped_questions for c in convs),
         }
         print(
-            f"{len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions of categories 1-4; "
+            f"{len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions of "
+            f"{'category 5 (adversarial)' if args.adversarial else 'categories 1-4'}; "
             f"evidence ids: {evidence['repaired']} repaired, {evidence['dropped']} dropped; "
             f"{evidence['questions_skipped']} questions skipped (no usable evidence; named on stderr)"
         )
         if not embed:
             print("qmd embedding: off (qmd vsearch/query answer BACKEND_UNAVAILABLE)")
         by_variant = run_all(variants, convs, args, embed, records)
+        if args.adversarial:  # nothing to score recall against: bench/abstention.py reads the records
+            print(f"records: {records}/<variant>.jsonl; {time.perf_counter() - started:.0f} s (bench/abstention.py)")
+            return 0
 
     summaries = {name: summarise(recs) for name, recs in by_variant.items()}
     oracles = oracles_of(variants, by_variant)

@@ -367,6 +367,12 @@ def options() -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
     p.add_argument("--variant", action="append", default=None, help="router | alone:<b> | fuse | spec | bm25 | N=JSON")
     p.add_argument("--replay", action="store_true", help="report on the records in --records, relabelled; ask nothing")
+    p.add_argument(
+        "--abstention",
+        action="store_true",
+        help="ask the development abstention questions (abstention.jsonl.xz, qid *_abs: the history does not "
+        f"hold the answer) instead; records in {WORK}/records-abstention (read by bench/abstention.py)",
+    )
     return p.parse_args()
 
 
@@ -399,7 +405,7 @@ def replay(variants: Sequence[Variant], records: Path, questions: dict[str, Ques
 
 def main() -> int:
     args = options()
-    source = args.data / "questions.jsonl.xz"
+    source = args.data / ("abstention.jsonl.xz" if args.abstention else "questions.jsonl.xz")
     if not source.is_file():
         print(f"LongMemEval data not found in {args.data} (--data or $LONGMEMEVAL_DIR); nothing measured.")
         return 0
@@ -410,10 +416,12 @@ def main() -> int:
     work = args.work or (scratch_dir("mr-longmemeval-") if args.quick else WORK / "work")
     subset = bool(args.questions or args.all) and not args.replay
     records = args.records or (work / "records" if args.quick else WORK / ("records-other" if subset else "records"))
+    if args.abstention and not args.records:
+        records = WORK / "records-abstention"  # never the answerable records the calibration is fitted on
     print(f"LongMemEval recall bench; {environment_line()}")
     started = time.perf_counter()
     everything = list(load_questions(source))
-    chosen = pick(everything, args)
+    chosen = everything if args.abstention else pick(everything, args)
     print(
         f"{len(chosen)} of {len(everything)} development questions "
         f"({', '.join(f'{k} {v}' for k, v in sorted(Counter(q.category for q in chosen).items()))}); "
@@ -427,6 +435,9 @@ def main() -> int:
         by_variant = replay(variants, records, {q.qid: q for q in everything}, work)
     else:
         by_variant = run_all(variants, chosen, work, records)
+    if args.abstention:  # no evidence to score recall against: bench/abstention.py reads the records
+        print(f"records: {records}/<variant>.jsonl; {time.perf_counter() - started:.0f} s (bench/abstention.py)")
+        return 0
     summaries = {name: score(recs, work) for name, recs in by_variant.items()}
     report(summaries)
     latencies = [r["duration_ms"] for recs in by_variant.values() for r in recs]

@@ -166,7 +166,8 @@ def error_code_table() -> str:
 class Option:
     """One option of ``memory-router query``: its flag, the parameter it sets, and the values it
     takes. ``kind``: ``flag`` (no value; ``True`` when given), ``int`` (``low``..``high``
-    inclusive), ``choice`` (one of ``choices``) or ``text``. ``common``: every command that
+    inclusive), ``float`` (a plain decimal, ``low``..``high`` inclusive), ``choice`` (one of
+    ``choices``) or ``text``. ``common``: every command that
     reads the configuration takes it too (``route``, ``backends``, ``config check``, ``init``)."""
 
     __slots__ = ("flag", "dest", "kind", "help", "metavar", "low", "high", "choices", "common")
@@ -190,7 +191,7 @@ class Option:
     def __repr__(self) -> str:
         return f"Option({self.flag!r}, {self.dest!r}, {self.kind!r})"
 
-    def value(self, text: str | None) -> int | str | None:
+    def value(self, text: str | None) -> int | float | str | None:
         """``text`` as this option's value, or ``None`` when it is missing or not one of the plain
         spellings this option takes (the CLI then lets click parse it and report the error)."""
         if text is None:
@@ -200,12 +201,19 @@ class Option:
             if not text.isascii() or not text.isdigit() or not self.low <= int(text) <= self.high:
                 return None
             return int(text)
+        if self.kind == "float":
+            # Plain decimals only ("0.3", ".3", "1"); "1e-1", "nan" and " 0.3" go to click.
+            digits = text.replace(".", "", 1)
+            if not text.isascii() or not digits.isdigit() or not self.low <= float(text) <= self.high:
+                return None
+            return float(text)
         if self.kind == "choice" and text not in self.choices:
             return None
         return text
 
 
 DAEMON_MODES = ("auto", "off", "require")
+MAX_CHARS_LIMIT = 10_000_000  # query --max-chars / a request's max_chars: at most this
 
 # In the order `query --help` lists them.
 QUERY_OPTIONS: tuple[Option, ...] = (
@@ -219,6 +227,26 @@ QUERY_OPTIONS: tuple[Option, ...] = (
         high=600_000,
     ),
     Option("--limit", "limit", "int", "Results per backend (default from router-config.json).", low=1, high=1000),
+    Option(
+        "--min-relevance",
+        "min_relevance",
+        "float",
+        "Abstain below this relevance (0..1): hits under it are dropped, and when none is left the answer "
+        "has no results and `abstained` says why (docs/abstention.md).",
+        metavar="X",
+        low=0,
+        high=1,
+    ),
+    Option(
+        "--max-chars",
+        "max_chars",
+        "int",
+        "Budget of the hits' total text, in characters: hits are kept whole, in rank order, while they fit "
+        "(a first hit alone larger is cut to it); `budget` says what was cut (docs/abstention.md).",
+        metavar="N",
+        low=1,
+        high=MAX_CHARS_LIMIT,
+    ),
     Option(
         "--daemon",
         "mode",
@@ -335,8 +363,12 @@ ENVELOPE_FIELDS: tuple[tuple[str, bool], ...] = (
     ("backend_duration_ms", False),
     ("rule", False),
     ("attempts", False),
-    ("window", False),  # only when the query had a time window (core/window.py)
 )
+# Fields an envelope carries only when the query asked for a relevance floor or a character
+# budget and it changed the answer (memory_router.core.trim), or for a time window
+# (memory_router.core.window): written after the fields above, absent otherwise, so an envelope
+# asked for none of them is the one it always was.
+OPTIONAL_ENVELOPE_FIELDS: tuple[str, ...] = ("floor", "abstained", "budget", "window")
 
 
 def error_fields(

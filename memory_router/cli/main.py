@@ -45,6 +45,8 @@ def click_option(option: contract.Option) -> Callable[[Callable[..., Any]], Call
         kw["is_flag"] = True
     elif option.kind == "int":
         kw["type"] = click.IntRange(option.low, option.high)
+    elif option.kind == "float":
+        kw["type"] = click.FloatRange(option.low, option.high)
     elif option.kind == "choice":
         kw["type"] = click.Choice(list(option.choices))
     if option.metavar:
@@ -137,6 +139,8 @@ def query(
     pretty: bool,
     timeout_ms: int | None,
     limit: int | None,
+    min_relevance: float | None,
+    max_chars: int | None,
     mode: str | None,
     spawn: bool,
     agent: str | None,
@@ -155,6 +159,8 @@ def query(
             text,
             timeout_ms=timeout_ms,
             limit=limit,
+            min_relevance=min_relevance,
+            max_chars=max_chars,
             pretty=pretty,
             spawn=spawn,
             mode=mode,
@@ -169,6 +175,8 @@ def query(
         pretty=pretty,
         timeout_ms=timeout_ms,
         limit=limit,
+        min_relevance=min_relevance,
+        max_chars=max_chars,
         via_daemon=via_daemon,
         agent=agent,
         session_key=session_key,

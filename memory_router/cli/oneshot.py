@@ -104,6 +104,8 @@ def run_query(
     pretty: bool = False,
     timeout_ms: int | None = None,
     limit: int | None = None,
+    min_relevance: float | None = None,
+    max_chars: int | None = None,
     via_daemon: Callable[[str], int | None] | None = None,
     agent: str | None = None,
     session_key: str | None = None,
@@ -111,7 +113,8 @@ def run_query(
     """Read QUERY ('-': stdin), let ``via_daemon`` answer it if it can, else route it in this
     process; print the envelope and exit with the documented code. Never returns. ``agent`` and
     ``session_key``: the query's scope (:mod:`memory_router.core.scope`), checked before anything
-    is read, so a bad one is refused (``INVALID_SCOPE``, exit 2) whichever path would answer."""
+    is read, so a bad one is refused (``INVALID_SCOPE``, exit 2) whichever path would answer.
+    ``min_relevance`` and ``max_chars``: the caller's floor and budget (:mod:`memory_router.core.trim`)."""
     from memory_router.core.envelope import error_envelope
     from memory_router.core.scope import parse_scope
 
@@ -124,6 +127,10 @@ def run_query(
         session = Session(opts)
         installed = session.installed()
         envelope = session.router.route_blocking(text, installed, timeout_ms=timeout_ms, limit=limit, scope=scope)
+        if min_relevance is not None or max_chars is not None:
+            from memory_router.core.trim import Trim, apply
+
+            envelope = apply(envelope, Trim(min_relevance=min_relevance, max_chars=max_chars))
     except RouterError as exc:
         say(str(exc))
         echo = _printable_echo(text) if text != "-" else ""
@@ -148,6 +155,8 @@ def main(opts: dict[str, Any]) -> None:
             pretty=opts.get("pretty", False),
             timeout_ms=opts.get("timeout_ms"),
             limit=opts.get("limit"),
+            min_relevance=opts.get("min_relevance"),
+            max_chars=opts.get("max_chars"),
             agent=opts.get("agent"),
             session_key=opts.get("session_key"),
         )

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from memory_router.core.frozen import Frozen
 
 PLUGIN_ID = "memory-router"
 MEMORY_CORE = "memory-core"
@@ -23,8 +24,7 @@ RECORD_NAME = "openclaw-install.json"  # in memory-router's state dir: what inst
 MEMORY_MASK = "{MEMORY.md,memory.md,USER.md,dreams.md,memory/**/*.md}"
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(Frozen):
     """One change. ``argv``: the program it runs (an argument list, never a shell line), ``None``
     for a file memory-router writes itself (``path``); ``payload``: what is written."""
 
@@ -45,8 +45,7 @@ class Step:
         return out
 
 
-@dataclass(frozen=True)
-class QmdState:
+class QmdState(Frozen):
     """The agent's qmd collection: ``argv`` creates it (shown by --dry-run)."""
 
     collection: str
@@ -54,8 +53,7 @@ class QmdState:
     argv: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class InstallState:
+class InstallState(Frozen):
     openclaw: tuple[str, ...]  # how to run OpenClaw's CLI
     config: Mapping[str, Any] | None  # openclaw.json, None when there is none yet
     plugin_source: str  # the bundled plugin folder
@@ -72,11 +70,10 @@ class InstallState:
     qmd: QmdState | None = None  # None: qmd is not installed (or not configured)
     router_config_path: str | None = None  # where install may write router-config.json (none there yet)
     router_config: Mapping[str, Any] | None = None  # its content (the packaged one plus the collection)
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class UninstallState:
+class UninstallState(Frozen):
     openclaw: tuple[str, ...]
     config: Mapping[str, Any] | None
     plugin_present: bool  # OpenClaw's extensions folder holds the plugin

@@ -96,6 +96,8 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     *,
     timeout_ms: int | None = None,
     limit: int | None = None,
+    min_relevance: float | None = None,
+    max_chars: int | None = None,
     pretty: bool = False,
     state_dir: str | None = None,
     backends_json: str | None = None,
@@ -174,6 +176,10 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
             request["timeout_ms"] = timeout_ms
         if limit is not None:
             request["limit"] = limit
+        if min_relevance is not None:
+            request["min_relevance"] = min_relevance
+        if max_chars is not None:
+            request["max_chars"] = max_chars
         if agent or session_key:
             request["scope"] = {k: v for k, v in (("agent", agent), ("session_key", session_key)) if v}
         # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.

@@ -37,6 +37,8 @@ class InvalidEnvelope(ValueError):
 # the two equal).
 FIELDS = contract.ENVELOPE_FIELDS
 FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
+# Written only when set (a relevance floor or a character budget changed the answer: core/trim.py).
+OPTIONAL_FIELDS: tuple[str, ...] = contract.OPTIONAL_ENVELOPE_FIELDS
 
 
 class Envelope(Frozen):
@@ -66,6 +68,9 @@ class Envelope(Frozen):
     backend_duration_ms: int
     rule: dict[str, Any] | None
     attempts: tuple[dict[str, Any], ...]
+    floor: dict[str, Any] | None
+    abstained: dict[str, Any] | None
+    budget: dict[str, Any] | None
     window: dict[str, Any] | None
 
     def __init__(
@@ -85,6 +90,9 @@ class Envelope(Frozen):
         backend_duration_ms: int = 0,
         rule: dict[str, Any] | None = None,
         attempts: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
+        floor: dict[str, Any] | None = None,
+        abstained: dict[str, Any] | None = None,
+        budget: dict[str, Any] | None = None,
         window: dict[str, Any] | None = None,
     ) -> None:
         # Slots set directly, not through Frozen._init: every query builds one. The lists the
@@ -105,11 +113,14 @@ class Envelope(Frozen):
         setter(self, "backend_duration_ms", backend_duration_ms)
         setter(self, "rule", rule)
         setter(self, "attempts", attempts if type(attempts) is tuple else tuple(attempts))
+        setter(self, "floor", floor)
+        setter(self, "abstained", abstained)
+        setter(self, "budget", budget)
         setter(self, "window", window)
 
     def as_dict(self) -> dict[str, Any]:
-        """The envelope as JSON-ready data, keys in the spec's order, then ``window`` when the query
-        had one (:mod:`memory_router.core.window`: the interval the answer was read from)."""
+        """The envelope as JSON-ready data, keys in the spec's order, then the optional fields
+        that are set."""
         data: dict[str, Any] = {
             "query_echo": self.query_echo,
             "routed_to": self.routed_to,
@@ -127,6 +138,12 @@ class Envelope(Frozen):
             "rule": self.rule,
             "attempts": list(self.attempts),
         }
+        if self.floor is not None:
+            data["floor"] = self.floor
+        if self.abstained is not None:
+            data["abstained"] = self.abstained
+        if self.budget is not None:
+            data["budget"] = self.budget
         if self.window is not None:
             data["window"] = self.window
         return data
@@ -178,7 +195,7 @@ def _check_shape(data: Any) -> None:
 
 
 _NUMBER = (int, float)
-# The JSON types of every Envelope field, in FIELDS' order (a test holds the two lists equal).
+# The JSON types of every Envelope field, in FIELDS' order then OPTIONAL_FIELDS' (a test holds them equal).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "query_echo": (str,),
     "routed_to": (str, type(None)),
@@ -195,6 +212,9 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "backend_duration_ms": (int,),
     "rule": (dict, type(None)),
     "attempts": (list,),
+    "floor": (dict, type(None)),
+    "abstained": (dict, type(None)),
+    "budget": (dict, type(None)),
     "window": (dict, type(None)),
 }
 

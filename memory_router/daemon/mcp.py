@@ -2,8 +2,9 @@
 
 Two tools:
 
-* ``memory_query(query, limit?, timeout_ms?)`` routes the query and returns the router envelope
-  (the same JSON ``memory-router query`` prints) as structured content and as JSON text;
+* ``memory_query(query, limit?, timeout_ms?, scope?, min_relevance?, max_chars?)`` routes the
+  query and returns the router envelope (the same JSON ``memory-router query`` prints) as
+  structured content and as JSON text;
 * ``memory_route(query)`` is the dry run: the rule that matched, the planned and usable chain,
   the skipped steps (and backends in cooldown).
 
@@ -34,7 +35,7 @@ from pydantic import Field
 
 from memory_router import __version__
 from memory_router.cli.main import Options, common_options
-from memory_router.contract import say
+from memory_router.contract import MAX_CHARS_LIMIT, say
 from memory_router.core.errors import RouterError
 
 INSTRUCTIONS = (
@@ -110,6 +111,24 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
                 "(both optional); only that agent's memory is read. Omitted: unscoped."
             ),
         ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description="Abstain below this relevance (0..1): hits under it are dropped; when none is left "
+                "the answer has no results and `abstained` says why (best relevance, hits dropped).",
+            ),
+        ] = None,
+        max_chars: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=MAX_CHARS_LIMIT,
+                description="Budget of the hits' total text in characters: hits kept whole in rank order while "
+                "they fit (a first hit alone larger is cut to it); `budget` says what was cut.",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         # The SDK validates the bounds above against the input schema before this runs.
         try:
@@ -124,6 +143,10 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
             request["timeout_ms"] = timeout_ms
         if scope is not None:
             request["scope"] = scope  # checked by the request parser, as serve's (INVALID_SCOPE)
+        if min_relevance is not None:
+            request["min_relevance"] = min_relevance
+        if max_chars is not None:
+            request["max_chars"] = max_chars
         response = await current.handle(request)
         response.pop("id", None)
         return response

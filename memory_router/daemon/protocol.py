@@ -8,6 +8,7 @@ One request per line, UTF-8 JSON::
     "database"                                          # a bare string is a query (id null)
     {"id": 9, "query": "the house", "scope": {"agent": "bob", "session_key": "agent:bob:main"}}
     {"id": 8, "op": "stats"}                            # counters
+    {"id": 10, "query": "auth", "min_relevance": 0.3, "max_chars": 2000}  # floor and budget (core/trim.py)
 
 ``id`` may be any JSON value and is echoed untouched (integers beyond 64 bits digit for digit).
 Unknown keys are refused (a misspelt ``timout_ms`` would otherwise be silently ignored), as in
@@ -24,6 +25,7 @@ import regex
 
 from memory_router import contract
 from memory_router.contract import INVALID_UTF8 as INVALID_UTF8  # the CLI's code for undecodable input too
+from memory_router.contract import MAX_CHARS_LIMIT
 from memory_router.core.errors import InvalidQuery
 from memory_router.core.frozen import Frozen
 from memory_router.core.scope import Scope, scope_from_wire
@@ -36,8 +38,19 @@ REQUEST_TOO_LARGE = contract.REQUEST_TOO_LARGE
 OPS = ("query", "stats")
 # Keys a request object may carry. A transport that needs more (a protocol version, say) adds
 # them here and reads them from the parsed request's ``extra``.
-KNOWN_KEYS: set[str] = {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain", "scope"}
-_INT_LIMITS = {"timeout_ms": 600_000, "limit": 1000, "deadline_ms": 3_600_000}
+KNOWN_KEYS: set[str] = {
+    "id",
+    "op",
+    "query",
+    "timeout_ms",
+    "limit",
+    "deadline_ms",
+    "explain",
+    "scope",
+    "min_relevance",
+    "max_chars",
+}
+_INT_LIMITS = {"timeout_ms": 600_000, "limit": 1000, "deadline_ms": 3_600_000, "max_chars": MAX_CHARS_LIMIT}
 
 # For a line too large (or too broken) to parse: recover an id written first, {"id": 12, ...}.
 _LEADING_ID = regex.compile(rb'^\s*\{\s*"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\\x00-\x1f]|\\.){0,200}")\s*[,}]')
@@ -53,6 +66,8 @@ class Request(Frozen):
     explain: bool = False
     extra: dict[str, Any] | None = None
     scope: Scope | None = None
+    min_relevance: float | None = None
+    max_chars: int | None = None
 
 
 class BadRequest(Exception):
@@ -168,6 +183,9 @@ def parse_request(data: object) -> Request:  # noqa: C901 - one check per reques
         if value is not None and (type(value) is not int or not 1 <= value <= high):
             raise BadRequest(INVALID_REQUEST, f'"{key}" must be an integer from 1 to {high}, got {_short(value)}', rid)
         ints[key] = value
+    floor = data.get("min_relevance")
+    if floor is not None and (type(floor) not in (int, float) or not 0 <= floor <= 1):
+        raise BadRequest(INVALID_REQUEST, f'"min_relevance" must be a number from 0 to 1, got {_short(floor)}', rid)
     explain = data.get("explain", False)
     if type(explain) is not bool:
         raise BadRequest(INVALID_REQUEST, f'"explain" must be true or false, got {_short(explain)}', rid)
@@ -176,10 +194,21 @@ def parse_request(data: object) -> Request:  # noqa: C901 - one check per reques
     except InvalidQuery as exc:
         raise BadRequest(exc.error_code, str(exc), rid) from None
     extra = {k: v for k, v in data.items() if k not in _CORE_KEYS} or None
-    return Request(id=rid, op="query", query=query, explain=explain, extra=extra, scope=scope, **ints)
+    return Request(
+        id=rid,
+        op="query",
+        query=query,
+        explain=explain,
+        extra=extra,
+        scope=scope,
+        min_relevance=None if floor is None else float(floor),
+        **ints,
+    )
 
 
-_CORE_KEYS = frozenset({"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain", "scope"})
+_CORE_KEYS = frozenset(
+    {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain", "scope", "min_relevance", "max_chars"}
+)
 
 
 def _json_type(value: object) -> str:

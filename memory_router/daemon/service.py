@@ -45,6 +45,7 @@ from memory_router.config import paths
 from memory_router.config.installed import Installed, load_installed
 from memory_router.config.router_config import RouterConfig, load_config
 from memory_router.contract import say
+from memory_router.core import trim
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import Envelope, error_envelope
 from memory_router.core.errors import InvalidQuery, RouterError, check_state_dir
@@ -309,7 +310,7 @@ class Service:
     @staticmethod
     async def _route(router: Router, installed: Installed, request: Request) -> Envelope:
         assert request.query is not None
-        return await router.route(
+        envelope = await router.route(
             request.query,
             installed,
             timeout_ms=request.timeout_ms,
@@ -317,6 +318,9 @@ class Service:
             deadline_ms=request.deadline_ms,
             scope=request.scope,
         )
+        if request.min_relevance is None and request.max_chars is None:
+            return envelope
+        return trim.apply(envelope, trim.Trim(min_relevance=request.min_relevance, max_chars=request.max_chars))
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

@@ -62,12 +62,22 @@ export class MemoryRouterPlugin {
   }
 
   /** Search as `scope`'s agent, with the routing facts: the tools and the CLI show both. */
-  async search(settings, query, { maxResults, minScore, timeoutMs, scope } = {}) {
+  async search(settings, query, { maxResults, minScore, maxChars, timeoutMs, scope } = {}) {
     const text = typeof query === "string" ? query.trim() : "";
     if (!text) throw new RouterError("query must be a non-empty string", "EMPTY_QUERY");
     const who = scope ?? this.scopeFor(undefined);
     const max = Number.isInteger(maxResults) && maxResults > 0 ? maxResults : settings.maxResults;
-    const { envelope, via } = await this.clientFor(settings).query(text, { limit: max, timeoutMs, scope: who });
+    // The caller's minScore (memory-core's name), else the plugin's minRelevance: memory-router
+    // drops the hits under it and abstains when none is left. maxChars: the total text budget.
+    const floor = typeof minScore === "number" ? minScore : settings.minRelevance;
+    const budget = Number.isInteger(maxChars) && maxChars > 0 ? maxChars : settings.maxChars;
+    const { envelope, via } = await this.clientFor(settings).query(text, {
+      limit: max,
+      timeoutMs,
+      scope: who,
+      minRelevance: floor,
+      maxChars: budget,
+    });
     this.lastByAgent.set(who.agent, { ...routingFacts(envelope), via, at: new Date().toISOString() });
     if (envelope.status === "error") {
       // Every backend failed, or the setup is wrong: say so, with memory-router's own reason.
@@ -76,7 +86,7 @@ export class MemoryRouterPlugin {
         envelope.error_code || "ALL_BACKENDS_FAILED",
       );
     }
-    return { results: toSearchResults(envelope, { maxResults: max, minScore, cache: this.cacheFor(who.agent) }), envelope, via };
+    return { results: toSearchResults(envelope, { maxResults: max, minScore: floor, cache: this.cacheFor(who.agent) }), envelope, via };
   }
 
   /**

@@ -26,6 +26,14 @@ export function routingFacts(envelope) {
   };
 }
 
+/** What memory-router's floor and budget left out of an answer, when they did (abstained: no hit
+ * reached the floor; floor: some were under it; budget: what the character budget cut). */
+export function trimFacts(envelope) {
+  const out = {};
+  for (const key of ["abstained", "floor", "budget"]) if (envelope?.[key]) out[key] = envelope[key];
+  return out;
+}
+
 function lineCount(text) {
   return text ? text.split("\n").length : 1;
 }

@@ -101,10 +101,15 @@ export class RouterClient {
   }
 
   /** The router envelope for `query`, and how it was answered ("daemon" or "exec"). */
-  async query(query, { limit, timeoutMs, scope } = {}) {
+  async query(query, { limit, timeoutMs, scope, minRelevance, maxChars } = {}) {
     const perBackend = timeoutMs ?? this.settings.timeoutMs;
     const request = { query, timeout_ms: perBackend };
     if (limit) request.limit = Math.min(1000, limit);
+    // The floor and the budget are memory-router's (memory_router/core/trim.py): the envelope says
+    // what they left out (abstained, floor, budget), on the daemon and the exec path alike.
+    const trim = { minRelevance, maxChars };
+    if (typeof minRelevance === "number") request.min_relevance = minRelevance;
+    if (Number.isInteger(maxChars)) request.max_chars = maxChars;
     // Whose memory: the asking agent (and session). memory-router's backends read only that.
     if (scope?.agent) request.scope = scope;
     // A chain tries up to three backends, each up to timeout_ms; leave the daemon room to answer.
@@ -136,7 +141,7 @@ export class RouterClient {
         if (attempt === 1) this.fallbackReason = err.message;
       }
     }
-    return { envelope: await this.#exec(query, limit, perBackend, scope), via: "exec" };
+    return { envelope: await this.#exec(query, limit, perBackend, scope, trim), via: "exec" };
   }
 
   /** What status() reports about the transport. */
@@ -323,13 +328,15 @@ export class RouterClient {
 
   /** `memory-router query` as a child process (argument list, no shell), its process group
    * killed on timeout. It prints an envelope on stdout for exit codes 0, 1 and 2 alike. */
-  #exec(query, limit, timeoutMs, scope) {
+  #exec(query, limit, timeoutMs, scope, trim = {}) {
     const s = this.settings;
     const argv = ["query", "--timeout-ms", String(timeoutMs), "--state-dir", s.stateDir];
     if (limit) argv.push("--limit", String(Math.min(1000, limit)));
     if (s.config) argv.push("--config", s.config);
     if (scope?.agent) argv.push("--agent", scope.agent);
     if (scope?.session_key) argv.push("--session-key", scope.session_key);
+    if (typeof trim.minRelevance === "number") argv.push("--min-relevance", String(trim.minRelevance));
+    if (Number.isInteger(trim.maxChars)) argv.push("--max-chars", String(trim.maxChars));
     argv.push("--", query);
     const wait = Math.max(10000, 4 * timeoutMs + 5000);
     return new Promise((resolve, reject) => {

@@ -3,7 +3,7 @@
 // Payloads follow memory-core's tools (same parameter names; results, or the unavailable shape
 // {results: [], disabled, unavailable, error, warning, action} that OpenClaw's agents are told to
 // report), plus `routing`: which rule matched and which backend answered.
-import { routingFacts } from "./mapping.js";
+import { routingFacts, trimFacts } from "./mapping.js";
 
 function jsonResult(payload) {
   return { content: [{ type: "text", text: JSON.stringify(payload, null, 2) }], details: payload };
@@ -14,7 +14,22 @@ const SEARCH_PARAMETERS = {
   properties: {
     query: { type: "string", description: "What to recall: a question, a symbol, a file path, a decision." },
     maxResults: { type: "integer", minimum: 1, description: "Maximum hits (default: the plugin's maxResults)." },
-    minScore: { type: "number", description: "Drop hits whose relevance (0..1) is below this." },
+    minScore: {
+      type: "number",
+      minimum: 0,
+      maximum: 1,
+      description:
+        "Drop hits whose relevance (0..1) is below this; with none left the answer is empty and `abstained` " +
+        "says why (default: the plugin's minRelevance, 0.2).",
+    },
+    maxChars: {
+      type: "integer",
+      minimum: 1,
+      maximum: 10000000,
+      description:
+        "Budget of the hits' total text (characters): hits are kept whole, best first, while they fit " +
+        "(a first hit alone larger is cut to it); `budget` says what was cut (default: the plugin's maxChars, none).",
+    },
   },
   required: ["query"],
   additionalProperties: false,
@@ -60,9 +75,16 @@ export function createSearchTool(plugin, ctx) {
         const { results, envelope, via } = await plugin.search(settings, params?.query, {
           maxResults: params?.maxResults,
           minScore: params?.minScore,
+          maxChars: params?.maxChars,
           scope,
         });
-        return jsonResult({ results, provider: "memory-router", mode: "routed", routing: { ...routingFacts(envelope), via } });
+        return jsonResult({
+          results,
+          provider: "memory-router",
+          mode: "routed",
+          routing: { ...routingFacts(envelope), via },
+          ...trimFacts(envelope),
+        });
       } catch (err) {
         return jsonResult({
           results: [],

@@ -69,7 +69,7 @@ def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
     assert set(tools) == {"memory_query", "memory_route"}
     query_schema = tools["memory_query"].input_schema
     assert query_schema["required"] == ["query"]
-    assert set(query_schema["properties"]) == {"query", "limit", "timeout_ms", "scope"}
+    assert set(query_schema["properties"]) == {"query", "limit", "timeout_ms", "scope", "min_relevance", "max_chars"}
     assert tools["memory_route"].input_schema["required"] == ["query"]
     assert "envelope" in tools["memory_query"].description
 
@@ -124,6 +124,28 @@ def test_memory_query_returns_the_cli_envelope_and_memory_route_the_plan(workspa
         assert plan["query_echo"] == q and plan["cooldown"] == {}
     statuses = [q.structured_content["status"] for q, _ in answers]
     assert statuses == ["success", "partial", "empty", "success"]
+
+
+def test_memory_query_abstains_under_min_relevance_and_budgets_max_chars(workspace: tuple[Path, Path]) -> None:
+    state, config = workspace
+    flags = ["--state-dir", str(state), "--config", str(config)]
+
+    async def body(session: ClientSession) -> Any:
+        plain = await session.call_tool("memory_query", {"query": "auth"})
+        floored = await session.call_tool("memory_query", {"query": "auth", "min_relevance": 1.0})
+        budgeted = await session.call_tool("memory_query", {"query": "auth", "max_chars": 40})
+        bad = await session.call_tool("memory_query", {"query": "auth", "min_relevance": 2})
+        return plain, floored, budgeted, bad
+
+    plain, floored, budgeted, bad = with_session(flags, body)
+    hits = plain.structured_content["results"]
+    assert hits and all(h["relevance"] < 1.0 for h in hits)
+    env = floored.structured_content
+    assert env["results"] == [] and env["status"] == "empty"
+    assert env["abstained"] == {"min_relevance": 1.0, "best": env["abstained"]["best"], "dropped": len(hits)}
+    cut = budgeted.structured_content
+    assert sum(len(h["content"]) for h in cut["results"]) <= 40 and cut["budget"]["max_chars"] == 40
+    assert bad.is_error and "min_relevance" in bad.content[0].text
 
 
 def test_bad_input_is_an_answer_not_a_crash(workspace: tuple[Path, Path]) -> None:

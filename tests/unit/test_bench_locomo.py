@@ -73,6 +73,9 @@ def test_a_malformed_file_names_the_question_it_skips(tmp_path: Path) -> None:
     assert [q.evidence for q in conv.questions] == [("D1:1",)]
     assert (conv.repaired, conv.dropped, conv.skipped_questions) == (1, 0, 1)
     assert any("99.json: qa[1] ('Is Bo an ally?'): no usable evidence" in p for p in conv.problems)
+    # --adversarial (abstention): category 5 alone, kept even without evidence; the others left out.
+    adversarial = load_conversation(path, adversarial=True)
+    assert [(q.qid, q.category, q.question, q.evidence) for q in adversarial.questions] == [("99-q2", 5, "Trick?", ())]
 
 
 NOTE = """# 2023-05-08

@@ -66,6 +66,8 @@ NOT_SCRIPTS |= {"_cosqa_workspace.py"}
 NOT_SCRIPTS |= {"fit_calibration.py"}
 # Reads router records of real bench runs: tests/unit/test_bench_status_truth.py runs it on a tiny set.
 NOT_SCRIPTS |= {"status_truth.py"}
+# Reads router records of real bench runs: tests/unit/test_bench_abstention.py runs it on a tiny set.
+NOT_SCRIPTS |= {"abstention.py"}
 # The LoCoMo files in the shared folder beside the checkout, or beside one of its ancestors (a worktree).
 LOCOMO = Path(
     os.environ.get("LOCOMO_DIR")

@@ -45,6 +45,8 @@ def _valid_value(option: Option) -> st.SearchStrategy[str]:
         return st.integers(option.low, option.high).map(str)
     if option.kind == "choice":
         return st.sampled_from(option.choices)
+    if option.kind == "float":  # plain decimals: "0", "1", "0.35", ".5"
+        return st.sampled_from(["0", "1", "0.35", ".5", "0.0", "1.0", "0.125"])
     return _PATH
 
 
@@ -64,7 +66,15 @@ def valid_invocations(draw: st.DrawFn) -> tuple[list[str], dict[str, Any]]:
     for option in chosen:
         value = None if option.kind == "flag" else draw(_valid_value(option))
         groups.append(draw(_spelled(option, value)))
-        expected[option.dest] = True if value is None else int(value) if option.kind == "int" else value
+        expected[option.dest] = (
+            True
+            if value is None
+            else int(value)
+            if option.kind == "int"
+            else float(value)
+            if option.kind == "float"
+            else value
+        )
     text = draw(_QUERY_TEXT)
     expected["query"] = text
     at = draw(st.integers(0, len(groups)))
@@ -98,6 +108,8 @@ def _invalid_values(option: Option) -> list[str]:
         return [str(option.low - 1), str(option.high + 1), "x"]
     if option.kind == "choice":
         return ["bogus", option.choices[0].upper()]
+    if option.kind == "float":
+        return ["1.5", "-0.1", "x"]
     return []
 
 
@@ -166,13 +178,15 @@ class Recorder:
         pretty: bool,
         timeout_ms: Any,
         limit: Any,
+        min_relevance: Any = None,
+        max_chars: Any = None,
         via_daemon: Any = None,
         agent: Any = None,
         session_key: Any = None,
     ):
         if via_daemon is not None:
             via_daemon(query)
-        self.routed.append((query, opts, pretty, timeout_ms, limit, agent, session_key))
+        self.routed.append((query, opts, pretty, timeout_ms, limit, min_relevance, max_chars, agent, session_key))
 
     def route_via_daemon(self, query: str, **kw: Any) -> None:
         self.asked_daemon.append((query, kw))

@@ -158,14 +158,15 @@ def test_extra_keys_read_as_attributes_and_unknown_names_are_attribute_errors() 
 def test_the_reader_knows_the_type_of_every_envelope_field() -> None:
     from memory_router.core import envelope
 
-    assert list(envelope._FIELD_TYPES) == list(envelope.FIELD_NAMES) == list(Envelope.__slots__)
+    names = [*envelope.FIELD_NAMES, *envelope.OPTIONAL_FIELDS]
+    assert list(envelope._FIELD_TYPES) == names == list(Envelope.__slots__)
 
 
 def test_the_fields_the_reader_requires_are_those_without_a_default() -> None:
     from memory_router.core import envelope
 
     params = inspect.signature(Envelope).parameters
-    assert list(params) == list(envelope.FIELD_NAMES)
+    assert list(params) == [*envelope.FIELD_NAMES, *envelope.OPTIONAL_FIELDS]
     assert [name for name, required in envelope.FIELDS if required] == [
         name for name, p in params.items() if p.default is inspect.Parameter.empty
     ]

@@ -5,7 +5,6 @@ given openclaw.json and what is on disk, which steps run, with which argument li
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from memory_router.cli.openclaw_plan import (
@@ -47,7 +46,7 @@ def fresh(**changes: Any) -> InstallState:
         router_config_path="/home/u/.openclaw/state/router-config.json",
         router_config={"rules": []},
     )
-    return replace(state, **changes)
+    return state.replace(**changes)
 
 
 def installed(**changes: Any) -> InstallState:
@@ -61,7 +60,7 @@ def installed(**changes: Any) -> InstallState:
         router_config_path=None,
         router_config=None,
     )
-    return replace(done, **changes)
+    return done.replace(**changes)
 
 
 def ids(steps: list[Step]) -> list[str]:
@@ -133,7 +132,7 @@ def uninstall(**changes: Any) -> UninstallState:
         record_path="/home/u/.openclaw/state/openclaw-install.json",
         record={"previous": {"slot": None, "memory_core_enabled": None}},
     )
-    return replace(state, **changes)
+    return state.replace(**changes)
 
 
 def test_uninstall_removes_the_plugin_and_gives_memory_core_back() -> None:
