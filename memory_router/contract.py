@@ -276,6 +276,21 @@ QUERY_OPTIONS: tuple[Option, ...] = (
         metavar="KEY",
     ),
     Option(
+        "--since",
+        "since",
+        "text",
+        "Only memory written from then on: an ISO date or date-time, today, yesterday, last week, last month, "
+        "N days ago (docs/cli.md, Time windows).",
+        metavar="WHEN",
+    ),
+    Option(
+        "--until",
+        "until",
+        "text",
+        "Only memory written up to then (a date: to its end); same forms as --since.",
+        metavar="WHEN",
+    ),
+    Option(
         "--state-dir",
         "state_dir",
         "text",

@@ -145,6 +145,8 @@ def query(
     spawn: bool,
     agent: str | None,
     session_key: str | None,
+    since: str | None,
+    until: str | None,
     **kw: Any,
 ) -> None:
     """Route QUERY and print the router envelope (JSON).
@@ -166,6 +168,8 @@ def query(
             mode=mode,
             agent=agent,
             session_key=session_key,
+            since=since,
+            until=until,
             **kw,
         )
 
@@ -180,6 +184,8 @@ def query(
         via_daemon=via_daemon,
         agent=agent,
         session_key=session_key,
+        since=since,
+        until=until,
     )
 
 

@@ -109,24 +109,34 @@ def run_query(
     via_daemon: Callable[[str], int | None] | None = None,
     agent: str | None = None,
     session_key: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> None:
     """Read QUERY ('-': stdin), let ``via_daemon`` answer it if it can, else route it in this
     process; print the envelope and exit with the documented code. Never returns. ``agent`` and
     ``session_key``: the query's scope (:mod:`memory_router.core.scope`), checked before anything
     is read, so a bad one is refused (``INVALID_SCOPE``, exit 2) whichever path would answer.
-    ``min_relevance`` and ``max_chars``: the caller's floor and budget (:mod:`memory_router.core.trim`)."""
+    ``min_relevance`` and ``max_chars``: the caller's floor and budget (:mod:`memory_router.core.trim`);
+    ``since``/``until``: its time window (:mod:`memory_router.core.window`), checked as the scope is."""
     from memory_router.core.envelope import error_envelope
     from memory_router.core.scope import parse_scope
 
     text = query
     try:
         scope = parse_scope(agent, session_key)
+        window = None
+        if since or until:
+            from memory_router.core.window import parse_window
+
+            window = parse_window(since, until)
         text = read_query(query)
         if via_daemon is not None and (code := via_daemon(text)) is not None:
             sys.exit(code)
         session = Session(opts)
         installed = session.installed()
-        envelope = session.router.route_blocking(text, installed, timeout_ms=timeout_ms, limit=limit, scope=scope)
+        envelope = session.router.route_blocking(
+            text, installed, timeout_ms=timeout_ms, limit=limit, scope=scope, window=window
+        )
         if min_relevance is not None or max_chars is not None:
             from memory_router.core.trim import Trim, apply
 
@@ -159,6 +169,8 @@ def main(opts: dict[str, Any]) -> None:
             max_chars=opts.get("max_chars"),
             agent=opts.get("agent"),
             session_key=opts.get("session_key"),
+            since=opts.get("since"),
+            until=opts.get("until"),
         )
     except (KeyboardInterrupt, EOFError):
         print("\nAborted!", file=sys.stderr, flush=True)

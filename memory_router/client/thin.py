@@ -106,6 +106,8 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
     mode: str | None = None,
     agent: str | None = None,
     session_key: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> int | None:
     """Answer ``query`` through the daemon and return the exit code, or ``None`` to route
     in-process. In ``require`` mode it never returns ``None``. ``agent``/``session_key`` go as the
@@ -180,6 +182,10 @@ def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit 
             request["min_relevance"] = min_relevance
         if max_chars is not None:
             request["max_chars"] = max_chars
+        if since:
+            request["since"] = since  # as typed: the daemon reads "yesterday" when it answers, now
+        if until:
+            request["until"] = until
         if agent or session_key:
             request["scope"] = {k: v for k, v in (("agent", agent), ("session_key", session_key)) if v}
         # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.

@@ -2,7 +2,7 @@
 
 Two tools:
 
-* ``memory_query(query, limit?, timeout_ms?, scope?, min_relevance?, max_chars?)`` routes the
+* ``memory_query(query, limit?, timeout_ms?, scope?, min_relevance?, max_chars?, since?, until?)`` routes the
   query and returns the router envelope (the same JSON ``memory-router query`` prints) as
   structured content and as JSON text;
 * ``memory_route(query)`` is the dry run: the rule that matched, the planned and usable chain,
@@ -129,6 +129,17 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
                 "they fit (a first hit alone larger is cut to it); `budget` says what was cut.",
             ),
         ] = None,
+        since: Annotated[
+            str | None,
+            Field(
+                description="Only memory written from then on: an ISO date or date-time, today, yesterday, "
+                "last week, last month, N days ago (local days). Undated memory is left out under a window.",
+            ),
+        ] = None,
+        until: Annotated[
+            str | None,
+            Field(description="Only memory written up to then (a date: to its end); the same forms as since."),
+        ] = None,
     ) -> dict[str, Any]:
         # The SDK validates the bounds above against the input schema before this runs.
         try:
@@ -147,6 +158,10 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
             request["min_relevance"] = min_relevance
         if max_chars is not None:
             request["max_chars"] = max_chars
+        if since:
+            request["since"] = since  # checked by the request parser, as serve's (INVALID_TIME_RANGE)
+        if until:
+            request["until"] = until
         response = await current.handle(request)
         response.pop("id", None)
         return response

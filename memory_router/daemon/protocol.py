@@ -9,6 +9,7 @@ One request per line, UTF-8 JSON::
     {"id": 9, "query": "the house", "scope": {"agent": "bob", "session_key": "agent:bob:main"}}
     {"id": 8, "op": "stats"}                            # counters
     {"id": 10, "query": "auth", "min_relevance": 0.3, "max_chars": 2000}  # floor and budget (core/trim.py)
+    {"id": 11, "query": "the deploy", "since": "yesterday"}  # a time window (core/window.py)
 
 ``id`` may be any JSON value and is echoed untouched (integers beyond 64 bits digit for digit).
 Unknown keys are refused (a misspelt ``timout_ms`` would otherwise be silently ignored), as in
@@ -29,6 +30,7 @@ from memory_router.contract import MAX_CHARS_LIMIT
 from memory_router.core.errors import InvalidQuery
 from memory_router.core.frozen import Frozen
 from memory_router.core.scope import Scope, scope_from_wire
+from memory_router.core.window import Window, window_from_wire
 
 # Error codes of protocol-level failures (the line never reached the router; memory_router.contract's rows).
 INVALID_REQUEST = contract.INVALID_REQUEST  # valid JSON, wrong shape: no query, unknown key, bad value
@@ -49,6 +51,8 @@ KNOWN_KEYS: set[str] = {
     "scope",
     "min_relevance",
     "max_chars",
+    "since",
+    "until",
 }
 _INT_LIMITS = {"timeout_ms": 600_000, "limit": 1000, "deadline_ms": 3_600_000, "max_chars": MAX_CHARS_LIMIT}
 
@@ -68,6 +72,7 @@ class Request(Frozen):
     scope: Scope | None = None
     min_relevance: float | None = None
     max_chars: int | None = None
+    window: Window | None = None
 
 
 class BadRequest(Exception):
@@ -191,6 +196,7 @@ def parse_request(data: object) -> Request:  # noqa: C901 - one check per reques
         raise BadRequest(INVALID_REQUEST, f'"explain" must be true or false, got {_short(explain)}', rid)
     try:
         scope = scope_from_wire(data.get("scope"))
+        window = window_from_wire(data.get("since"), data.get("until"))
     except InvalidQuery as exc:
         raise BadRequest(exc.error_code, str(exc), rid) from None
     extra = {k: v for k, v in data.items() if k not in _CORE_KEYS} or None
@@ -201,13 +207,27 @@ def parse_request(data: object) -> Request:  # noqa: C901 - one check per reques
         explain=explain,
         extra=extra,
         scope=scope,
+        window=window,
         min_relevance=None if floor is None else float(floor),
         **ints,
     )
 
 
 _CORE_KEYS = frozenset(
-    {"id", "op", "query", "timeout_ms", "limit", "deadline_ms", "explain", "scope", "min_relevance", "max_chars"}
+    {
+        "id",
+        "op",
+        "query",
+        "timeout_ms",
+        "limit",
+        "deadline_ms",
+        "explain",
+        "scope",
+        "min_relevance",
+        "max_chars",
+        "since",
+        "until",
+    }
 )
 
 

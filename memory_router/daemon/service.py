@@ -317,6 +317,7 @@ class Service:
             limit=request.limit,
             deadline_ms=request.deadline_ms,
             scope=request.scope,
+            window=request.window,
         )
         if request.min_relevance is None and request.max_chars is None:
             return envelope

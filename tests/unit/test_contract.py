@@ -183,10 +183,13 @@ class Recorder:
         via_daemon: Any = None,
         agent: Any = None,
         session_key: Any = None,
+        since: Any = None,
+        until: Any = None,
     ):
         if via_daemon is not None:
             via_daemon(query)
-        self.routed.append((query, opts, pretty, timeout_ms, limit, min_relevance, max_chars, agent, session_key))
+        row = (query, opts, pretty, timeout_ms, limit, min_relevance, max_chars, agent, session_key, since, until)
+        self.routed.append(row)
 
     def route_via_daemon(self, query: str, **kw: Any) -> None:
         self.asked_daemon.append((query, kw))
