@@ -281,6 +281,8 @@ def backends(as_json: bool, **kw: Any) -> None:
     for row in rows:
         if row["backend"] in running:
             row["daemon"] = running[row["backend"]]
+        if (fresh := _freshness(session.router, row["backend"], row.get("daemon"))) is not None:
+            row["freshness"] = fresh
     wrong = misreported(ready) if installed is not None else []
     if as_json:
         about = {"source": calibration.source, "active": calibration.active, "problem": calibration.problem}
@@ -297,7 +299,7 @@ def backends(as_json: bool, **kw: Any) -> None:
 
 
 def _print_backends(path: Path, listed: bool, calibration: Any, rows: list[dict[str, Any]]) -> None:
-    from memory_router.daemon.describe import describe_runtime
+    from memory_router.daemon.describe import describe_refresh, describe_runtime
 
     click.echo(f"backends.json: {path}" + ("" if listed else " (missing)"))
     click.echo(f"calibration:   {calibration.problem or calibration.source}")
@@ -312,6 +314,8 @@ def _print_backends(path: Path, listed: bool, calibration: Any, rows: list[dict[
             click.echo(f"   {'':<12} relevance map: {maps}")
         if "daemon" in row:
             click.echo(f"   {'':<12} in the daemon: {describe_runtime(row['daemon'])}")
+        elif "freshness" in row:
+            click.echo(f"   {'':<12} index: {describe_refresh(row['freshness'])}")
 
 
 def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[str, str]:
@@ -323,6 +327,18 @@ def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[st
 
     modes = adapter_module(type_name).MODES
     return {mode or "-": calibration.model_for(key_of(mode))[0] for mode in (sorted(modes) if modes else [None])}
+
+
+def _freshness(router: Any, name: str, daemon: Any) -> dict[str, Any] | None:
+    """A qmd backend's index freshness (pending files, last update, last refresh's outcome): the
+    daemon's own view when one serves, else read from the index's refresh record and the folders."""
+    if isinstance(daemon, dict) and isinstance(daemon.get("refresh"), dict):
+        return daemon["refresh"]
+    try:
+        facts = getattr(router.backend(name), "freshness_facts", None)
+        return facts() if facts is not None else None
+    except Exception:  # noqa: BLE001 - a status line must not fail the command
+        return None
 
 
 def _daemon_runtime(state_dir: str | None) -> dict[str, Any]:

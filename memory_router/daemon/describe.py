@@ -16,10 +16,13 @@ def describe_runtime(facts: Any) -> str:
     if facts.get("transport") == "http":
         return f"answered by the qmd server at {facts.get('url')}"
     engine = facts.get("engine")
+    refresh = facts.get("refresh")
+    fresh = f"; index {describe_refresh(refresh)}" if isinstance(refresh, dict) else ""
     if facts.get("transport") != "engine" or not isinstance(engine, dict):
-        return f"transport {facts.get('transport')}" + (f" ({facts['error']})" if facts.get("error") else "")
+        return f"transport {facts.get('transport')}" + (f" ({facts['error']})" if facts.get("error") else "") + fresh
     warmup = facts.get("warmup")
     warm = f"; warm-up {describe_warmup(warmup)}" if isinstance(warmup, dict) and warmup.get("state") else ""
+    warm += fresh
     if engine.get("state") != "running":
         text = f"engine {engine.get('state')}"
         return text + (f" (last failure: {engine['last_failure']})" if engine.get("last_failure") else "") + warm
@@ -45,3 +48,31 @@ def describe_warmup(warmup: dict[str, Any]) -> str:
         return f"warming ({models})"
     why = warmup.get("error") or warmup.get("reason")
     return f"{state}" + (f": {why}" if why else "")
+
+
+def describe_refresh(refresh: dict[str, Any]) -> str:
+    """qmd's index freshness (``runtime_facts()["refresh"]``, or ``backends``' one-shot look):
+    ``kb: 0 pending, updated 2026-12-04T22:50:01Z; refresh running (update)`` or ``...; last
+    refresh failed: qmd update exited with code 1: ...``."""
+    parts = []
+    for name, c in (refresh.get("collections") or {}).items():
+        if not isinstance(c, dict):
+            continue
+        if c.get("error"):
+            parts.append(f"{name}: {c['error']}")
+            continue
+        pending = "? pending" if c.get("pending") is None else f"{c['pending']} pending"
+        updated = f"updated {c['last_updated']}" if c.get("last_updated") else "never updated by memory-router"
+        parts.append(f"{name}: {pending}, {updated}")
+    text = "; ".join(parts) or "no collection to follow"
+    if refresh.get("running"):
+        text += f"; refresh running ({refresh.get('phase') or 'qmd'})"
+    elif refresh.get("waiting_for_lock"):
+        text += "; refresh waiting for the index lock (another writer holds it)"
+    elif refresh.get("locked"):
+        text += "; a writer holds the index lock (an update is under way)"
+    if refresh.get("failed"):
+        text += f"; last refresh failed: {refresh.get('error')}"
+    if refresh.get("enabled") is False:
+        text += " (refresh off)"
+    return text

@@ -23,7 +23,8 @@ A config reload keeps the instances of backends whose settings did not change.
 Adapter caches (:mod:`.watch`): a backend instance that offers ``watch_paths() -> [(folder,
 recursive)]``, ``set_watched(bool)`` and ``invalidate()`` (Total Recall does) gets its folders
 watched too, and is told about every change, so a warm query need not walk its data to find out
-what changed.
+what changed. qmd does too: a change to its collections' files starts a debounced ``qmd update``
+(:mod:`memory_router.backends.qmd.refresh`), so its index follows the memory files.
 """
 
 from __future__ import annotations
@@ -411,6 +412,10 @@ class Service:
                 self._warming.add(task)
                 task.add_done_callback(self._warming.discard)
                 started += 1
+        if self.watcher.running:  # the instances made here watch their data now, not on a first query
+            task = asyncio.create_task(self.watcher.watch_backends(self.router.instances()), name="watch-backends")
+            self._warming.add(task)
+            task.add_done_callback(self._warming.discard)
         return started
 
     async def _warm(self, name: str, instance: WarmableBackend) -> None:

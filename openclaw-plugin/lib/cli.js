@@ -76,6 +76,7 @@ export function registerMemoryCli(plugin, { program, config }) {
       try {
         const manager = plugin.manager(config, opts.agent, "status");
         if (opts.deep) await manager.search("status probe", { maxResults: 1 }).catch((err) => fail(err.message, false));
+        await manager.loadIndexFreshness();
         const status = manager.status();
         if (opts.json) writeJson(status);
         else {
@@ -87,6 +88,7 @@ export function registerMemoryCli(plugin, { program, config }) {
               `state dir:   ${m.stateDir}`,
               `socket:      ${m.socket}${m.daemonPid ? ` (daemon pid ${m.daemonPid})` : m.socketPresent ? " (present)" : " (no daemon yet: the first search starts one)"}`,
               `command:     ${m.command}`,
+              ...indexLines(m.index),
             ].join("\n") + "\n",
           );
         }
@@ -96,4 +98,22 @@ export function registerMemoryCli(plugin, { program, config }) {
         plugin.closeAll();
       }
     });
+}
+
+/** `index:` lines for `memory status`: per qmd collection, files pending and the last update. */
+function indexLines(index) {
+  const lines = [];
+  for (const [backend, r] of Object.entries(index?.backends ?? {})) {
+    const parts = Object.entries(r?.collections ?? {}).map(([name, c]) =>
+      c?.error
+        ? `${name}: ${c.error}`
+        : `${name}: ${c?.pending ?? "?"} pending, ${c?.last_updated ? `updated ${c.last_updated}` : "never updated by memory-router"}`,
+    );
+    let text = parts.join("; ") || "no collection to follow";
+    if (r?.running) text += `; refresh running (${r.phase ?? "qmd"})`;
+    else if (r?.waiting_for_lock) text += "; refresh waiting for the index lock";
+    if (r?.failed) text += `; last refresh failed: ${r.error}`;
+    lines.push(`index:       ${backend} ${text}`);
+  }
+  return lines;
 }

@@ -11,6 +11,7 @@ import { RouterClient, RouterError } from "./router.js";
 import { effectiveConfig, resolveScope, resolveSettings, settingsKey } from "./settings.js";
 
 const DEFAULT_READ_LINES = 200; // a bounded excerpt when the caller gives no line count
+const INDEX_FACTS_MS = 10000; // a search refreshes status()'s index freshness at most this often
 
 /** Per plugin instance: one RouterClient per distinct memory root / settings, and one hit cache
  * per agent (what memory_get may read back is what that agent was shown, never another's). */
@@ -20,6 +21,21 @@ export class MemoryRouterPlugin {
     this.clients = new Map();
     this.caches = new Map(); // agent id -> HitCache
     this.lastByAgent = new Map(); // agent id -> routing facts of its latest answer, for status()
+    this.indexFacts = new Map(); // settings key -> { at, backends }: the daemon's index freshness, for status()
+  }
+
+  /** Ask the daemon how fresh its indexes are (qmd: files pending, last update) and keep the
+   * answer for status(), which the host calls synchronously. Never starts a daemon. */
+  async loadIndexFreshness(settings) {
+    const backends = await this.clientFor(settings).indexFreshness();
+    const facts = { at: new Date().toISOString(), backends };
+    this.indexFacts.set(settingsKey(settings), facts);
+    return facts;
+  }
+
+  /** The latest index freshness seen for `settings` (null before any). */
+  indexFor(settings) {
+    return this.indexFacts.get(settingsKey(settings)) ?? null;
   }
 
   /** The routing facts of `agent`'s latest answer (another agent's are not shown). */
@@ -79,6 +95,10 @@ export class MemoryRouterPlugin {
       maxChars: budget,
     });
     this.lastByAgent.set(who.agent, { ...routingFacts(envelope), via, at: new Date().toISOString() });
+    const seen = this.indexFor(settings);
+    if (via === "daemon" && (!seen || Date.now() - Date.parse(seen.at) > INDEX_FACTS_MS)) {
+      this.loadIndexFreshness(settings).catch(() => {}); // for the Gateway's status(): in the background
+    }
     if (envelope.status === "error") {
       // Every backend failed, or the setup is wrong: say so, with memory-router's own reason.
       throw new RouterError(
@@ -160,6 +180,11 @@ export class MemoryRouterManager {
     return this.plugin.read(this.settings, { ...(params ?? {}), scope: this.scope });
   }
 
+  /** Load the daemon's index freshness for status() (the `memory status` command awaits it). */
+  async loadIndexFreshness() {
+    return this.plugin.loadIndexFreshness(this.settings);
+  }
+
   status() {
     const s = this.settings;
     return {
@@ -180,6 +205,7 @@ export class MemoryRouterManager {
           ...this.client.describe(),
           agent: this.scope.agent,
           lastQuery: this.plugin.lastFor(this.scope.agent),
+          index: this.plugin.indexFor(s), // per backend: qmd's files pending and last update, per collection
         },
       },
     };

@@ -144,6 +144,24 @@ export class RouterClient {
     return { envelope: await this.#exec(query, limit, perBackend, scope, trim), via: "exec" };
   }
 
+  /** Per backend, the daemon's index freshness (qmd's `refresh` runtime facts: pending files and
+   * last update per collection, a refresh running or failed), asked of the daemon serving this
+   * context; null when none serves it (a status never starts a daemon). */
+  async indexFreshness(timeoutMs = 5000) {
+    let conn = this.connection && !this.connection.closed ? this.connection : null;
+    try {
+      conn ??= await this.#connect(false);
+      const answer = await conn.request({ op: "stats" }, timeoutMs);
+      const out = {};
+      for (const [name, facts] of Object.entries(answer?.stats?.runtime ?? {})) {
+        if (facts && typeof facts.refresh === "object" && facts.refresh !== null) out[name] = facts.refresh;
+      }
+      return out;
+    } catch {
+      return null;
+    }
+  }
+
   /** What status() reports about the transport. */
   describe() {
     return {
@@ -183,8 +201,8 @@ export class RouterClient {
     }
   }
 
-  async #connect() {
-    let conn = await this.#open(this.socketPath, true);
+  async #connect(mayStart = true) {
+    let conn = await this.#open(this.socketPath, mayStart);
     let diff = this.#diff(conn);
     if (diff.length && !this.settings.socket) {
       // The shared socket is served for another context (another workspace, environment or
@@ -194,7 +212,7 @@ export class RouterClient {
       this.#warnOnce(`ctx:${own}`, `memory-router: the daemon at ${this.socketPath} serves another context (differs in ${diff.join(", ")}); using ${own}`);
       conn.close();
       this.socketPath = own;
-      conn = await this.#open(own, true);
+      conn = await this.#open(own, mayStart);
       diff = this.#diff(conn);
     }
     if (diff.length) {

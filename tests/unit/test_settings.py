@@ -110,6 +110,7 @@ FULL: dict[str, dict[str, Any]] = {
         "engine_idle_s": 0,  # an int for a float field: 0.0
         "vsearch_expansion": True,
         "http_url": "http://127.0.0.1:8181",
+        "refresh": {"enabled": False, "debounce_ms": 0, "max_wait_ms": 5, "embed": False, "timeout_s": 30},
     },
     "cognee": {
         "base_url": "https://user:pw@cognee.example:8000",
@@ -209,6 +210,10 @@ QMD = st.fixed_dictionaries(
         "engine_idle_s": st.one_of(_int(0, 10**6), st.floats(0, 1e9, allow_nan=False, allow_infinity=False)),
         "vsearch_expansion": st.booleans(),
         "http_url": _path,
+        "refresh": st.fixed_dictionaries(
+            {},
+            optional={"enabled": st.booleans(), "debounce_ms": _int(0, 600_000), "timeout_s": _int(1, 7200)},
+        ),
     },
 )
 

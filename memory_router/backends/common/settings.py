@@ -143,6 +143,8 @@ def _converter(hint: Any) -> _Convert | None:  # noqa: C901 - one case per kind 
         return _to_float
     if hint is Secret:
         return Secret
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a nested settings block (qmd's refresh)
+        return lambda v: v if isinstance(v, hint) else settings_from_json(hint, v)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is tuple:

@@ -87,8 +87,13 @@ from memory_router.backends.qmd.parse import (
     parse_hits,
     to_results,
 )
+from memory_router.backends.qmd.refresh import Command, Refresher, freshness, index_lock_path
+from memory_router.backends.qmd.refresh import Settings as RefreshSettings
+from memory_router.config import paths
 from memory_router.config.envvars import QMD
+from memory_router.contract import say
 from memory_router.core.frozen import Frozen
+from memory_router.core.routerlog import RouterLog
 
 ENV_VARS: frozenset[str] = QMD  # the environment variables it reads: memory_router.config.envvars
 WARM_TIMEOUT_S = 300.0  # a start-up model load longer than this is reported as failed
@@ -150,6 +155,9 @@ class Settings:
     """A running ``qmd mcp --http`` server (e.g. ``http://127.0.0.1:8181``) to answer instead of
     starting qmd. Its ``/query`` gives rank positions, not similarities: results count as weak
     (relevance <= 0.35), see docs/backends/qmd.md."""
+    refresh: RefreshSettings = RefreshSettings()
+    """In a long-lived router: watch the collections' folders and keep the index up to date
+    (debounced ``qmd update``, then ``qmd embed``), see :mod:`.refresh`."""
 
 
 def create(name: str, settings: Settings, context: BackendContext) -> QmdBackend:
@@ -525,6 +533,7 @@ class QmdBackend:
         self._engine: EngineTransport | None = None
         self._http: HttpTransport | None = None
         self._warmup: dict[str, Any] = {}  # what warm() did, for runtime_facts
+        self._refresher: Refresher | None | Literal[False] = None  # False: this instance keeps no index fresh
 
     # -- environment -------------------------------------------------------------------
 
@@ -623,9 +632,88 @@ class QmdBackend:
         )
 
     async def aclose(self) -> None:
-        """Stop the warm engine, if one was started."""
+        """Stop the index refresh and the warm engine, if started."""
+        if self._refresher:
+            await self._refresher.aclose()
         if self._engine is not None:
             await self._engine.engine.aclose()
+
+    # -- keeping the index fresh (WatchableBackend: the daemon's watcher drives it) --------
+
+    def refresher(self) -> Refresher | None:
+        """The index refresh of a long-lived router (``refresh.enabled``, a local qmd and an
+        index file we can name), made on first use; None elsewhere (one-shot queries never write)."""
+        if self._refresher is None:
+            self._refresher = self._make_refresher() or False
+        return self._refresher or None
+
+    def _make_refresher(self) -> Refresher | None:
+        if not (self.context.long_lived and self.settings.refresh.enabled) or self.settings.http_url:
+            return None
+        try:
+            cli = self.transport()
+        except QmdNotFound:
+            return None
+        index_file = self.index_file(cli.env)
+        if index_file is None:
+            return None
+        config = self.config_file(cli.env)
+
+        def embed() -> Command | None:
+            if missing_models("embed", config, cli.env):
+                return None  # no embedding model on disk: qmd embed would start a download
+            env = embedding_env(cli.env)
+            env.pop("CI", None)  # qmd refuses model work under CI; the model is a local file
+            return Command(tuple(cli.argv("embed", [])), env, cli.cwd)
+
+        log = RouterLog(paths.router_log(self.context.state_dir))
+
+        def report(kind: str, message: str) -> None:
+            say(message, who="memory-router serve")
+            log.event(kind, message)
+
+        return Refresher(
+            self.name,
+            self.settings.refresh,
+            index_file=index_file,
+            config_file=config,
+            collections=self.watched_collections(),
+            update=Command(tuple(cli.argv("update", [])), dict(cli.env), cli.cwd),
+            embed=embed,
+            report=report,
+        )
+
+    def watched_collections(self) -> tuple[str, ...]:
+        """The collections whose files are this backend's memory: every collection it searches
+        (``collections``, ``shared_collections``, each agent's); none named means all of the index."""
+        named = [*self.settings.collections, *self.settings.shared_collections]
+        for collections in self.settings.agent_collections.values():
+            named.extend(collections)
+        return tuple(dict.fromkeys(named))
+
+    def watch_paths(self) -> list[tuple[Path, bool]]:
+        refresher = self.refresher()
+        return [(root, True) for root in refresher.roots()] if refresher else []
+
+    def set_watched(self, watched: bool) -> None:
+        if refresher := self.refresher():
+            refresher.set_watched(watched)
+
+    def invalidate(self) -> None:
+        if refresher := self.refresher():
+            refresher.note_change()
+
+    def freshness_facts(self) -> dict[str, Any] | None:
+        """Blocking: how fresh the index is (pending files, last update), for ``backends``."""
+        try:
+            env = self.transport().env
+        except QmdNotFound:
+            return None
+        index_file = self.index_file(env)
+        if index_file is None or self.settings.http_url:
+            return None
+        facts = freshness(index_file, self.config_file(env), self.watched_collections())
+        return {**facts, "enabled": self.settings.refresh.enabled, "lock": str(index_lock_path(index_file))}
 
     async def runtime_facts(self) -> dict[str, Any]:
         """The warm engine's state (pid, RSS, loaded models), asked of the engine itself, and the
@@ -633,13 +721,16 @@ class QmdBackend:
         if self.settings.http_url:
             return {"transport": "http", "url": _public_url(self.settings.http_url)}
         warmup = {"warmup": dict(self._warmup)} if self._warmup else {}
+        refresher = self.refresher()
+        fresh = {"refresh": await refresher.facts()} if refresher else {}
         if self._engine is None:
             return {
                 "transport": "engine" if self.context.long_lived and self.settings.engine == "auto" else "cli",
                 "engine": {"state": "not started"},
                 **warmup,
+                **fresh,
             }
-        return {"transport": "engine", "engine": await self._engine.engine.refresh(), **warmup}
+        return {"transport": "engine", "engine": await self._engine.engine.refresh(), **warmup, **fresh}
 
     async def warm(self) -> None:
         """:class:`~.base.WarmableBackend`: in a long-lived router whose semantic modes can run
@@ -704,6 +795,8 @@ class QmdBackend:
             return BackendResponse.failure(
                 self.name, request.query, BACKEND_UNAVAILABLE, f"qmd {mode}: {missing_index}", duration_ms=watch.ms
             )
+        if self._refresher and not self._refresher.watched and self._refresher.active:
+            self._refresher.note_change()  # its watch stopped (a folder vanished): each query checks instead
         collections = self.collections_for(request)
         if collections is None:  # a scoped query whose agent has no collection: nothing of its here
             assert request.scope is not None
