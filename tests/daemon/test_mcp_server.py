@@ -69,7 +69,16 @@ def test_tools_are_listed_with_schemas(workspace: tuple[Path, Path]) -> None:
     assert set(tools) == {"memory_query", "memory_route"}
     query_schema = tools["memory_query"].input_schema
     assert query_schema["required"] == ["query"]
-    assert set(query_schema["properties"]) == {"query", "limit", "timeout_ms", "scope", "min_relevance", "max_chars"}
+    assert set(query_schema["properties"]) == {
+        "query",
+        "limit",
+        "timeout_ms",
+        "scope",
+        "min_relevance",
+        "max_chars",
+        "since",
+        "until",
+    }
     assert tools["memory_route"].input_schema["required"] == ["query"]
     assert "envelope" in tools["memory_query"].description
 
