@@ -500,7 +500,8 @@ class AdapterModule(Protocol):
 
     * ``Settings``: its keys in ``router-config.json`` (``backends.<name>``, minus ``type``) as a
       frozen dataclass validated by pydantic through ``Limits``/``Check`` markers
-      (:mod:`memory_router.backends.common.settings`), with ``__pydantic_config__ = {"extra": "forbid", "strict": True}`` so
+      (:mod:`memory_router.backends.common.settings`), with
+      ``__pydantic_config__ = {"extra": "forbid", "strict": True}`` so
       typos and wrong JSON types are caught at load; importing it needs no pydantic;
     * ``create(name, settings, context)``: a :class:`Backend`;
     * ``MODES``: the modes a chain step may name, or ``None`` for a single-mode backend;

@@ -11,7 +11,8 @@
   if the token is refused (it expires); else
 * nothing, for a server started with ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
 
-Secrets are :class:`~memory_router.backends.common.settings.Secret` (masked in any repr) and every message that leaves the adapter
+Secrets are :class:`~memory_router.backends.common.settings.Secret` (masked in any repr) and every
+message that leaves the adapter
 has them redacted, in any encoding a server may echo them in, before it is shortened; the
 userinfo of a ``base_url`` (``http://user:secret@host``) is a secret too, and is stripped from
 every URL shown. They never reach router.log, an envelope or ``backends --json``. A 401 is a
