@@ -2,10 +2,10 @@
 
     python bench/cognee_relations.py [--mode graph|cypher] [--paths auto|cypher|expand] [--repeat N] [--quick]
 
-Starts the test server (tests/cognee_support: Cognee's own API app from .tools/cognee-venv,
+Starts the test server (tests/support/cognee: Cognee's own API app from .tools/cognee-venv,
 access control on, the FAKE hashed bag-of-words embeddings), or uses a running one given by
 $COGNEE_BASE_URL and $COGNEE_API_KEY, and asks the adapter the questions of
-tests/cognee_support/relation_questions.py over the "services" graph. Prints:
+tests/support/cognee/relation_questions.py over the "services" graph. Prints:
 
   right edge at rank 1   relation-type and direction questions whose first result is a right edge
   path complete          path questions whose first result is the whole path, in order
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, environment_line, fmt, median, parser, repeats, table  # noqa: E402
 
-sys.path.insert(0, str(REPO / "tests" / "cognee_support"))
+sys.path.insert(0, str(REPO / "tests" / "support" / "cognee"))
 import cognee_server as harness  # noqa: E402
 import relation_questions as rq  # noqa: E402
 

@@ -2,7 +2,7 @@
 
     python3 bench/definition_first.py [--quick] [--repeat N]
 
-Writes the generated project of ``tests/definition_corpus.py`` (about 30 TypeScript + markdown
+Writes the generated project of ``tests/support/definition_corpus.py`` (about 30 TypeScript + markdown
 files in which callers mention each symbol more often than its definition does), indexes it with
 the real qmd CLI, and routes the twelve queries through the router (rule 1 -> ``qmd search``):
 
@@ -44,7 +44,7 @@ from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 from definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory  # noqa: E402
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from _common import REPO, environment_line, fmt, median, parser, repeats, table
 
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 LINE = b"- [10:30] decided to move the payments queue to Redis streams, see OrderService notes\n"
 

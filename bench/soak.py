@@ -1,6 +1,6 @@
 """Soak: the socket daemon under a mixed load for minutes; its memory, fds and threads stay flat.
 
-One ``memory-router serve --socket`` with command backends running tests/faultbackend.py. First
+One ``memory-router serve --socket`` with command backends running tests/support/faultbackend.py. First
 the oversized-output check (issue #12 item 6, socket transport): N calls in a row whose backend
 hits the 8 MiB output cap; the daemon's peak RSS (VmHWM) after the first and after the last.
 Then ``--clients`` threads, for ``--seconds``, each opening a connection per action:

@@ -18,12 +18,12 @@ from memory_router.config.router_config import RouterConfig, load_config
 from memory_router.core.router import Router
 from memory_router.core.routerlog import RouterLog
 
-from .tier_guard import guarded_phase, install
+from .support.tier_guard import guarded_phase, install
 
 # Property tests: `ci` replays the same examples on every run, so a red CI is reproducible and
 # never a coin toss; `hunt` explores far more (run it locally: HYPOTHESIS_PROFILE=hunt); `fast`
 # replays a tenth of every test's budget, so the fast tier stays under 30 s (the slow tier of
-# .ci/run replays them in full). A budget a test sets itself scales with these: tests/budget.py.
+# .ci/run replays them in full). A budget a test sets itself scales with these: tests/support/budget.py.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("fast", max_examples=10, derandomize=True, print_blob=True)
 settings.register_profile("hunt", max_examples=2000, print_blob=True)
@@ -37,7 +37,7 @@ def hypothesis_profile(environ: Mapping[str, str], markexpr: str) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Before collection imports a test module: tests/budget.py reads the profile at decoration.
+    # Before collection imports a test module: tests/support/budget.py reads the profile at decoration.
     if not config.getoption("hypothesis_profile", None):  # hypothesis's own --hypothesis-profile wins
         settings.load_profile(hypothesis_profile(os.environ, config.option.markexpr))
 
@@ -45,10 +45,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header() -> str:
     # Which budgets this run replays: the fast tier's tenth, or every example.
     n = settings.default.max_examples
-    return f"hypothesis max_examples={n}: a test's budget examples(N) runs N * {n} / 100 (tests/budget.py)"
+    return f"hypothesis max_examples={n}: a test's budget examples(N) runs N * {n} / 100 (tests/support/budget.py)"
 
 
-# The fast tier may not start programs: see tests/tier_guard.py.
+# The fast tier may not start programs: see tests/support/tier_guard.py.
 install()
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cognee 1.6.5 in its own venv, .tools/cognee-venv (~1.6 GB, ~60 s on an idle machine). The tests
-# run a real Cognee API server from it (tests/cognee_support/server.py). The router never imports
+# run a real Cognee API server from it (tests/support/cognee/server.py). The router never imports
 # cognee - it talks to the server over HTTP - so the router's own install stays light.
 # Idempotent: a venv whose marker names this version is kept; a partial one is rebuilt.
 set -euo pipefail

@@ -16,7 +16,7 @@ from memory_router.backends.lossless.adapter import create as create_lossless
 from memory_router.backends.totalrecall.adapter import Settings as TotalRecallSettings
 from memory_router.backends.totalrecall.adapter import create as create_totalrecall
 
-from ..lcm_fixtures import build_small_db
+from ..support.lcm_fixtures import build_small_db
 
 
 def _threads(name: str) -> list[threading.Thread]:

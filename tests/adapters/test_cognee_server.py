@@ -1,6 +1,6 @@
 """The Cognee adapter against a REAL Cognee 1.6.5 API server, queried through the router's CLI.
 
-The session fixture (``tests/cognee_support/server.py``) runs Cognee from its own venv
+The session fixture (``tests/support/cognee/server.py``) runs Cognee from its own venv
 (``.tools/cognee-venv``, installed by ``.ci/setup.d/40-cognee.sh``) on 127.0.0.1 with access
 control on, after loading a small architecture graph with Cognee's own ``add_data_points`` (no
 LLM). Two stand-ins are unavoidable here and are fakes: the embeddings endpoint (deterministic
@@ -25,8 +25,8 @@ import pytest
 from memory_router.backends.common import settings as _settings
 from memory_router.config.paths import packaged_config
 
-from ..cognee_support import cognee_server as cognee_harness
-from ..cognee_support import relation_questions as rq
+from ..support.cognee import cognee_server as cognee_harness
+from ..support.cognee import relation_questions as rq
 
 PYTHON = cognee_harness.cognee_python()
 pytestmark = [
@@ -497,7 +497,7 @@ def test_a_stalled_completion_is_cut_by_the_router_timeout(cognee, tmp_path, wor
 
 
 # --------------------------------------------------------------------------- relationship answers
-# The "services" graph (tests/cognee_support/load_graph.py): 16 entities, typed relations
+# The "services" graph (tests/support/cognee/load_graph.py): 16 entities, typed relations
 # (calls, depends_on, owns, publishes_to, reads_from), Cognee's is_a and contains edges.
 
 

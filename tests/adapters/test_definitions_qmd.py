@@ -1,5 +1,5 @@
 """Definition-first on the real qmd CLI: the generated port-operations project of
-tests/definition_corpus.py (about 30 TypeScript + markdown files, callers mentioning each symbol
+tests/support/definition_corpus.py (about 30 TypeScript + markdown files, callers mentioning each symbol
 more often than its definition does) indexed with qmd, queried through the router.
 
 Skips only when qmd/Node 22 are genuinely not installed."""
@@ -22,8 +22,8 @@ from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
-from ..definition_corpus import SYMBOLS, definition_line, write_corpus
-from ..qmd_support import needs_qmd
+from ..support.definition_corpus import SYMBOLS, definition_line, write_corpus
+from ..support.qmd import needs_qmd
 
 pytestmark = [pytest.mark.slow, needs_qmd]
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall.adapter import TotalRecallBackend, parse_file
 
-from ..budget import examples
+from ..support.budget import examples
 
 TODAY = date.today().isoformat()
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from memory_router.backends.lossless import adapter as L
 
-from ..budget import examples
+from ..support.budget import examples
 
 FTS5_SYNTAX = st.sampled_from(
     [
@@ -101,7 +101,7 @@ def test_fts_strings_neutralise_operators() -> None:
 def lcm_backend(request, tmp_path_factory) -> L.LosslessBackend:
     from memory_router.backends import BackendContext
 
-    from ..lcm_fixtures import build_small_db
+    from ..support.lcm_fixtures import build_small_db
 
     root = tmp_path_factory.mktemp(request.param)
     db = build_small_db(root / "lcm.db", request.param)

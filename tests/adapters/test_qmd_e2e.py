@@ -23,9 +23,9 @@ from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
-from ..qmd_support import needs_qmd
+from ..support.qmd import needs_qmd
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 NOTES = {

@@ -24,8 +24,8 @@ from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, Back
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 
-from .._client_support import wait_for_socket
-from ..qmd_support import needs_qmd
+from ..support.client import wait_for_socket
+from ..support.qmd import needs_qmd
 
 pytestmark = [pytest.mark.slow, needs_qmd]
 

@@ -24,7 +24,7 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd.parse import vsearch_relevance
 
-from ..qmd_support import needs_qmd
+from ..support.qmd import needs_qmd
 from .test_qmd_engine import request, start_serve
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,9 +21,9 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd.locate import DEFAULT_MODELS
 
-from ..qmd_support import needs_qmd
+from ..support.qmd import needs_qmd
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 def backend(tmp_path: Path, environ: dict[str, str] | None = None, **settings) -> qmd_adapter.QmdBackend:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from memory_router.backends.qmd.keywords import META_WORDS, STOPWORDS, extract_terms, keyword_forms, trigger_words
 
-from ..budget import examples
+from ..support.budget import examples
 
 RULE1_FUNCTION = r"\bfind\b.*\bfunctions?\b"
 RULE3_DECIDE = r"\bdecid(?:e|es|ed|ing)\b"

@@ -20,9 +20,9 @@ from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 
-from ..qmd_support import QMD, needs_qmd
+from ..support.qmd import QMD, needs_qmd
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 def marked_pids(marker: str) -> list[int]:

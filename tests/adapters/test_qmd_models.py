@@ -1,6 +1,6 @@
 """Real vector search with a real sentence-embedding model: all-MiniLM-L6-v2 converted to GGUF by
 .ci/setup.d/30-qmd-models.sh, loaded by the real qmd CLI (`qmd embed`) and queried through qmd's
-own SDK (`createStore(...).searchVector(...)`, tests/qmd_models_support/vector_search.mjs).
+own SDK (`createStore(...).searchVector(...)`, tests/support/qmd_models/vector_search.mjs).
 
 The CLI's `qmd vsearch` is not used: it always expands the query with qmd's generate model first
 (1.7 B, not installable here), so it cannot run with only an embedding model. searchVector is the
@@ -23,16 +23,16 @@ from pathlib import Path
 
 import pytest
 
-from ..qmd_support import QMD, needs_qmd
+from ..support.qmd import QMD, needs_qmd
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 MARKER = MODEL.with_name(MODEL.name + ".sha256")
 MODELS_PYTHON = REPO / ".tools" / "models-venv" / "bin" / "python"
 CONVERTER = REPO / ".ci" / "models" / "convert_minilm_gguf.py"
-VECTOR_SEARCH = Path(__file__).resolve().parents[1] / "qmd_models_support" / "vector_search.mjs"
+VECTOR_SEARCH = Path(__file__).resolve().parents[1] / "support" / "qmd_models" / "vector_search.mjs"
 
 needs_model = pytest.mark.skipif(
     not MODEL.is_file(), reason=f"{MODEL} is absent: run `bash .ci/setup.d/30-qmd-models.sh` to build it"

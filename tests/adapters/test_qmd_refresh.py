@@ -26,7 +26,7 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd.refresh import index_lock_path, try_lock, unlock
 
-from ..qmd_support import QMD, needs_qmd
+from ..support.qmd import QMD, needs_qmd
 
 pytestmark = [pytest.mark.slow, needs_qmd]
 REPO = Path(__file__).resolve().parents[2]

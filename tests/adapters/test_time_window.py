@@ -24,7 +24,7 @@ from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 from memory_router.core.window import parse_window
 
-from ..qmd_support import needs_qmd
+from ..support.qmd import needs_qmd
 
 TODAY = date.today()
 YESTERDAY = TODAY - timedelta(days=1)

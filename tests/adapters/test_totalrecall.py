@@ -22,7 +22,7 @@ from memory_router.backends.totalrecall.adapter import (
     resolve_root,
 )
 
-from ..budget import examples
+from ..support.budget import examples
 
 TODAY = date.today()
 

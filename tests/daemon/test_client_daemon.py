@@ -24,9 +24,9 @@ import pytest
 from memory_router.client import thin as client
 from memory_router.demo import SPEC_EXAMPLES
 
-from .._client_support import assert_same_answer, starter_workspace, wait_for_socket
+from ..support.client import assert_same_answer, starter_workspace, wait_for_socket
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 PY = sys.executable
 

@@ -25,7 +25,7 @@ from memory_router.daemon.protocol import (
 )
 from memory_router.daemon.stdio import _Eof, read_lines
 
-from ..budget import examples
+from ..support.budget import examples
 
 LIMIT = 4096
 

@@ -19,7 +19,7 @@ from memory_router.config.router_config import read_json
 
 from .test_daemon_serve import Daemon
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 QUERY = "the middleware issue"  # rule 7: qmd/query -> totalrecall
 

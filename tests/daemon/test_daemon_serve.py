@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 FAKES = '''
 """FAKE backends for the daemon tests: one that fails, one that hangs in a real child process.

@@ -33,7 +33,7 @@ import pytest
 
 from .test_daemon_serve import Daemon, serve_argv, setup_state, sleepers, unique_sleep
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 TRANSPORTS = ("stdio", "socket")
 DRAINED = "slowpath database schema UUID primary keys"  # qmd (fake, sleeps then fails) -> Total Recall

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .._client_support import assert_same_answer, run_cli, starter_workspace
+from ..support.client import assert_same_answer, run_cli, starter_workspace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ if importlib.util.find_spec("mcp") is None:
 if TYPE_CHECKING:
     from mcp import ClientSession
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 @pytest.fixture

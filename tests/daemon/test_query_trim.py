@@ -13,10 +13,10 @@ import pytest
 
 from memory_router.client import thin as client
 
-from .._client_support import assert_same_answer
+from ..support.client import assert_same_answer
 from .test_client_daemon import Workspace, stop
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 QUERY = "auth"  # Total Recall over the demo memory: several hits of different relevance
 OFF = {"MEMORY_ROUTER_DAEMON": "off"}

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ..faults_support import (
+from ..support.faults import (
     FAULT_PROGRAM,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -33,7 +33,7 @@ from ..faults_support import (
     write_setup,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 TIMEOUT_MS = 800
 QUERY = "how is the session token refreshed"

@@ -1,11 +1,11 @@
 """One agent's memory stays that agent's, through the CLI and the warm daemon (issue 30, items 3
-and 8-12; the plugin's side is test_faults_round4_plugin.py, the two-agent Gateway
+and 8-12; the plugin's side is test_faults_agents_plugin.py, the two-agent Gateway
 tests/openclaw/test_openclaw_agents.py).
 
 Real processes over real files: an lcm.db with lossless-claw's schema holding two agents'
 conversations, OpenClaw's openclaw.json in a scratch HOME, Total Recall's markdown layout, and
 ``serve --socket`` answered through the thin client. Each test adds its row to tests/FAULTS.md
-(round 4).
+("One agent's memory stays that agent's").
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ import pytest
 import memory_router.core
 from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db
 
-from .._client_support import assert_same_answer, wait_for_socket
-from ..faults_support import (
+from ..support.client import assert_same_answer, wait_for_socket
+from ..support.faults import (
     cli_base,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     report,
     run_cli,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 PACKAGED_CALIBRATION = Path(memory_router.core.__file__).with_name("calibration.json")
 HOUSE = "what did we decide about selling the house"
@@ -40,7 +40,7 @@ ALICE_SAYS = "We decided to sell the house in April and split the proceeds with 
 
 
 def row(key: str, item: str, fault: str, transport: str, outcome: str, measured: str = "") -> None:
-    report("round4", f"core-{key}", item=item, fault=fault, transport=transport, outcome=outcome, measured=measured)
+    report("agents", f"core-{key}", item=item, fault=fault, transport=transport, outcome=outcome, measured=measured)
 
 
 def scratch_env(home: Path, **extra: str) -> dict[str, str]:

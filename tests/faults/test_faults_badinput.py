@@ -1,5 +1,5 @@
 """Bad input, through the real CLI: each gets a precise message and, where the router can still
-answer, an answer. Backends are the fault program (tests/faultbackend.py) as command backends:
+answer, an answer. Backends are the fault program (tests/support/faultbackend.py) as command backends:
 ``echo`` returns the argv it was given, so the tests see exactly what reached a backend."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from memory_router.core.envelope import Envelope
 
-from ..faults_support import (
+from ..support.faults import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
@@ -24,7 +24,7 @@ from ..faults_support import (
     write_setup,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 def keyed(*cases: tuple) -> list:

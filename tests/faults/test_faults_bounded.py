@@ -24,7 +24,7 @@ import pytest
 
 from memory_router.core.envelope import Envelope
 
-from ..faults_support import (
+from ..support.faults import (
     cli_base,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -33,7 +33,7 @@ from ..faults_support import (
     write_setup,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 def bounded_row(key: str, case: str, transport: str, outcome: str, measured: str = "") -> None:
@@ -344,7 +344,7 @@ def test_a_stuck_total_recall_cannot_starve_lossless_in_the_daemon(tmp_path: Pat
     the event loop's default executor (cpu + 4 of them), and every later in-process call queued
     behind them: a 5 ms Lossless query got QUERY_TIMEOUT (and, with the cooldown, was marked dead).
     Now each adapter instance has its own threads and a cancelled parse stops."""
-    from ..lcm_fixtures import build_small_db
+    from ..support.lcm_fixtures import build_small_db
 
     root = _memory_tree(tmp_path / "project", big_lines=110_000)
     db = build_small_db(tmp_path / "lcm.db")

@@ -1,4 +1,4 @@
-"""The generic command adapter (backends/command/adapter.py), against a real program: tests/faultbackend.py,
+"""The generic command adapter (backends/command/adapter.py), against a real program: tests/support/faultbackend.py,
 which speaks the stack's wrapper.sh contract and misbehaves on request."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from memory_router.config.router_config import parse_config
 from memory_router.core.errors import InvalidConfig
 from memory_router.core.router import Router
 
-from ..faults_support import (
+from ..support.faults import (
     FAULT_PROGRAM,
     fault_argv,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -31,7 +31,7 @@ from ..faults_support import (
     wait_no_leftovers,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 def backend(tmp_path: Path, argv: list, **settings):

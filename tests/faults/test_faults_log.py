@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ..faults_support import (
+from ..support.faults import (
     cli_base,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -29,7 +29,7 @@ from ..faults_support import (
     write_setup,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 LINE = re.compile(
     r'^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] FALLBACK query="(?P<q>(?:[^"\\]|\\.)*)" backend=(?P<b>b\d) '

@@ -2,7 +2,7 @@
 
 Each cell runs ``memory-router query`` as a subprocess, and again sends the query to a fresh
 ``memory-router serve`` (JSON lines on stdin), over a router-config.json whose default rule
-chains two command backends, both the real fault program (tests/faultbackend.py):
+chains two command backends, both the real fault program (tests/support/faultbackend.py):
 
 * primary:  [FAULT, good]  good answers at relevance 0.9 -> the router must still succeed;
 * fallback: [weak, FAULT]  weak answers at 0.2 (below the threshold), so the router reaches the
@@ -27,7 +27,7 @@ import pytest
 
 from memory_router.core.envelope import FIELD_NAMES, Envelope
 
-from ..faults_support import (
+from ..support.faults import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
@@ -38,7 +38,7 @@ from ..faults_support import (
     write_setup,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 TIMEOUT_MS = 800
 SLOW_MS = 250

@@ -26,8 +26,8 @@ from memory_router.core.query import normalise
 from memory_router.core.router import Router
 from memory_router.core.routerlog import RouterLog
 
-from ..budget import examples
-from ..faults_support import (
+from ..support.budget import examples
+from ..support.faults import (
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     report,
 )

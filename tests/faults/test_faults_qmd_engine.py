@@ -25,14 +25,14 @@ from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
 from ..adapters.test_qmd_engine import alive, fake_node, wait_gone
-from ..faults_support import (
+from ..support.faults import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
     report,
     write_setup,
 )
-from ..qmd_support import needs_qmd
+from ..support.qmd import needs_qmd
 
 pytestmark = [pytest.mark.slow, needs_qmd]
 TIMEOUT_MS = 1500

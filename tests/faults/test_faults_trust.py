@@ -31,8 +31,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from .._client_support import wait_for_socket
-from ..faults_support import (
+from ..support.client import wait_for_socket
+from ..support.faults import (
     cli_base,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -40,9 +40,9 @@ from ..faults_support import (
     run_daemon,
     write_setup,
 )
-from ..faults_support import report as _report
+from ..support.faults import report as _report
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 OTHER_UID = 54321  # no such account: stands for "another user"
 PY = sys.executable
@@ -308,7 +308,7 @@ def _lossless_db(path: Path, text: str) -> None:
     """A lossless-claw database (the real schema) holding one summary with ``text``."""
     from datetime import datetime, timezone
 
-    from ..lcm_fixtures import LcmWriter, create_lcm_db
+    from ..support.lcm_fixtures import LcmWriter, create_lcm_db
 
     conn = create_lcm_db(path)
     try:

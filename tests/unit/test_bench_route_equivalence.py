@@ -16,7 +16,7 @@ from memory_router.config.router_config import load_config, parse_config
 from memory_router.core.query import _CONTROL, normalise
 from memory_router.core.rules import RuleMatch, RuleTable
 
-from ..budget import examples
+from ..support.budget import examples
 
 TABLE = load_config().rules
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ..cognee_support.cognee_server import cognee_python
+from ..support.cognee.cognee_server import cognee_python
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

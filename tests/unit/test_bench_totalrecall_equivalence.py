@@ -37,7 +37,7 @@ from memory_router.backends.totalrecall.adapter import (
     stem,
 )
 
-from ..budget import examples
+from ..support.budget import examples
 
 
 def reference_index_terms(text: str) -> list[str]:

@@ -29,7 +29,7 @@ from memory_router.core.router import Router
 from memory_router.core.routerlog import RouterLog
 from memory_router.demo import SPEC_EXAMPLES, materialize
 
-from .._client_support import assert_same_answer
+from ..support.client import assert_same_answer
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import settings
 
-from ..budget import FLOOR, examples
 from ..conftest import hypothesis_profile
+from ..support.budget import FLOOR, examples
 
 
 def test_a_budget_runs_as_written_by_default_and_in_ci_a_tenth_in_the_fast_tier_more_when_hunting() -> None:

@@ -14,7 +14,7 @@ from memory_router.demo import SPEC_EXAMPLES, materialize
 
 from ..conftest import cli, write_json
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from memory_router.cli.main import LAZY_COMMANDS, main
 
-from .._client_support import assert_same_answer
+from ..support.client import assert_same_answer
 
 
 @pytest.mark.parametrize("name", sorted(LAZY_COMMANDS))

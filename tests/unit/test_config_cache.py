@@ -21,8 +21,8 @@ from memory_router.core.errors import InvalidConfig
 from memory_router.core.router import Router
 from memory_router.demo import SPEC_EXAMPLES, materialize
 
-from .._client_support import assert_same_answer
 from ..conftest import cli
+from ..support.client import assert_same_answer
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from memory_router.contract import QUERY_OPTIONS, Option, parse_query_args
 from memory_router.core import errors
 from memory_router.core.envelope import Envelope, error_envelope
 
-from ..budget import examples
+from ..support.budget import examples
 
 QUERY_COMMAND = cli.main.get_command(click.Context(cli.main), "query")
 _QUERY_TEXT = st.one_of(

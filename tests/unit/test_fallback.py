@@ -17,8 +17,8 @@ from memory_router.backends.mock import MockBackend, answer, fail, hang
 from memory_router.core.envelope import Envelope
 from memory_router.core.routerlog import quote
 
-from ..budget import examples
 from ..conftest import STARTER, installed, make_router
+from ..support.budget import examples
 
 DEFAULT_QUERY = "database"  # rule 7: qmd/query -> totalrecall
 LOG_LINE = re.compile(

@@ -12,9 +12,9 @@ import pytest
 
 from memory_router.cli.help_text import TOP_LEVEL
 
-from .._client_support import run_cli, starter_workspace
+from ..support.client import run_cli, starter_workspace
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 OFF = {"MEMORY_ROUTER_DAEMON": "off"}
 

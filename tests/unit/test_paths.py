@@ -20,8 +20,8 @@ from memory_router.backends.totalrecall.adapter import Settings, resolve_root
 from memory_router.config import paths
 from memory_router.config.json5 import JSON5Error, loads
 
-from .._client_support import run_cli, starter_workspace
-from ..budget import examples
+from ..support.budget import examples
+from ..support.client import run_cli, starter_workspace
 
 HOME = "/home/u"
 VALUES = st.one_of(st.none(), st.sampled_from(["", "  ", "/abs/dir", "~/rel", "~", "/abs/other"]))

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import BlockingMockBackend, MockBackend
 
-from ..budget import examples
 from ..conftest import STARTER, installed, make_router
+from ..support.budget import examples
 
 RELEVANCES = st.lists(st.integers(0, 100).map(lambda n: n / 100), min_size=1, max_size=25)
 

@@ -13,8 +13,8 @@ from memory_router.config.router_config import load_config, parse_config, read_j
 from memory_router.core.plan import make_plan
 from memory_router.demo import SPEC_EXAMPLES
 
-from ..budget import examples
 from ..conftest import ALL_BACKENDS, STARTER, installed
+from ..support.budget import examples
 
 CONFIG = load_config()
 

@@ -16,7 +16,7 @@ import yaml
 
 from memory_router.cli.main import main as cli_main
 
-from .._client_support import run_cli, starter_workspace
+from ..support.client import run_cli, starter_workspace
 
 SKILL = Path(__file__).resolve().parents[2] / "SKILL.md"
 TEXT = SKILL.read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The fast tier's guard (tests/tier_guard.py): a test not marked slow that starts a program fails
+"""The fast tier's guard (tests/support/tier_guard.py): a test not marked slow that starts a program fails
 and is told to mark itself slow; a slow test may start programs. These tests run in the fast tier
 themselves, so the guard is on while they run."""
 
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from ..tier_guard import GUARD, SubprocessInFastTier, guarded_phase
+from ..support.tier_guard import GUARD, SubprocessInFastTier, guarded_phase
 
 
 @contextmanager

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 FAULT_PROGRAM = Path(__file__).with_name("faultbackend.py")
-REPORT_PATH = Path(__file__).with_name("FAULTS.md")
+REPORT_PATH = Path(__file__).resolve().parents[1] / "FAULTS.md"
 
 
 def fault_argv(fault: str, *extra: str) -> list[Any]:
@@ -304,12 +304,12 @@ _SECTIONS = {
         "Bounded work: hostile files, slow backends, secrets",
         ["case", "transport", "outcome", "measured"],
     ),
-    "round3": (
-        "Reliability round 3 (issue 22): broken characters, slow readers, signals, a replaced index",
+    "signals": (
+        "Broken characters, slow readers, signals, a replaced index (issue 22)",
         ["item", "fault", "transport", "outcome", "measured"],
     ),
-    "round4": (
-        "Round 4 (issue 30): one agent's memory stays that agent's",
+    "agents": (
+        "One agent's memory stays that agent's (issue 30)",
         ["item", "fault", "transport", "outcome", "measured"],
     ),
 }

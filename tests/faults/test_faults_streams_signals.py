@@ -1,8 +1,9 @@
-"""Reliability round 3, items 1-5 of issue 22, through the real parts: the real qmd (``.tools``),
-the real CLI, ``serve`` and the thin client as subprocesses. A FAKE program only where qmd cannot
-be made to misbehave on demand (an answer line that cannot be read), named as a fake. Each test
-adds a row to the "Reliability round 3" section of tests/FAULTS.md; docs/reliability-round3.md
-explains each item, its fix and its test."""
+"""Broken characters, slow readers, signals and a replaced index (issue 22, items 1-5), through the
+real parts: the real qmd (``.tools``), the real CLI, ``serve`` and the thin client as subprocesses.
+A FAKE program only where qmd cannot be made to misbehave on demand (an answer line that cannot be
+read), named as a fake. Each test adds a row to the "Broken characters, slow readers, signals, a
+replaced index" section of tests/FAULTS.md; docs/reliability.md (*Audited defects*) explains each
+item, its fix and its test."""
 
 from __future__ import annotations
 
@@ -22,17 +23,17 @@ from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.router import Router
 
-from .._client_support import wait_for_socket
-from ..faults_support import (
+from ..support.client import wait_for_socket
+from ..support.faults import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     report,
     run_cli,
     write_setup,
 )
-from ..qmd_support import needs_qmd
+from ..support.qmd import needs_qmd
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}
 CLI_ENV = {**ENV, "MEMORY_ROUTER_DAEMON": "off"}
@@ -41,7 +42,7 @@ REPLACEMENT = "\ufffd"
 
 
 def row(key: str, item: int, fault: str, transport: str, outcome: str, measured: str = "") -> None:
-    report("round3", key, item=item, fault=fault, transport=transport, outcome=outcome, measured=measured)
+    report("signals", key, item=item, fault=fault, transport=transport, outcome=outcome, measured=measured)
 
 
 # --------------------------------------------------------------------------- the emoji index
@@ -577,7 +578,7 @@ def test_5_a_signal_to_a_one_shot_query_kills_the_backends_process_group(tmp_pat
     import subprocess
     import time
 
-    from ..faults_support import wait_no_leftovers
+    from ..support.faults import wait_no_leftovers
 
     piddir = tmp_path / "pids"
     piddir.mkdir()

@@ -17,7 +17,7 @@ installed by ``.ci/setup.d/40-cognee.sh``):
 
 By hand (one command; prints the base URL and API key, Ctrl-C stops everything)::
 
-    python3 tests/cognee_support/server.py
+    python3 tests/support/cognee/server.py
 """
 
 from __future__ import annotations

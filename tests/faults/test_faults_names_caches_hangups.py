@@ -1,9 +1,10 @@
-"""Reliability round 3, items 6-10 of issue 22, through the real CLI and daemon processes:
+"""Names that are not UTF-8, a distrusted config cache, a client that hangs up and a backend that
+ignores ``--limit`` (issue 22, items 6-10), through the real CLI and daemon processes:
 non-UTF-8 bytes in names, a config cache whose body is bad or huge, a socket client that
 disconnects mid-request, and ``--limit`` against a backend that ignores it. (Item 9, the Cognee
 path that missed a hop, runs against the real Cognee server in
 tests/adapters/test_cognee_relations.py.) Each test adds a row to the "Bounded work" section of
-tests/FAULTS.md; docs/reliability-round3-b.md describes each item."""
+tests/FAULTS.md; docs/reliability.md (*Audited defects*) describes each item."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import pytest
 
 from memory_router.core.envelope import Envelope
 
-from .._client_support import wait_for_socket
-from ..faults_support import (
+from ..support.client import wait_for_socket
+from ..support.faults import (
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     report,
@@ -26,7 +27,7 @@ from ..faults_support import (
     write_setup,
 )
 
-pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/tier_guard.py)
+pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
 def row(key: str, case: str, transport: str, outcome: str, measured: str = "") -> None:
@@ -207,7 +208,7 @@ def test_a_socket_client_that_disconnects_has_its_backend_killed(tmp_path: Path)
     import socket
     import time
 
-    from ..faults_support import group_members
+    from ..support.faults import group_members
 
     piddir = tmp_path / "pids"
     piddir.mkdir()
@@ -402,12 +403,12 @@ def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path:
 
 @pytest.fixture(scope="module")
 def cognee_server():
-    """A REAL Cognee 1.6.5 API server (tests/cognee_support: FAKE hashed embeddings, no LLM) with
+    """A REAL Cognee 1.6.5 API server (tests/support/cognee: FAKE hashed embeddings, no LLM) with
     the 16-entity "services" graph, refusing Cypher as Cognee does by default: paths are found by
     the adapter's expansion."""
     import shutil
 
-    from ..cognee_support import cognee_server as harness
+    from ..support.cognee import cognee_server as harness
 
     python = harness.cognee_python()
     if python is None:
@@ -419,7 +420,7 @@ def cognee_server():
 
 
 def test_a_cognee_path_beyond_the_first_frontier_comes_back_whole(tmp_path: Path, cognee_server) -> None:
-    from ..cognee_support import relation_questions as rq
+    from ..support.cognee import relation_questions as rq
 
     backends = {"cognee": {"type": "cognee", "base_url": cognee_server.base_url, "datasets": ["services"]}}
     state, config = write_setup(tmp_path, backends, ["cognee"], timeout_ms=5000)  # the router's default

@@ -6,7 +6,8 @@ the asking agent, never another file of the workspace nor another agent's hit; e
 has its own path; a qmd hit is read from its collection's folder; a config error fails at once
 with serve's own message; a daemon draining its last requests delays a start, not 15 s of it;
 a state-dir router-config.json is served by the daemon. The two-agent Gateway is
-tests/openclaw/test_openclaw_agents.py's. Each test adds its row to tests/FAULTS.md (round 4).
+tests/openclaw/test_openclaw_agents.py's. Each test adds its row to tests/FAULTS.md ("One agent's
+memory stays that agent's").
 Needs only a Node >= 22 (.tools), not OpenClaw.
 """
 
@@ -21,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from ..faults_support import (
+from ..openclaw._support import PLUGIN_DIR, any_node, memory_router_bin
+from ..openclaw.test_plugin_modules import _settings, node, stop_daemon
+from ..support.faults import (
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     report,
 )
-from ..openclaw._support import PLUGIN_DIR, any_node, memory_router_bin
-from ..openclaw.test_plugin_modules import _settings, node, stop_daemon
 
 NODE = any_node()
 pytestmark = [
@@ -57,7 +58,7 @@ HOST = (
 
 def row(key: str, item: str, fault: str, outcome: str, measured: str = "") -> None:
     cells = {"item": item, "fault": fault, "outcome": outcome, "measured": measured}
-    report("round4", f"plugin-{key}", transport="OpenClaw plugin (Node)", **cells)
+    report("agents", f"plugin-{key}", transport="OpenClaw plugin (Node)", **cells)
 
 
 def run_host(body: str, data: dict[str, Any], state: Path) -> Any:

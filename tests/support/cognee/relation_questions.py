@@ -135,7 +135,7 @@ PATH_QUESTIONS: tuple[PathQuestion, ...] = (
 
 # Paths whose ends the first answer and the first expansion round (four narrow searches) did not
 # join: the expansion has to go beyond its first frontier (issue 22, item 9). By Cypher they are
-# one query; tests/faults/test_faults_round3b.py asks them of a server that refuses Cypher.
+# one query; tests/faults/test_faults_names_caches_hangups.py asks them of a server that refuses Cypher.
 FAR_PATH_QUESTIONS: tuple[PathQuestion, ...] = (
     PathQuestion(
         "path between SessionCache and LedgerService",
