@@ -281,7 +281,7 @@ def backends(as_json: bool, **kw: Any) -> None:
     for row in rows:
         if row["backend"] in running:
             row["daemon"] = running[row["backend"]]
-        if (fresh := _freshness(session.router, row["backend"], row.get("daemon"))) is not None:
+        if (fresh := _freshness(session.router, str(row["backend"]), row.get("daemon"))) is not None:
             row["freshness"] = fresh
     wrong = misreported(ready) if installed is not None else []
     if as_json:
@@ -332,8 +332,8 @@ def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[st
 def _freshness(router: Any, name: str, daemon: Any) -> dict[str, Any] | None:
     """A qmd backend's index freshness (pending files, last update, last refresh's outcome): the
     daemon's own view when one serves, else read from the index's refresh record and the folders."""
-    if isinstance(daemon, dict) and isinstance(daemon.get("refresh"), dict):
-        return daemon["refresh"]
+    if isinstance(daemon, dict) and isinstance(refresh := daemon.get("refresh"), dict):
+        return dict(refresh)
     try:
         facts = getattr(router.backend(name), "freshness_facts", None)
         return facts() if facts is not None else None

@@ -368,7 +368,7 @@ def freshness(
     whether a writer holds the index lock now. Blocking (it walks the folders)."""
     record = read_record(record_path(index_file)) if record is None else record
     specs, unknown = wanted_specs(config_file, names)
-    known = record.get("collections") if isinstance(record.get("collections"), dict) else {}
+    known = _collections_of(record)
     collections: dict[str, Any] = {}
     for name, spec in specs.items():
         entry = known.get(name) if isinstance(known.get(name), dict) else None
@@ -579,7 +579,7 @@ class Refresher:
 
 
 def _pending_in(record: Mapping[str, Any], snapshot: Mapping[str, Signatures]) -> bool:
-    known = record.get("collections") if isinstance(record.get("collections"), dict) else {}
+    known = _collections_of(record)
     for name, current in snapshot.items():
         entry = known.get(name)
         if not isinstance(entry, dict) or pending_files(current, entry.get("files") or {}):
@@ -592,3 +592,9 @@ def _with_files(record: Mapping[str, Any], snapshot: Mapping[str, Signatures], s
     for name, files in snapshot.items():
         known[name] = {"updated_at": _iso(started), "files": {rel: list(sig) for rel, sig in files.items()}}
     return {**record, "collections": known}
+
+
+def _collections_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's ``collections`` object (``{}`` when the record has none or a broken one)."""
+    found = record.get("collections")
+    return found if isinstance(found, dict) else {}
