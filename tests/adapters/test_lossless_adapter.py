@@ -16,7 +16,7 @@ from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.lossless import adapter as L
 
-from ..lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
+from ..support.lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
 
 
 def backend(
@@ -351,7 +351,7 @@ def test_a_search_stopped_before_it_starts_does_no_sqlite_work(tmp_path: Path) -
 
 
 def test_deadline_stops_a_long_scan(tmp_path: Path) -> None:
-    from ..lcm_fixtures import create_lcm_db, populate_synthetic
+    from ..support.lcm_fixtures import create_lcm_db, populate_synthetic
 
     conn = create_lcm_db(tmp_path / "big.db", "no_fts")
     populate_synthetic(conn, messages=3000, summaries=3000)

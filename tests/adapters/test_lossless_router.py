@@ -24,7 +24,7 @@ from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.router import Router
 from memory_router.demo import WORKSPACE
 
-from ..budget import examples
+from ..support.budget import examples
 
 RULE3 = [
     "what did we decide about the database schema in the morning session",
