@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
+REPO = HERE.parents[2]  # tests/support/cognee -> the repository
 sys.path.insert(0, str(HERE))
 
 import fake_embeddings  # noqa: E402
