@@ -33,7 +33,7 @@ from pathlib import Path
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, scratch_dir, table
 
-FAULT = REPO / "tests" / "faultbackend.py"
+FAULT = REPO / "tests" / "support" / "faultbackend.py"
 TIMEOUT_MS = 300
 MAX_LINE = 4096
 

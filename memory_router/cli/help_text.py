@@ -32,7 +32,7 @@ Commands:
   demo      Try it: a demo workspace and the spec's 15 example queries.
   init      Write backends.json: which backends can run here, and why.
   mcp       Serve memory_query and memory_route as an MCP server over stdio.
-  openclaw  Install memory-router into OpenClaw's memory slot, or give it...
+  openclaw  Put memory-router in OpenClaw's memory slot, or take it out.
   query     Route QUERY and print the router envelope (JSON).
   route     Dry run: the rule QUERY matches and the chain it would try.
   serve     Answer JSON-lines queries on stdin, one response line each.

@@ -83,7 +83,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "openclaw": (
         "memory_router.cli.openclaw_setup:openclaw",
-        "Install memory-router into OpenClaw's memory slot, or give it back.",
+        "Put memory-router in OpenClaw's memory slot, or take it out.",
     ),
 }
 

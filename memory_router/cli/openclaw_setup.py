@@ -417,7 +417,7 @@ def _guarded(body: Callable[[dict[str, Any]], None], out: dict[str, Any]) -> Non
 
 @click.group()
 def openclaw() -> None:
-    """Install memory-router into OpenClaw's memory slot, or give it back.
+    """Put memory-router in OpenClaw's memory slot, or take it out.
 
     Exit codes: 0 done (or nothing to do), 1 a step or the check failed, 2 OpenClaw not found
     or a configuration that cannot be used."""

@@ -102,9 +102,11 @@ def test_memory_get_reads_memory_files_and_returned_hits_only(tmp_path: Path) ->
     (ws / ".git" / "config").write_text("[remote]\n\turl = https://token@example.com/x.git\n")
     (ws / "memory" / "notes.txt").write_text("not markdown\n")
     state = ws / "state"
+    # The demo dates its daily notes from today: take the oldest one it wrote.
+    daily = sorted((ws / "memory" / "daily").glob("*.md"))[0].relative_to(ws).as_posix()
     body = (
         "const me = { agentId: 'main' };"
-        "const paths = ['MEMORY.md', 'USER.md', 'dreams.md', 'memory/daily/2026-11-28.md', '.env', '.git/config',"
+        f"const paths = ['MEMORY.md', 'USER.md', 'dreams.md', '{daily}', '.env', '.git/config',"
         " 'memory/notes.txt', 'src/auth/token.ts', 'state/router-config.json', 'CLAUDE.local.md', 'memory/none.md'];"
         "const before = {}; for (const p of paths) before[p] = await get(me, p);"
         "const found = await search(me, 'auth', { maxResults: 5 });"
@@ -113,7 +115,7 @@ def test_memory_get_reads_memory_files_and_returned_hits_only(tmp_path: Path) ->
     )
     out = run_host(body, host_data(state, {"main": ws}, config=str(state / "router-config.json")), state)
     before = out["before"]
-    for path in ("MEMORY.md", "USER.md", "dreams.md", "memory/daily/2026-11-28.md"):
+    for path in ("MEMORY.md", "USER.md", "dreams.md", daily):
         assert before[path]["status"] == "ok", (path, before[path])
         assert before[path]["text"] == (ws / path).read_text()
     assert before["MEMORY.md"]["text"].startswith("long-term: the release train")
