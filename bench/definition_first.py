@@ -39,6 +39,7 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd import parse as _qmd_parse
 from memory_router.backends.totalrecall import adapter as totalrecall
+from memory_router.backends.totalrecall import score as totalrecall_score
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
@@ -165,13 +166,13 @@ def total_recall(root: Path, queries: tuple[tuple[str, str], ...]) -> None:
     for query, _ in queries:
         tops = []
         for label in ("before", "after"):
-            original = totalrecall.definition_target
+            original = totalrecall_score.definition_target
             if label == "before":
-                totalrecall.definition_target = lambda _query: None  # type: ignore[assignment]
+                totalrecall_score.definition_target = lambda _query: None  # type: ignore[assignment]
             try:
                 response = backend.search_blocking(BackendRequest(query=query, limit=10), threading.Event())
             finally:
-                totalrecall.definition_target = original
+                totalrecall_score.definition_target = original
             top = response.results[0].extra if response.results else {}
             hits[label] += top.get("path") == notes[query]
             tops.append(f"{top.get('path', '-')}" + (f" :{top['definition_line']}" if "definition_line" in top else ""))

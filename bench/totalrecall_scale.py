@@ -31,7 +31,8 @@ from pathlib import Path
 from _common import environment_line, fmt, median, parser, repeats, table, verdict
 
 from memory_router.backends.base import BackendRequest
-from memory_router.backends.totalrecall.adapter import TotalRecallBackend, score
+from memory_router.backends.totalrecall.adapter import TotalRecallBackend
+from memory_router.backends.totalrecall.score import score
 
 TARGET_WARM_MS = 50.0
 QUERIES = [

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_router.backends.base import BackendRequest
-from memory_router.backends.totalrecall.adapter import TotalRecallBackend, parse_file
+from memory_router.backends.totalrecall.adapter import TotalRecallBackend
+from memory_router.backends.totalrecall.parse import parse_file
 
 from ..support.budget import examples
 

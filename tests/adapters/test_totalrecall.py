@@ -17,10 +17,9 @@ from memory_router.backends.totalrecall.adapter import (
     TotalRecallBackend,
     create,
     iter_entries,
-    parse_file,
-    query_terms,
     resolve_root,
 )
+from memory_router.backends.totalrecall.parse import parse_file, query_terms
 
 from ..support.budget import examples
 

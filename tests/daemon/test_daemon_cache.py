@@ -15,6 +15,7 @@ import pytest
 
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall import adapter as totalrecall
+from memory_router.backends.totalrecall import index as totalrecall_index
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import read_json
 from memory_router.daemon.service import Service
@@ -30,15 +31,15 @@ def memory_tree(root: Path) -> Path:
 
 @pytest.fixture
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Every walk of a memory tree (Total Recall's _Index.refresh lists files through _scan)."""
+    """Every walk of a memory tree (Total Recall's MemoryIndex.refresh lists files through scan_tree)."""
     seen: list[Path] = []
-    real = totalrecall._scan
+    real = totalrecall_index.scan_tree
 
     def counting(root: Path):
         seen.append(root)
         return real(root)
 
-    monkeypatch.setattr(totalrecall, "_scan", counting)
+    monkeypatch.setattr(totalrecall_index, "scan_tree", counting)
     return seen
 
 

@@ -2,7 +2,7 @@
 
 ``reference_memory_files`` and ``reference_score`` are the adapter's original, straightforward
 implementations (pathlib glob + stat; score every candidate, sort everything), kept here verbatim
-as the specification. The optimised ``_scan``/``memory_files`` and the pruned ``score`` must
+as the specification. The optimised ``scan_tree``/``memory_files`` and the pruned ``score`` must
 return exactly the same files and the same ranked entries (ties included) for any memory and
 any query.
 """
@@ -19,22 +19,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_router.backends.totalrecall import adapter as totalrecall
-from memory_router.backends.totalrecall.adapter import (
-    _QUOTED,
-    _WORD,
+from memory_router.backends.common.words import identifier_parts, stem
+from memory_router.backends.totalrecall import score as totalrecall_score
+from memory_router.backends.totalrecall.index import MemoryIndex
+from memory_router.backends.totalrecall.parse import _WORD, QUOTED, index_terms, query_terms
+from memory_router.backends.totalrecall.scan import memory_files
+from memory_router.backends.totalrecall.score import (
     NO_TERMS_RELEVANCE,
     SUPERSEDED_FACTOR,
     TIER_WEIGHTS,
-    _Index,
     _phrase_bonus,
     _recency,
-    identifier_parts,
-    index_terms,
-    memory_files,
-    query_terms,
     score,
-    stem,
 )
 
 from ..support.budget import examples
@@ -123,7 +119,7 @@ def reference_memory_files(root: Path):  # noqa: C901 - the specification, writt
     yield from (item for item in found if item in kept)
 
 
-def reference_score(index: _Index, query: str, limit: int, now: datetime):
+def reference_score(index: MemoryIndex, query: str, limit: int, now: datetime):
     terms = query_terms(query)
     if not terms:
         recent = sorted(  # written dates before mtimes (1b3bc74), then newest first
@@ -137,7 +133,7 @@ def reference_score(index: _Index, query: str, limit: int, now: datetime):
     candidates: set[int] = set()
     for term in terms:
         candidates.update(index.postings.get(term, ()))
-    quoted = [a or b for a, b in _QUOTED.findall(query)]
+    quoted = [a or b for a, b in QUOTED.findall(query)]
     scored = []
     for i in candidates:
         entry = index.entries[i]
@@ -267,10 +263,10 @@ def build_memory(root: Path, rng: random.Random, files: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def memory_index(tmp_path_factory: pytest.TempPathFactory) -> _Index:
+def memory_index(tmp_path_factory: pytest.TempPathFactory) -> MemoryIndex:
     root = tmp_path_factory.mktemp("tr-equivalence")
     build_memory(root, random.Random(5), 60)
-    index = _Index()
+    index = MemoryIndex()
     index.refresh(root)
     assert len(index.entries) > 100
     return index
@@ -289,7 +285,7 @@ query_text = st.lists(
 
 
 @pytest.mark.parametrize(
-    "all_candidates_limit", [totalrecall.ALL_CANDIDATES_LIMIT, 0], ids=["as-configured", "always-best-first"]
+    "all_candidates_limit", [totalrecall_score.ALL_CANDIDATES_LIMIT, 0], ids=["as-configured", "always-best-first"]
 )
 @settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
@@ -304,23 +300,23 @@ query_text = st.lists(
     ),
 )  # everything old: ties
 def test_pruned_score_equals_scoring_every_candidate(
-    memory_index: _Index, all_candidates_limit: int, query: str, limit: int, now: datetime
+    memory_index: MemoryIndex, all_candidates_limit: int, query: str, limit: int, now: datetime
 ) -> None:
     """Both paths: few candidates are all scored; many are scored best-first (forced here with
     a limit of 0, so this small memory exercises the pruning and its tie handling)."""
-    saved = totalrecall.ALL_CANDIDATES_LIMIT
-    totalrecall.ALL_CANDIDATES_LIMIT = all_candidates_limit
+    saved = totalrecall_score.ALL_CANDIDATES_LIMIT
+    totalrecall_score.ALL_CANDIDATES_LIMIT = all_candidates_limit
     try:
         got = score(memory_index, query, limit, now)
     finally:
-        totalrecall.ALL_CANDIDATES_LIMIT = saved
+        totalrecall_score.ALL_CANDIDATES_LIMIT = saved
     want = reference_score(memory_index, query, limit, now)
     assert [(r, e.path, e.line) for r, e in got] == [(r, e.path, e.line) for r, e in want]
 
 
 def test_score_follows_file_changes(tmp_path: Path) -> None:
     build_memory(tmp_path, random.Random(9), 12)
-    index = _Index()
+    index = MemoryIndex()
     index.refresh(tmp_path)
     now = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
     before = score(index, "what was the last thing", 5, now)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from memory_router.backends.common import words as _words
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.qmd import keywords as _qmd_keywords
-from memory_router.backends.totalrecall import adapter as totalrecall
+from memory_router.backends.totalrecall import parse as totalrecall_parse
+from memory_router.backends.totalrecall import score as totalrecall_score
 from memory_router.core.timefmt import iso_z
 
 
@@ -39,13 +40,13 @@ def test_recency_halves_its_share_every_half_life() -> None:
 @given(st.floats(min_value=0, max_value=10_000))
 def test_recency_is_the_same_in_total_recall_and_lossless(age_days: float) -> None:
     now = datetime(2026, 3, 1, tzinfo=timezone.utc)
-    tr = totalrecall._recency(now - timedelta(days=age_days), now)
+    tr = totalrecall_score._recency(now - timedelta(days=age_days), now)
     assert tr == pytest.approx(lossless.recency(age_days), abs=1e-12)
     assert 0.85 <= tr <= 1.0
 
 
 def test_the_adapters_share_one_stopword_list() -> None:
-    assert totalrecall.STOPWORDS is _words.STOPWORDS and lossless.STOPWORDS is _words.STOPWORDS
+    assert totalrecall_parse.STOPWORDS is _words.STOPWORDS and lossless.STOPWORDS is _words.STOPWORDS
     # qmd drops more: the words that say how to search ("find usages of ...").
     assert _words.STOPWORDS < _qmd_keywords.STOPWORDS
     assert {"usages", "search", "using"} <= _qmd_keywords.STOPWORDS - _words.STOPWORDS

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, stem
-from memory_router.backends.totalrecall.adapter import index_terms
+from memory_router.backends.totalrecall.parse import index_terms
 from memory_router.core.frozen import Frozen
 
 Role = Literal["source", "target", "any"]

@@ -34,7 +34,7 @@ from memory_router.backends.base import Result
 from memory_router.backends.cognee.paths import STRUCTURAL_RELATIONS, Path, Relationship
 from memory_router.backends.cognee.question import UNKNOWN_CAP, Question, Term, relation_factor, score_edge, score_path
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, stem
-from memory_router.backends.totalrecall.adapter import index_terms
+from memory_router.backends.totalrecall.parse import index_terms
 from memory_router.core.frozen import Frozen
 
 NO_TERMS_RELEVANCE = 0.35
