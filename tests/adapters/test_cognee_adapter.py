@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from memory_router.backends import BackendContext, DemoUnavailable
 from memory_router.backends.base import BackendRequest, Stopwatch
 from memory_router.backends.cognee import adapter
+from memory_router.backends.cognee.question import cypher_for
 from memory_router.backends.cognee.results import (
     Relationship,
     distance_relevance,
@@ -24,6 +25,7 @@ from memory_router.backends.cognee.results import (
     parse_connections,
     parse_nodes,
     relevance,
+    to_results,
     unwrap,
 )
 from memory_router.backends.common import settings as _settings
@@ -122,15 +124,15 @@ def test_a_dataset_with_no_data_of_that_kind_is_empty_not_failing():
     }
     chunk = {"text": "Postgres failover: promote the replica", "document_name": "runbook.md", "score": 0.3}
     with_chunks = {"dataset_id": "fb", "dataset_name": "runbooks", "dataset_tenant_id": None, "search_result": [chunk]}
-    results, errors = adapter.to_results([no_chunks, with_chunks], "chunks", "postgres failover", "cognee")
+    results, errors = to_results([no_chunks, with_chunks], "chunks", "postgres failover", "cognee")
     assert errors == [] and [(r.dataset, r.relevance) for r in results] == [("runbooks", 0.7)]
     r = mapped(200, json=[no_chunks])
     assert (r.status, r.error_code) == ("empty", None)
 
 
 def test_access_control_off_gives_the_same_results_without_a_dataset():
-    on, _ = adapter.to_results(WRAPPED, "graph", "what depends on Postgres", "cognee")
-    off, _ = adapter.to_results([REAL_CONTEXT], "graph", "what depends on Postgres", "cognee")
+    on, _ = to_results(WRAPPED, "graph", "what depends on Postgres", "cognee")
+    off, _ = to_results([REAL_CONTEXT], "graph", "what depends on Postgres", "cognee")
     assert [r.content for r in on] == [r.content for r in off]
     assert {r.dataset for r in on} == {"arch"}
     assert all(not hasattr(r, "dataset") for r in off)
@@ -140,10 +142,10 @@ def test_access_control_off_gives_the_same_results_without_a_dataset():
 
 
 def test_relevance_is_the_coverage_of_the_query_entities():
-    results, _ = adapter.to_results(WRAPPED, "graph", "what depends on Postgres", "cognee")
+    results, _ = to_results(WRAPPED, "graph", "what depends on Postgres", "cognee")
     # the Redis edge names no queried entity: dropped, not scored 0
     assert [(r.relationship["source"], r.relevance) for r in results] == [("OrderService", 1.0), ("AuthService", 1.0)]
-    results, _ = adapter.to_results(WRAPPED, "graph", "how does AuthService relate to Postgres", "cognee")
+    results, _ = to_results(WRAPPED, "graph", "how does AuthService relate to Postgres", "cognee")
     assert [r.relevance for r in results] == [1.0, 0.5, 0.5]  # AuthService->Postgres first
     assert results[0].content.startswith("AuthService --[depends_on]--> Postgres")
 
@@ -162,16 +164,16 @@ def test_structural_edges_are_never_strong():
         "Connections:\nPostgres failover: promote the replica... [postgres, failover] --[is_part_of]--> runbook.md\n"
         "AuthService --[depends_on]--> Postgres  (AuthService depends on Postgres.)"
     )
-    results, _ = adapter.to_results([context], "graph", "what depends on Postgres", "cognee")
+    results, _ = to_results([context], "graph", "what depends on Postgres", "cognee")
     # the chunk names Postgres, but at the source end of an edge that is no dependency:
     # 0.35 (wrong end) x 0.6 (another relation type) = 0.21, and never more than 0.35
     assert [(r.relationship["relation"], r.relevance) for r in results] == [("depends_on", 1.0), ("is_part_of", 0.21)]
-    results, _ = adapter.to_results([context], "graph", "how does Postgres relate to runbook.md", "cognee")
+    results, _ = to_results([context], "graph", "how does Postgres relate to runbook.md", "cognee")
     assert [(r.relationship["relation"], r.relevance) for r in results] == [("depends_on", 0.5), ("is_part_of", 0.35)]
 
 
 def test_a_query_naming_no_entity_is_weak_everywhere():
-    results, _ = adapter.to_results(WRAPPED, "graph", "show all dependencies", "cognee")
+    results, _ = to_results(WRAPPED, "graph", "show all dependencies", "cognee")
     assert len(results) == 3 and {r.relevance for r in results} == {0.35}
 
 
@@ -191,7 +193,7 @@ def test_chunks_score_is_a_distance_and_lexical_chunks_use_coverage():
         {"text": "Redis caches sessions", "document_name": "b.md", "chunk_index": 3, "score": 0.9},
         {"text": "far away", "score": 1.4},
     ]
-    results, _ = adapter.to_results(
+    results, _ = to_results(
         [{"dataset_id": "d", "dataset_name": "docs", "search_result": chunks}], "chunks", "postgres orders", "cognee"
     )
     assert [(r.content, r.relevance, r.document_name) for r in results] == [
@@ -199,19 +201,19 @@ def test_chunks_score_is_a_distance_and_lexical_chunks_use_coverage():
         ("Redis caches sessions", 0.1, "b.md"),
     ]
     for bare in (chunks, [chunks]):  # access control off: the list itself, or a list of lists
-        results, _ = adapter.to_results(bare, "lexical", "postgres orders", "cognee")
+        results, _ = to_results(bare, "lexical", "postgres orders", "cognee")
         assert [(r.content, r.relevance) for r in results] == [("Postgres stores orders", 1.0)]
 
 
 def test_cypher_rows_and_completion_answers():
     rows = [["ApiGateway", "depends_on", "AuthService"], ["AuthService", "depends_on", "Postgres"], [3, None]]
     for bare in (rows, [rows]):
-        results, _ = adapter.to_results(bare, "cypher", "what depends on AuthService", "cognee")
+        results, _ = to_results(bare, "cypher", "what depends on AuthService", "cognee")
         assert [r.content for r in results] == [
             "ApiGateway --[depends_on]--> AuthService",
             "AuthService --[depends_on]--> Postgres",
         ]
-    results, _ = adapter.to_results(
+    results, _ = to_results(
         [["AuthService and OrderService depend on Postgres."]], "completion", "what depends on Postgres", "cognee"
     )
     assert [(r.content, r.relevance) for r in results] == [("AuthService and OrderService depend on Postgres.", 1.0)]
@@ -227,7 +229,7 @@ _CYPHER = re.compile(
 
 @given(st.text(max_size=120))
 def test_a_query_cannot_change_the_cypher_statement(query):
-    statement = adapter.cypher_for(query, 10)
+    statement = cypher_for(query, 10)
     assert statement == "" or _CYPHER.fullmatch(statement), statement
 
 

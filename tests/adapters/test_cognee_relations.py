@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_router.backends.cognee import adapter
 from memory_router.backends.cognee.explore import Explored, explore
 from memory_router.backends.cognee.paths import Path, Relationship, cypher_path, find_paths, rows_to_paths
 from memory_router.backends.cognee.question import (
@@ -24,6 +23,7 @@ from memory_router.backends.cognee.question import (
     score_edge,
     score_path,
 )
+from memory_router.backends.cognee.results import to_results
 
 # A real GRAPH_COMPLETION onlyContext answer for "what depends on the billing database" (shortened)
 CONTEXT = (
@@ -43,7 +43,7 @@ CONTEXT = (
 
 
 def ranked(query: str, context: str = CONTEXT) -> list[tuple[str, float]]:
-    results, _ = adapter.to_results([context], "graph", query, "cognee")
+    results, _ = to_results([context], "graph", query, "cognee")
     return [(r.content.split("  (")[0], r.relevance) for r in results]
 
 
@@ -169,7 +169,7 @@ def test_a_path_question_answers_one_result_holding_the_whole_path():
     [p] = find_paths(EDGES, *q.ends, directed=True)
     explored = Explored(paths=[p], via="expand")
     context = "Connections:\n" + "\n".join(e.line for e in EDGES)
-    results, _ = adapter.to_results([context], "graph", "trace the call chain from the web gateway to the ledger",
+    results, _ = to_results([context], "graph", "trace the call chain from the web gateway to the ledger",
                                     "cognee", explored)  # fmt: skip
     first = results[0]
     assert (

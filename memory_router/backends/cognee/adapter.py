@@ -64,7 +64,6 @@ from memory_router.backends.base import (
     BackendRequest,
     BackendResponse,
     Probe,
-    Result,
     Stopwatch,
 )
 from memory_router.backends.common.redact import Redactor, strip_userinfo, userinfo_secrets
@@ -78,7 +77,6 @@ ENV_VARS: frozenset[str] = COGNEE  # the environment variables it reads: memory_
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 MODES = frozenset({"graph", "completion", "chunks", "lexical", "cypher"})
-RELATION_MODES = frozenset({"graph", "cypher"})  # answers made of relationships, scored against the question
 # A path question's first search and its expansion's searches ask for top_k * WIDE_FACTOR
 # triplets: whole neighbourhoods, not just the triplets nearest to a name (issue 22, item 9).
 WIDE_FACTOR = 4
@@ -97,7 +95,7 @@ AUTH_HINT = (
     "ENABLE_BACKEND_ACCESS_CONTROL=false."
 )
 MAX_DETAIL_CHARS = 400
-# Parsing (._cognee_results), urllib and httpx are imported where used: config loading imports
+# Parsing (.results), urllib and httpx are imported where used: config loading imports
 # every adapter module for its Settings, so this module's import must stay cheap.
 
 
@@ -233,6 +231,8 @@ class CogneeBackend:
         elif mode == "lexical":
             body["searchType"] = "CHUNKS_LEXICAL"
         else:  # cypher
+            from memory_router.backends.cognee.question import cypher_for
+
             sent = cypher_for(query, top_k)
             body.update(searchType="CYPHER", query=sent)
             body.pop("topK")
@@ -344,6 +344,7 @@ class CogneeBackend:
         """Follow-up searches for a relationship question (:mod:`.cognee.explore`), or None."""
         from memory_router.backends.cognee.explore import explore
         from memory_router.backends.cognee.question import parse_question
+        from memory_router.backends.cognee.results import RELATION_MODES, cypher_paths, graph_answer
 
         if mode not in RELATION_MODES or response.status_code != 200:
             return None
@@ -436,6 +437,8 @@ class CogneeBackend:
                 sw,
                 sent,
             )
+        from memory_router.backends.cognee.results import to_results
+
         results, errors = to_results(payload, mode, request.query, self.name, explored)
         if errors and not results:
             return self._fail(
@@ -490,123 +493,6 @@ def fetch_health(base_url: str, timeout_s: float) -> dict[str, Any] | str:
     except ValueError:
         return "GET /health did not answer JSON"
     return data if isinstance(data, dict) else "GET /health did not answer a JSON object"
-
-
-def graph_answer(payload: Any, mode: str) -> tuple[list[Relationship], dict[str, str], list[str]]:
-    """The relationships of a graph-context or Cypher answer (each with its dataset), the node
-    descriptions of graph contexts, and the Cypher rows that are not relationships, as text."""
-    from memory_router.backends.cognee.results import parse_connections, parse_nodes, rows_to_relationships, unwrap
-
-    answers, _ = unwrap(payload)
-    rels: list[Relationship] = []
-    nodes: dict[str, str] = {}
-    other: list[str] = []
-    for answer in answers:
-        items = _items(answer.result, rows=(mode == "cypher"))
-        if mode == "cypher":
-            found, rest = rows_to_relationships(items)
-            other += rest
-        else:
-            found = []
-            for context in (i for i in items if isinstance(i, str)):
-                found += parse_connections(context)
-                nodes.update(parse_nodes(context))
-        rels += [r.replace(dataset=answer.dataset) for r in found]
-    return rels, nodes, other
-
-
-def cypher_paths(payload: Any) -> list[Path]:
-    """The paths of a :func:`.cognee.paths.cypher_path` answer, from every dataset."""
-    from memory_router.backends.cognee.paths import rows_to_paths
-    from memory_router.backends.cognee.results import unwrap
-
-    answers, _ = unwrap(payload)
-    return [p for a in answers for p in rows_to_paths(_items(a.result, rows=True), a.dataset)]
-
-
-def to_results(
-    payload: Any, mode: str, query: str, source: str, explored: Any = None
-) -> tuple[list[Result], list[str]]:
-    """Contract results from a search response (plus what follow-up searches found, an
-    :class:`.cognee.explore.Explored`), and per-dataset error messages."""
-    from memory_router.backends.cognee.paths import entity_names
-    from memory_router.backends.cognee.question import known_mentions, parse_question
-    from memory_router.backends.cognee.results import (
-        chunk_results,
-        entity_terms,
-        path_results,
-        relationship_results,
-        text_results,
-        unwrap,
-    )
-
-    answers, errors = unwrap(payload)
-    results: list[Result] = []
-    if mode in RELATION_MODES:
-        question = parse_question(query)
-        rels, nodes, other = graph_answer(payload, mode)
-        if explored is not None:
-            rels += explored.rels
-            results += path_results(explored.paths, question, source, via=explored.via)
-        # follow-ups find some edges again (Cypher's without Cognee's text): keep the first
-        rels = list({(r.source, r.relation, r.target, r.dataset): r for r in reversed(rels)}.values())[::-1]
-        unknown = not all(known_mentions(question, entity_names(rels)))
-        results += relationship_results(rels, question, source, nodes=nodes, unknown=unknown)
-        results += text_results(other, entity_terms(query), source)
-    else:
-        terms = entity_terms(query)
-        for answer in answers:
-            items = _items(answer.result, rows=False)
-            if mode == "completion":
-                results += text_results((i for i in items if isinstance(i, str)), terms, source, dataset=answer.dataset)
-            else:
-                results += chunk_results(items, terms, source, scored=(mode == "chunks"), dataset=answer.dataset)
-    # Best first (stable: Cognee's own order breaks ties), so a limit keeps the best ones.
-    results.sort(key=lambda r: r.relevance, reverse=True)
-    return results, errors
-
-
-def _items(value: Any, *, rows: bool) -> list[Any]:
-    """A dataset's answer as a flat list of items.
-
-    Without access control Cognee returns a bare list of per-dataset answers, except that a
-    single answer which is itself a list is returned as that list; so a list may hold items
-    (strings, chunk dicts, Cypher rows) or lists of them. Cypher rows are lists too: a list of
-    lists of lists is the nested form.
-    """
-    if not isinstance(value, list):
-        return [value]
-    if rows:
-        if (
-            value
-            and all(isinstance(v, list) for v in value)
-            and any(v and all(isinstance(x, list) for x in v) for v in value)
-        ):
-            return [row for v in value for row in v]
-        return value
-    return [x for v in value for x in (v if isinstance(v, list) else [v])]
-
-
-def cypher_for(query: str, limit: int) -> str:
-    """A Cypher query for the relationships touching the query's entity terms.
-
-    Terms are word characters only (stems of ``\\w+`` words), and are quoted with ``'`` and
-    ``\\`` escaped anyway, so a query can never change the statement's structure. Returns ``""``
-    when the query names no entity (nothing to look up).
-    """
-    from memory_router.backends.cognee.question import parse_question
-
-    terms = list(dict.fromkeys(t for m in parse_question(query).mentions for t in m.terms if len(t.stem) >= 3))[:8]
-    if not terms:
-        return ""
-    conds = []
-    for term in terms:
-        lit = "'" + term.stem.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        conds.append(f"lower(a.name) CONTAINS {lit} OR lower(b.name) CONTAINS {lit}")
-    return (
-        f"MATCH (a:Node)-[r]->(b:Node) WHERE {' OR '.join(conds)} "
-        f"RETURN a.name, r.relationship_name, b.name LIMIT {int(limit)}"
-    )
 
 
 def _detail(response: Any, redact: Callable[[str], str] = str) -> str:

@@ -254,3 +254,23 @@ def known_mentions(question: Question, names: Iterable[str]) -> list[bool]:
     """For each mention: does some entity node name cover all of its terms?"""
     words = [node_words(n) for n in set(names)]
     return [any(m.match(w) == 1.0 for w in words) for m in question.mentions]
+
+
+def cypher_for(query: str, limit: int) -> str:
+    """A Cypher query for the relationships touching the query's entity terms.
+
+    Terms are word characters only (stems of ``\\w+`` words), and are quoted with ``'`` and
+    ``\\`` escaped anyway, so a query can never change the statement's structure. Returns ``""``
+    when the query names no entity (nothing to look up).
+    """
+    terms = list(dict.fromkeys(t for m in parse_question(query).mentions for t in m.terms if len(t.stem) >= 3))[:8]
+    if not terms:
+        return ""
+    conds = []
+    for term in terms:
+        lit = "'" + term.stem.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        conds.append(f"lower(a.name) CONTAINS {lit} OR lower(b.name) CONTAINS {lit}")
+    return (
+        f"MATCH (a:Node)-[r]->(b:Node) WHERE {' OR '.join(conds)} "
+        f"RETURN a.name, r.relationship_name, b.name LIMIT {int(limit)}"
+    )

@@ -31,8 +31,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from memory_router.backends.base import Result
-from memory_router.backends.cognee.paths import STRUCTURAL_RELATIONS, Path, Relationship
-from memory_router.backends.cognee.question import UNKNOWN_CAP, Question, Term, relation_factor, score_edge, score_path
+from memory_router.backends.cognee.paths import STRUCTURAL_RELATIONS, Path, Relationship, entity_names, rows_to_paths
+from memory_router.backends.cognee.question import (
+    UNKNOWN_CAP,
+    Question,
+    Term,
+    known_mentions,
+    parse_question,
+    relation_factor,
+    score_edge,
+    score_path,
+)
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, identifier_parts, stem
 from memory_router.backends.totalrecall.parse import index_terms
 from memory_router.core.frozen import Frozen
@@ -270,3 +279,87 @@ def chunk_results(
             extra["dataset"] = dataset
         out.append(Result(content=_clip(text), relevance=score, source=source, **extra))
     return out
+
+
+# --------------------------------------------------------------------------- a whole answer
+
+RELATION_MODES = frozenset({"graph", "cypher"})  # answers made of relationships, scored against the question
+
+
+def graph_answer(payload: Any, mode: str) -> tuple[list[Relationship], dict[str, str], list[str]]:
+    """The relationships of a graph-context or Cypher answer (each with its dataset), the node
+    descriptions of graph contexts, and the Cypher rows that are not relationships, as text."""
+    answers, _ = unwrap(payload)
+    rels: list[Relationship] = []
+    nodes: dict[str, str] = {}
+    other: list[str] = []
+    for answer in answers:
+        items = _items(answer.result, rows=(mode == "cypher"))
+        if mode == "cypher":
+            found, rest = rows_to_relationships(items)
+            other += rest
+        else:
+            found = []
+            for context in (i for i in items if isinstance(i, str)):
+                found += parse_connections(context)
+                nodes.update(parse_nodes(context))
+        rels += [r.replace(dataset=answer.dataset) for r in found]
+    return rels, nodes, other
+
+
+def cypher_paths(payload: Any) -> list[Path]:
+    """The paths of a :func:`.cognee.paths.cypher_path` answer, from every dataset."""
+    answers, _ = unwrap(payload)
+    return [p for a in answers for p in rows_to_paths(_items(a.result, rows=True), a.dataset)]
+
+
+def to_results(
+    payload: Any, mode: str, query: str, source: str, explored: Any = None
+) -> tuple[list[Result], list[str]]:
+    """Contract results from a search response (plus what follow-up searches found, an
+    :class:`.cognee.explore.Explored`), and per-dataset error messages."""
+    answers, errors = unwrap(payload)
+    results: list[Result] = []
+    if mode in RELATION_MODES:
+        question = parse_question(query)
+        rels, nodes, other = graph_answer(payload, mode)
+        if explored is not None:
+            rels += explored.rels
+            results += path_results(explored.paths, question, source, via=explored.via)
+        # follow-ups find some edges again (Cypher's without Cognee's text): keep the first
+        rels = list({(r.source, r.relation, r.target, r.dataset): r for r in reversed(rels)}.values())[::-1]
+        unknown = not all(known_mentions(question, entity_names(rels)))
+        results += relationship_results(rels, question, source, nodes=nodes, unknown=unknown)
+        results += text_results(other, entity_terms(query), source)
+    else:
+        terms = entity_terms(query)
+        for answer in answers:
+            items = _items(answer.result, rows=False)
+            if mode == "completion":
+                results += text_results((i for i in items if isinstance(i, str)), terms, source, dataset=answer.dataset)
+            else:
+                results += chunk_results(items, terms, source, scored=(mode == "chunks"), dataset=answer.dataset)
+    # Best first (stable: Cognee's own order breaks ties), so a limit keeps the best ones.
+    results.sort(key=lambda r: r.relevance, reverse=True)
+    return results, errors
+
+
+def _items(value: Any, *, rows: bool) -> list[Any]:
+    """A dataset's answer as a flat list of items.
+
+    Without access control Cognee returns a bare list of per-dataset answers, except that a
+    single answer which is itself a list is returned as that list; so a list may hold items
+    (strings, chunk dicts, Cypher rows) or lists of them. Cypher rows are lists too: a list of
+    lists of lists is the nested form.
+    """
+    if not isinstance(value, list):
+        return [value]
+    if rows:
+        if (
+            value
+            and all(isinstance(v, list) for v in value)
+            and any(v and all(isinstance(x, list) for x in v) for v in value)
+        ):
+            return [row for v in value for row in v]
+        return value
+    return [x for v in value for x in (v if isinstance(v, list) else [v])]
