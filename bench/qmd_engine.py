@@ -32,6 +32,7 @@ from _qmd_index import MODEL, embedded_index, qmd_backend
 
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.keywords import structured_query
 
 CONCEPT = "how does error handling work in the API layer"
 TOPICS = [
@@ -122,7 +123,7 @@ def main() -> None:
     try:
         cli = qmd_backend(base, settings).transport()
         vec_doc = f"vec: {CONCEPT}"
-        structured = qmd_adapter.structured_query(CONCEPT)
+        structured = structured_query(CONCEPT)
         rows = []
         calls = {
             "concept (vector search)": ["query", ["--json", "-n", "10", "--no-rerank", "--explain"], vec_doc],

@@ -281,7 +281,7 @@ def execute(step: plan.Step, context: Any, state: Any) -> str:
 
 
 def _index_qmd(step: plan.Step, context: Any, state: Any) -> str:
-    from memory_router.backends.qmd.adapter import build_collection
+    from memory_router.backends.qmd.indexing import build_collection
 
     session, transport, index = context
     assert state.qmd is not None and transport is not None

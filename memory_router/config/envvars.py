@@ -29,7 +29,7 @@ TOTALRECALL = frozenset(
     }
 )
 
-# The adapter's own reads (qmd.py, _qmd_locate.py), and what the qmd program it runs reads that
+# The adapter's own reads (memory_router/backends/qmd/), and what the qmd program it runs reads that
 # changes results (index, config, models, devices); qmd inherits the router's environment.
 QMD = frozenset(
     {

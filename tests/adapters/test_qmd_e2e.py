@@ -18,6 +18,7 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.indexing import index_lock
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
@@ -233,7 +234,7 @@ def test_index_writers_wait_for_the_lock(tmp_path: Path) -> None:
         finally:
             done.set()
 
-    with qmd_adapter.index_lock(lock):
+    with index_lock(lock):
         thread = threading.Thread(target=writer)
         thread.start()
         assert not done.wait(1.0), "the writer ran while another held the index lock"

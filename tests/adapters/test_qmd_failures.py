@@ -19,7 +19,7 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.locate import DEFAULT_MODELS
+from memory_router.backends.qmd.locate import DEFAULT_MODELS, QmdCommand
 
 from ..support.qmd import needs_qmd
 
@@ -160,7 +160,7 @@ def test_settings_reject_unknown_keys() -> None:
 
 @given(st.text(max_size=40), st.lists(st.text(min_size=1, max_size=8), max_size=3))
 def test_argv_puts_options_first_then_double_dash_then_the_query(query: str, collections: list[str]) -> None:
-    command = qmd_adapter.QmdCommand(("/n/node", "/q/qmd.js"), Path("/q/qmd.js"), Path("/n/node"), "v22.0.0")
+    command = QmdCommand(("/n/node", "/q/qmd.js"), Path("/q/qmd.js"), Path("/n/node"), "v22.0.0")
     transport = qmd_adapter.CliTransport(command, env={}, cwd=Path("/tmp"), index="index")
     options = ["--json", "-n", "5"] + [x for c in collections for x in ("-c", c)]
     argv = transport.argv("search", options, query)

@@ -19,6 +19,7 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.locate import QmdCommand
 
 from ..support.qmd import QMD, needs_qmd
 
@@ -103,7 +104,7 @@ def test_cancelled_launcher_leaves_no_node_child(tmp_path: Path) -> None:
     b.context.environ["PATH"] = f"{QMD.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
     b.settings = dataclasses.replace(b.settings, qmd=str(launcher))
     b._transport = qmd_adapter.CliTransport(
-        qmd_adapter.QmdCommand((str(launcher),), launcher, None, None), env=b.env(), cwd=b.working_dir(), index="index"
+        QmdCommand((str(launcher),), launcher, None, None), env=b.env(), cwd=b.working_dir(), index="index"
     )
     seen = asyncio.run(_cancel_mid_flight(b, marker, expect=2))
     assert len(seen) >= 2, f"expected launcher + node child, saw {seen}"

@@ -155,7 +155,7 @@ def test_relevance_is_always_within_0_and_1(hits: list[dict], mode: str, coverag
 
 
 def test_reranker_fallback_scores_are_not_taken_as_relevance() -> None:
-    from memory_router.backends.qmd.adapter import really_reranked
+    from memory_router.backends.qmd.parse import really_reranked
 
     real = [_query_hit(0.9, 0.83, 0.75), _query_hit(0.4, 0.2, 0.75)]
     fallback = [_query_hit(0.88, 0.5, 0.75), _query_hit(0.5, 0.5, 0.75)]  # qmd's "fallback" reranker

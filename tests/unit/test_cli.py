@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memory_router.backends.qmd.adapter import local_embedding_model
+from memory_router.backends.qmd.indexing import local_embedding_model
 from memory_router.demo import SPEC_EXAMPLES, materialize
 
 from ..conftest import cli, write_json

@@ -12,17 +12,19 @@ import pytest
 
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.refresh import (
+from memory_router.backends.qmd.collection_scan import (
     CollectionSpec,
-    Schedule,
     collection_specs,
+    mask_regex,
+    pending_files,
+    scan,
+)
+from memory_router.backends.qmd.refresh import (
+    Schedule,
     freshness,
     index_lock_path,
     lock_held,
-    mask_regex,
-    pending_files,
     record_path,
-    scan,
     try_lock,
     unlock,
     write_record,
@@ -208,7 +210,7 @@ def test_the_index_lock_is_exclusive_and_shared_with_the_demo_lock(tmp_path: Pat
     assert fd is not None
     try:
         assert try_lock(lock) is None and lock_held(lock)
-        with open(lock, "a+b") as other:  # adapter.index_lock's way of taking it
+        with open(lock, "a+b") as other:  # indexing.index_lock's way of taking it
             with pytest.raises(BlockingIOError):
                 fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     finally:

@@ -36,6 +36,7 @@ heavily relaxed query is honestly weak.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from memory_router.backends.common import words as _words
 from memory_router.core.frozen import Frozen
@@ -280,3 +281,71 @@ def relaxation_ladder(terms: list[Term], max_forms: int = 3) -> list[KeywordForm
 def keyword_forms(query: str, signal: str | None = None, max_forms: int = 3) -> list[KeywordForm]:
     """What the adapter sends to ``qmd search`` for ``query``, strictest first (maybe none)."""
     return relaxation_ladder(extract_terms(query, signal), max_forms)
+
+
+# --------------------------------------------------------------------------- typed query documents
+
+
+_VEC_UNSAFE = re.compile(r"(^|\s)-+(?=[\w\"])")
+
+
+def vec_text(query: str) -> str:
+    """The query as a ``vec:`` line: one line, without ``-term`` negations (qmd rejects those)."""
+    return _VEC_UNSAFE.sub(r"\1", " ".join(query.split()))
+
+
+def structured_query(query: str, signal: str | None = None) -> str:
+    """A typed query document for ``qmd query``: the strict keyword form as ``lex:`` (when there
+    is one) and the whole query, on one line and without ``-term`` negations (qmd rejects those
+    in ``vec:``), as ``vec:``."""
+    vec = vec_text(query)
+    forms = keyword_forms(query, signal, 1)
+    lines = [f"lex: {forms[0].text}"] if forms else []
+    return "\n".join([*lines, f"vec: {vec}"])
+
+
+def typed_searches(document: str) -> list[dict[str, str]] | None:
+    """``lex: a b\nvec: a b`` (what :func:`structured_query` writes) as qmd's typed searches;
+    None for a plain question."""
+    searches = []
+    for line in document.split("\n"):
+        kind, sep, text = line.partition(": ")
+        if not sep or kind not in ("lex", "vec", "hyde") or not text.strip():
+            return None
+        searches.append({"type": kind, "query": text.strip()})
+    return searches or None
+
+
+class SemanticPlan(Frozen):
+    """How one vsearch/query call runs: the text ``sent`` (the question, or a typed ``lex:``/``vec:``
+    document when qmd does not expand it), the models that must be on disk (``needs``, a key of
+    :data:`.locate.MODES_NEED`: the embedding model, plus the generate model when expanding),
+    whether qmd expands the query and reranks, and a ``note`` saying what was skipped and why
+    (the attempt shows it)."""
+
+    sent: str
+    needs: str
+    expand: bool
+    rerank: bool
+    note: str | None = None
+
+
+def semantic_plan(
+    mode: str, query: str, signal: str | None, wanted: bool = False, absent: Mapping[str, str | None] | None = None
+) -> SemanticPlan:
+    """The :class:`SemanticPlan` of a vsearch/query call. ``absent``: why each optional model of a
+    local qmd (``generate``, ``rerank``) is not used, ``None`` when on disk; ``None`` for a qmd
+    server (its own models: a typed document for ``query``, reranked). ``wanted``: whether the
+    query should be expanded (the CLI's ``qmd vsearch`` always expands, the engine per settings)."""
+    if absent is None:
+        sent = structured_query(query, signal) if mode == "query" else query
+        return SemanticPlan(sent, "", False, mode == "query")
+    expand = wanted and absent["generate"] is None
+    rerank = mode == "query" and absent["rerank"] is None
+    notes = [f"query expansion skipped: {absent['generate']}"] if wanted and not expand else []
+    if mode == "query" and not rerank:
+        notes.append(f"reranking skipped: {absent['rerank']}; ranked by retrieval evidence")
+    structured = mode == "query" and not expand
+    sent = structured_query(query, signal) if structured else query
+    needs = ("vsearch" if mode == "vsearch" else "query-expand") if expand else "embed"
+    return SemanticPlan(sent, needs, expand, rerank, "; ".join(notes) or None)

@@ -57,7 +57,7 @@ DEFAULT_MODELS = {
 }
 MODEL_ENV = {"embed": "QMD_EMBED_MODEL", "generate": "QMD_GENERATE_MODEL", "rerank": "QMD_RERANK_MODEL"}
 MODES_NEED = {
-    # What a call needs on disk (qmd.SemanticPlan.needs): `qmd vsearch` always expands; a vector
+    # What a call needs on disk (keywords.SemanticPlan.needs): `qmd vsearch` always expands; a vector
     # search without expansion (the engine, or the CLI's typed `vec:` query) needs the embedding
     # model only; hybrid search with expansion needs the generate model too. The reranker is
     # never required: without it the call runs with --no-rerank.

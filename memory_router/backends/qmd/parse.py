@@ -12,7 +12,7 @@ hit contains *every* term of the keyword form that was sent (qmd ANDs them). So:
     relevance = coverage * (0.6 + 0.4 * score / best_score_in_this_answer)
 
 ``coverage`` is the sent form's share of the strict keyword query (1.0 unless relaxed, see
-``_qmd_keywords``). A hit containing all of the query's keywords therefore scores 0.6..1.0; an
+:mod:`.keywords`). A hit containing all of the query's keywords therefore scores 0.6..1.0; an
 answer to a query relaxed to half its keywords peaks at 0.5 (the threshold region, like Total
 Recall's "about half the query's content"); one relaxed to a third stays below 0.4 (weak). When
 every score rounds to 0, all hits count as best.
@@ -347,3 +347,33 @@ def _snippet_span(snippet: str) -> tuple[int, int]:
     if m is None:
         return 0, 0
     return int(m.group(1)), int(m.group(2) or 1)
+
+
+def cosine_hits(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hits of a typed ``vec:`` query (``--explain``, no rerank) as ``qmd vsearch`` reports them:
+    the score is the hit's best vector score (a cosine), hits under qmd's vsearch floor of 0.3 are
+    dropped, best first."""
+    out = []
+    for hit in hits:
+        explain = hit.get("explain")
+        if not isinstance(explain, dict):
+            continue
+        scores = [v for v in explain.get("vectorScores") or () if isinstance(v, (int, float))]
+        if scores and max(scores) >= VSEARCH_FLOOR:
+            out.append({k: v for k, v in hit.items() if k != "explain"} | {"score": round(max(scores), 2)})
+    return sorted(out, key=lambda h: -h["score"])
+
+
+def really_reranked(hits: list[dict[str, Any]], stderr: str) -> bool:
+    """Whether ``qmd query`` blended a real reranker score into these hits.
+
+    Not when it skipped reranking (``rrf.weight`` 1.0), nor when the reranker could not load:
+    qmd then prints "Reranker unavailable" (first time only; later calls hit its cache) and
+    scores every chunk exactly 0.5 (observed with a stand-in model), which carries no signal.
+    """
+    explains = [h["explain"] for h in hits if isinstance(h.get("explain"), dict)]
+    if not explains or "Reranker unavailable" in stderr:
+        return False
+    if all(isinstance(e.get("rrf"), dict) and e["rrf"].get("weight", 1.0) == 1.0 for e in explains):
+        return False
+    return not all(e.get("rerankScore") == 0.5 for e in explains)
