@@ -24,7 +24,7 @@ RECORD_NAME = "openclaw-install.json"  # in memory-router's state dir: what inst
 MEMORY_MASK = "{MEMORY.md,memory.md,USER.md,dreams.md,memory/**/*.md}"
 
 
-class Step(Frozen):
+class InstallStep(Frozen):
     """One change. ``argv``: the program it runs (an argument list, never a shell line), ``None``
     for a file memory-router writes itself (``path``); ``payload``: what is written."""
 
@@ -133,13 +133,13 @@ def _settings_ops(s: InstallState, after_plugin_install: bool) -> list[dict[str,
     return ops
 
 
-def plan_install(s: InstallState) -> list[Step]:
+def plan_install(s: InstallState) -> list[InstallStep]:
     """The steps that bring ``s`` to an installed state, in order; ``[]`` when it is installed."""
-    steps: list[Step] = []
+    steps: list[InstallStep] = []
     if s.record is None:
         before = previous(s.config)
         steps.append(
-            Step(
+            InstallStep(
                 "record",
                 f"remember the memory slot ({before['slot'] or 'unset: memory-core'}) and memory-core's "
                 f"enabled ({'unset' if before['memory_core_enabled'] is None else before['memory_core_enabled']}) "
@@ -150,18 +150,18 @@ def plan_install(s: InstallState) -> list[Step]:
         )
     if not s.plugin_current:
         argv = (*s.openclaw, "plugins", "install", "--force", "--accept-capabilities", s.plugin_source)
-        steps.append(Step("plugin", "copy the plugin into OpenClaw (selects the memory slot)", argv=argv))
+        steps.append(InstallStep("plugin", "copy the plugin into OpenClaw (selects the memory slot)", argv=argv))
     ops = _settings_ops(s, after_plugin_install=not s.plugin_current)
     if ops:
         keys = ", ".join(f"{op['path']}={json.dumps(op['value'])}" for op in ops)
-        steps.append(Step("configure", f"set {keys}", argv=_config_set(s.openclaw, ops)))
+        steps.append(InstallStep("configure", f"set {keys}", argv=_config_set(s.openclaw, ops)))
     if not s.workspace_exists:
         steps.append(
-            Step("workspace", f"create agent {s.agent}'s workspace (the plugin's memory root)", path=s.workspace)
+            InstallStep("workspace", f"create agent {s.agent}'s workspace (the plugin's memory root)", path=s.workspace)
         )
     if s.router_config_path is not None and s.router_config is not None:
         steps.append(
-            Step(
+            InstallStep(
                 "router-config",
                 "write router-config.json: the packaged rules, qmd searching the agent's collection",
                 path=s.router_config_path,
@@ -170,7 +170,7 @@ def plan_install(s: InstallState) -> list[Step]:
         )
     if s.qmd is not None and not s.qmd.exists:
         steps.append(
-            Step(
+            InstallStep(
                 "qmd-collection",
                 f"index agent {s.agent}'s memory files as qmd collection {s.qmd.collection}",
                 argv=s.qmd.argv,
@@ -178,15 +178,17 @@ def plan_install(s: InstallState) -> list[Step]:
         )
     if s.force or not s.backends_json_exists:
         steps.append(
-            Step("backends", "write backends.json from the probes (as `memory-router init`)", path=s.backends_json)
+            InstallStep(
+                "backends", "write backends.json from the probes (as `memory-router init`)", path=s.backends_json
+            )
         )
     return steps
 
 
-def plan_uninstall(s: UninstallState) -> list[Step]:
+def plan_uninstall(s: UninstallState) -> list[InstallStep]:
     """The steps that give OpenClaw's memory back to what install found (memory-core when it
     found OpenClaw's defaults); ``[]`` when memory-router is not installed."""
-    steps: list[Step] = []
+    steps: list[InstallStep] = []
     ours = _get(s.config, SLOT) == PLUGIN_ID or entry(s.config, PLUGIN_ID, "enabled") is not None
     if not (s.plugin_present or ours or s.record is not None):
         return steps  # never installed here: memory-core's settings are the user's own
@@ -194,23 +196,27 @@ def plan_uninstall(s: UninstallState) -> list[Step]:
         # OpenClaw's own uninstall removes the copy, its install record and settings, and resets
         # the slot to memory-core; it leaves `plugins.entries.memory-router.enabled: false` behind.
         argv = (*s.openclaw, "plugins", "uninstall", PLUGIN_ID, "--force")
-        steps.append(Step("plugin", "remove the plugin from OpenClaw (the slot goes back to memory-core)", argv=argv))
+        steps.append(
+            InstallStep("plugin", "remove the plugin from OpenClaw (the slot goes back to memory-core)", argv=argv)
+        )
         unset = f"plugins.entries.{PLUGIN_ID}"
         steps.append(
-            Step("forget", f"drop what is left of {unset}", argv=(*s.openclaw, "config", "unset", unset), unset=unset)
+            InstallStep(
+                "forget", f"drop what is left of {unset}", argv=(*s.openclaw, "config", "unset", unset), unset=unset
+            )
         )
     before = _mapping(_mapping(s.record).get("previous"))
     slot = before.get("slot")
     if isinstance(slot, str) and slot not in (PLUGIN_ID, MEMORY_CORE):
         steps.append(
-            Step("slot", f"give the memory slot back to {slot}", argv=_config_set(s.openclaw, [_op(SLOT, slot)]))
+            InstallStep("slot", f"give the memory slot back to {slot}", argv=_config_set(s.openclaw, [_op(SLOT, slot)]))
         )
     core_was = before.get("memory_core_enabled")
     core_now = entry(s.config, MEMORY_CORE, "enabled")
     core_key = f"plugins.entries.{MEMORY_CORE}.enabled"
     if isinstance(core_was, bool) and core_now != core_was:
         steps.append(
-            Step(
+            InstallStep(
                 "memory-core",
                 f"set {core_key}={json.dumps(core_was)} again",
                 argv=_config_set(s.openclaw, [_op(core_key, core_was)]),
@@ -218,7 +224,7 @@ def plan_uninstall(s: UninstallState) -> list[Step]:
         )
     elif core_was is None and core_now is not None:
         steps.append(
-            Step(
+            InstallStep(
                 "memory-core",
                 f"unset {core_key} (memory-core enabled, OpenClaw's default)",
                 argv=(*s.openclaw, "config", "unset", core_key),
@@ -226,7 +232,7 @@ def plan_uninstall(s: UninstallState) -> list[Step]:
             )
         )
     if s.record is not None:
-        steps.append(Step("record", "delete install's record", path=s.record_path))
+        steps.append(InstallStep("record", "delete install's record", path=s.record_path))
     return steps
 
 

@@ -268,7 +268,7 @@ def _key_present(dotted: str) -> bool:
     return True
 
 
-def execute(step: plan.Step, context: Any, state: Any) -> str:
+def execute(step: plan.InstallStep, context: Any, state: Any) -> str:
     """Run one step; what it did, in a few words."""
     if step.unset is not None and not _key_present(step.unset):
         return "already gone"
@@ -280,7 +280,7 @@ def execute(step: plan.Step, context: Any, state: Any) -> str:
     return _write_step(step, context, state)
 
 
-def _index_qmd(step: plan.Step, context: Any, state: Any) -> str:
+def _index_qmd(step: plan.InstallStep, context: Any, state: Any) -> str:
     from memory_router.backends.qmd.indexing import build_collection
 
     session, transport, index = context
@@ -295,7 +295,7 @@ def _index_qmd(step: plan.Step, context: Any, state: Any) -> str:
     return "done"
 
 
-def _write_step(step: plan.Step, context: Any, state: Any) -> str:
+def _write_step(step: plan.InstallStep, context: Any, state: Any) -> str:
     assert step.path is not None
     target = Path(step.path)
     if step.id == "record" and step.payload is None:  # uninstall: forget it
@@ -391,7 +391,7 @@ def _report(out: dict[str, Any], code: int) -> None:
     sys.exit(code)
 
 
-def carry_out(steps: list[plan.Step], context: Any, state: Any, out: dict[str, Any]) -> None:
+def carry_out(steps: list[plan.InstallStep], context: Any, state: Any, out: dict[str, Any]) -> None:
     """Run the steps in order, each reported on stderr and in ``out``; stops at the first failure."""
     done: list[dict[str, Any]] = out["steps"]
     for index, step in enumerate(steps, 1):

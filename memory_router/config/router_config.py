@@ -29,7 +29,7 @@ from memory_router.config.defaults import CooldownConfig as CooldownConfig
 from memory_router.config.paths import packaged_config
 from memory_router.core.errors import InvalidConfig
 from memory_router.core.frozen import Frozen
-from memory_router.core.rules import Rule, RuleTable, Step, compile_rule, signal_regex
+from memory_router.core.rules import ChainStep, Rule, RuleTable, compile_rule, signal_regex
 
 _UNSET: Any = object()
 
@@ -362,13 +362,15 @@ def compile_config(data: Any, path: Path, settings: Mapping[str, Any] | None = N
 
 def chain_of(
     chain: Iterable[tuple[str, str | None]], extend: Iterable[tuple[str, str | None]], table: str
-) -> tuple[Step, ...]:
+) -> tuple[ChainStep, ...]:
     """A rule's chain as the config's ``table`` has it: the spec's steps, then (``extended``) its
     ``extend`` steps that are not in it already, marked as extensions."""
-    steps = tuple(Step(backend, mode) for backend, mode in chain)
+    steps = tuple(ChainStep(backend, mode) for backend, mode in chain)
     if table != "extended":
         return steps
-    return steps + tuple(Step(backend, mode, True) for backend, mode in extend if Step(backend, mode) not in steps)
+    return steps + tuple(
+        ChainStep(backend, mode, True) for backend, mode in extend if ChainStep(backend, mode) not in steps
+    )
 
 
 def _steps(chain: Any, extend: Any, label: str) -> Any:

@@ -34,7 +34,7 @@ from memory_router.backends.base import (
     BlockingBackend,
 )
 from memory_router.core.frozen import Frozen
-from memory_router.core.rules import Step
+from memory_router.core.rules import ChainStep
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -87,7 +87,7 @@ class Policy(Frozen):
 
 
 class Attempt(Frozen):
-    step: Step
+    step: ChainStep
     response: BackendResponse
     duration_ms: int  # measured by the router, wall clock
     accepted: bool

@@ -41,13 +41,13 @@ from memory_router.core.envelope import ALL_BACKENDS_FAILED, ALL_BACKENDS_FAILED
 from memory_router.core.frozen import Frozen
 from memory_router.core.plan import Plan
 from memory_router.core.routerlog import RouterLog
-from memory_router.core.rules import Step
+from memory_router.core.rules import ChainStep
 
 # The strategies that ask every usable step at once.
 BATCHED = frozenset({"fuse", "fill"})
 
 # Puts a step's answer on the one relevance scale (memory_router.core.calibration); pure, no I/O.
-Calibrate = Callable[[Step, BackendResponse], BackendResponse]
+Calibrate = Callable[[ChainStep, BackendResponse], BackendResponse]
 
 
 class Call(Frozen):
@@ -111,7 +111,7 @@ class Fallback:
         self._attempts: dict[int, Attempt] = {}  # by step index: the chain's order, whatever the strategy
         self.events: list[LogEvent] = []
         self._next = 0  # index of the next step to consider
-        self._pending: list[tuple[int, Step, bool]] = []  # (step index, step, cut by the deadline)
+        self._pending: list[tuple[int, ChainStep, bool]] = []  # (step index, step, cut by the deadline)
         self._done = False
 
     @property
@@ -174,7 +174,7 @@ class Fallback:
 
     # ------------------------------------------------------------------ the decisions
 
-    def _admit(self, index: int, step: Step, now: float) -> Call | None:
+    def _admit(self, index: int, step: ChainStep, now: float) -> Call | None:
         """The call for ``step``, or ``None`` with the reason recorded as its attempt."""
         timeout_s, cut = self.policy.timeout_s, False
         if self.deadline is not None:
@@ -199,12 +199,12 @@ class Fallback:
         )
         return Call(step.backend, request, timeout_s)
 
-    def _skip(self, index: int, step: Step, code: str, message: str) -> None:
+    def _skip(self, index: int, step: ChainStep, code: str, message: str) -> None:
         self._attempts[index] = Attempt(
             step, BackendResponse.failure(step.backend, self.query, code, message), 0, False
         )
 
-    def _judge(self, step: Step, response: BackendResponse, cut_by_deadline: bool) -> BackendResponse:
+    def _judge(self, step: ChainStep, response: BackendResponse, cut_by_deadline: bool) -> BackendResponse:
         """A call's answer as the router judges it: a deadline's cut named, the relevance
         calibrated, and the outcome counted for the backend's cooldown."""
         if cut_by_deadline and response.error_code == QUERY_TIMEOUT:

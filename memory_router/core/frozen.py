@@ -4,13 +4,13 @@
 envelope, a rule, a plan step, a parsed config, an adapter's internal record) is a subclass of
 :class:`Frozen`, declared with class annotations and defaults::
 
-    class Step(Frozen):
+    class ChainStep(Frozen):
         backend: str
         mode: str | None = None
 
 It is then immutable (``AttributeError`` naming the class), slotted (no ``__dict__``), equal only
 to a value of exactly its own type with equal fields (never to a tuple, unlike a ``NamedTuple``:
-``Step("qmd") != ("qmd", None)``), hashed by its fields (a ``TypeError`` while one is unhashable,
+``ChainStep("qmd") != ("qmd", None)``), hashed by its fields (a ``TypeError`` while one is unhashable,
 as a frozen dataclass), shown as ``Name(field=value, ...)``, picklable and copyable, and has
 :meth:`Frozen.replace`. It does not unpack or index as a tuple: read fields by name. Fields that
 hold several things hold tuples (or read-only mappings), so a value is immutable all the way

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from memory_router.config.installed import Installed
 from memory_router.core.frozen import Frozen
-from memory_router.core.rules import RuleMatch, Step
+from memory_router.core.rules import ChainStep, RuleMatch
 
 
 class SkippedStep(Frozen):
-    step: Step
+    step: ChainStep
     reason: str
 
 
 class Plan(Frozen):
     match: RuleMatch
-    steps: tuple[Step, ...]
+    steps: tuple[ChainStep, ...]
     skipped: tuple[SkippedStep, ...]
 
     @property
@@ -36,7 +36,7 @@ class Plan(Frozen):
         }
 
 
-def _step(step: Step) -> dict[str, str | bool | None]:
+def _step(step: ChainStep) -> dict[str, str | bool | None]:
     shown: dict[str, str | bool | None] = {"backend": step.backend, "mode": step.mode}
     if step.extension:  # beyond the spec's table: route says so ("table": "spec" turns it off)
         shown["extension"] = True
@@ -44,7 +44,7 @@ def _step(step: Step) -> dict[str, str | bool | None]:
 
 
 def make_plan(match: RuleMatch, installed: Installed) -> Plan:
-    steps: list[Step] = []
+    steps: list[ChainStep] = []
     skipped: list[SkippedStep] = []
     for step in match.rule.chain:
         reason = installed.unusable_reason(step.backend)

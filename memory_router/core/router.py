@@ -44,7 +44,7 @@ from memory_router.core.fallback import Calibrate, Fallback, ms
 from memory_router.core.plan import Plan, make_plan
 from memory_router.core.query import check_query
 from memory_router.core.routerlog import RouterLog
-from memory_router.core.rules import Rule, RuleMatch, Step
+from memory_router.core.rules import ChainStep, Rule, RuleMatch
 
 if TYPE_CHECKING:  # types only: the one-shot CLI never imports concurrent.futures (the daemon's executor)
     from collections.abc import Awaitable, Callable, Generator
@@ -98,7 +98,7 @@ class Router:
 
         wanted = asked(query, rule)
 
-        def calibrate(step: Step, response: BackendResponse) -> BackendResponse:
+        def calibrate(step: ChainStep, response: BackendResponse) -> BackendResponse:
             key_of = getattr(self.backend(step.backend), "calibration_key", None)
             return response if key_of is None else calibration.apply(key_of(step.mode), wanted, response)
 

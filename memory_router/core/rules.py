@@ -33,7 +33,7 @@ _FLAGS = regex.IGNORECASE | regex.UNICODE
 _EXT_PLACEHOLDER = "{{file_extensions}}"
 
 
-class Step(Frozen):
+class ChainStep(Frozen):
     """One step of a fallback chain: a backend and, for qmd, its search mode."""
 
     backend: str
@@ -60,7 +60,7 @@ class Rule(Frozen):
     description: str
     strong_sources: tuple[str, ...]
     weak_sources: tuple[str, ...]
-    chain: tuple[Step, ...]
+    chain: tuple[ChainStep, ...]
     strong_regex: str | None
     weak_regex: str | None
     _compiled: dict[str, regex.Pattern[str]]
@@ -72,7 +72,7 @@ class Rule(Frozen):
         description: str,
         strong_sources: tuple[str, ...],
         weak_sources: tuple[str, ...],
-        chain: tuple[Step, ...],
+        chain: tuple[ChainStep, ...],
         strong_regex: str | None = None,
         weak_regex: str | None = None,
     ) -> None:
@@ -154,7 +154,7 @@ def compile_rule(
     description: str,
     strong: Sequence[str],
     weak: Sequence[str],
-    chain: tuple[Step, ...],
+    chain: tuple[ChainStep, ...],
     file_extensions: Sequence[str] = (),
     path: Path | str = "router-config.json",
     label: str = "",

@@ -46,7 +46,7 @@ CLEANUP_S = 2.0
 backend process groups, which takes milliseconds) and how long the transport gets to write the
 last answers and close, before the daemon goes on without them. It bounds a forced exit too."""
 
-Step = Literal["stop", "force", "none"]
+ExitAction = Literal["stop", "force", "none"]
 
 
 class ExitState:
@@ -67,7 +67,7 @@ class ExitState:
             f"reason={self.reason!r}, exit_code={self.exit_code!r})"
         )
 
-    def request_exit(self, reason: str, *, exit_code: int = 0) -> Step:
+    def request_exit(self, reason: str, *, exit_code: int = 0) -> ExitAction:
         """A graceful exit (a signal, ``daemon stop``, idle, a broken stdout). Only the first sets
         the reason; a failure's exit code counts whenever it comes."""
         self.exit_code = max(self.exit_code, exit_code)
@@ -76,7 +76,7 @@ class ExitState:
         self.should_exit, self.reason = True, reason
         return "stop"
 
-    def on_signal(self, name: str) -> Step:
+    def on_signal(self, name: str) -> ExitAction:
         """SIGTERM/SIGINT: the first asks for a graceful exit, the next one forces it."""
         if not self.should_exit:
             return self.request_exit(name)
@@ -86,7 +86,7 @@ class ExitState:
         return "force"
 
 
-class Transport(Protocol):
+class DaemonTransport(Protocol):
     """What a transport fills in; :class:`Lifecycle` drives it."""
 
     in_flight: set[asyncio.Task[None]]
@@ -120,7 +120,7 @@ class Lifecycle:
         self.state = ExitState()
         self.exiting = asyncio.Event()  # should_exit, for transports that wait on it
         self._forced = asyncio.Event()
-        self._transport: Transport | None = None
+        self._transport: DaemonTransport | None = None
 
     @property
     def should_exit(self) -> bool:
@@ -130,7 +130,7 @@ class Lifecycle:
     def force_exit(self) -> bool:
         return self.state.force_exit
 
-    async def serve(self, transport: Transport) -> int:
+    async def serve(self, transport: DaemonTransport) -> int:
         """The whole life of ``transport``; returns the exit code."""
         self._transport = transport
         loop = asyncio.get_running_loop()

@@ -228,9 +228,9 @@ def test_envelopes_from_any_attempts_are_immutable_and_round_trip_through_json(
     from memory_router.core.attempts import Policy
     from memory_router.core.fallback import Fallback
     from memory_router.core.plan import Plan
-    from memory_router.core.rules import Rule, RuleMatch, Step
+    from memory_router.core.rules import ChainStep, Rule, RuleMatch
 
-    steps = tuple(Step(name) for name in chain)
+    steps = tuple(ChainStep(name) for name in chain)
     plan = Plan(RuleMatch(Rule(7, "default", "", (), (), steps), "default"), steps, ())
     machine = Fallback("q", plan, Policy(), now=0.0, strategy=strategy)
     while calls := machine.next_calls(0.0):

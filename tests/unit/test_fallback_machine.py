@@ -15,12 +15,12 @@ from memory_router.core.attempts import COOLDOWN, DEADLINE_EXCEEDED, Policy
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.fallback import Call, Fallback, LogEvent
 from memory_router.core.plan import Plan
-from memory_router.core.rules import Rule, RuleMatch, Step
+from memory_router.core.rules import ChainStep, Rule, RuleMatch
 
-STEPS = (Step("qmd", "query"), Step("totalrecall"), Step("lossless", None, True))
+STEPS = (ChainStep("qmd", "query"), ChainStep("totalrecall"), ChainStep("lossless", None, True))
 
 
-def plan(steps: Sequence[Step] = STEPS) -> Plan:
+def plan(steps: Sequence[ChainStep] = STEPS) -> Plan:
     rule = Rule(7, "default", "", (), (), tuple(steps))
     return Plan(RuleMatch(rule, "default", None, None, None), tuple(steps), ())
 

@@ -15,7 +15,7 @@ import pytest
 from memory_router.backends.base import BackendContext, BackendResponse, Result
 from memory_router.core.envelope import error_envelope
 from memory_router.core.frozen import Frozen
-from memory_router.core.rules import Rule, Step
+from memory_router.core.rules import ChainStep, Rule
 
 
 class Point(Frozen):
@@ -202,14 +202,14 @@ def test_post_init_checks_every_construction_replace_and_copy() -> None:
 
 
 def test_a_value_never_equals_a_tuple_a_subclass_or_a_lookalike() -> None:
-    # The NamedTuple leak this base closes: Step("qmd") == ("qmd", None) was True.
-    assert Step("qmd") != ("qmd", None, False) and ("qmd", None, False) != Step("qmd")
+    # The NamedTuple leak this base closes: ChainStep("qmd") == ("qmd", None) was True.
+    assert ChainStep("qmd") != ("qmd", None, False) and ("qmd", None, False) != ChainStep("qmd")
     assert Span(1, 2) != (1, 2, None) and Span(1, 2) != LabelledSpan(1, 2) and LabelledSpan(1, 2) != Span(1, 2)
     assert Span(1, 2) != Pair(1, 2) and Span(1, 2) != {"start": 1, "end": 2, "label": None}
     with pytest.raises(TypeError):
-        iter(Step("qmd"))  # type: ignore[call-overload]
+        iter(ChainStep("qmd"))  # type: ignore[call-overload]
     with pytest.raises(TypeError):
-        Step("qmd")[0]  # type: ignore[index]
+        ChainStep("qmd")[0]  # type: ignore[index]
 
 
 def test_a_class_definition_refuses_a_shared_mutable_default_and_misordered_defaults() -> None:
@@ -244,8 +244,8 @@ def _instances() -> list[Frozen]:
         BackendResponse.failure("qmd", "q", "X", "boom"),
         BackendContext(Path("/state"), {}, Path("/cwd")),
         error_envelope("q", "X", "y"),
-        Rule(1, "id", "d", ("a",), (), (Step("qmd"),), "(?P<s0>a)"),
-        Step("qmd", "query"),
+        Rule(1, "id", "d", ("a",), (), (ChainStep("qmd"),), "(?P<s0>a)"),
+        ChainStep("qmd", "query"),
     ]
 
 

@@ -15,7 +15,7 @@ from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.attempts import Attempt
 from memory_router.core.envelope import ALL_BACKENDS_FAILED
 from memory_router.core.fuse import RRF_K, fuse_results
-from memory_router.core.rules import Step
+from memory_router.core.rules import ChainStep
 
 from ..conftest import ALL_BACKENDS, STARTER, installed, make_router
 
@@ -163,7 +163,7 @@ def test_fused_results_are_unique_capped_and_ordered_by_their_rrf_score(answers,
         response = BackendResponse(
             query_echo="q", results=results, result_count=len(results), status="success", backend=f"b{i}"
         )
-        attempts.append(Attempt(Step(f"b{i}"), response, 1, True))
+        attempts.append(Attempt(ChainStep(f"b{i}"), response, 1, True))
     merged, top = fuse_results(attempts, limit)
     contents = [r.content for r in merged]
     assert len(contents) == len(set(contents)) == min(limit, len(set().union(*map(set, answers))))

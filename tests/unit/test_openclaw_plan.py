@@ -10,8 +10,8 @@ from typing import Any
 from memory_router.cli.openclaw_plan import (
     MEMORY_MASK,
     InstallState,
+    InstallStep,
     QmdState,
-    Step,
     UninstallState,
     plan_install,
     plan_uninstall,
@@ -63,11 +63,11 @@ def installed(**changes: Any) -> InstallState:
     return done.replace(**changes)
 
 
-def ids(steps: list[Step]) -> list[str]:
+def ids(steps: list[InstallStep]) -> list[str]:
     return [s.id for s in steps]
 
 
-def batch(step: Step) -> dict[str, Any]:
+def batch(step: InstallStep) -> dict[str, Any]:
     """The `config set --batch-json` operations of a step, by path."""
     assert step.argv is not None and step.argv[: len(OC) + 4] == (*OC, "config", "set", "--strict-json", "--batch-json")
     return {op["path"]: op["value"] for op in json.loads(step.argv[-1])}

@@ -99,7 +99,7 @@ GENERIC_NOUNS = frozenset(
 _WORD = re.compile(r"[^\W_]+(?:_[^\W_]+)*(?:'s)?", re.UNICODE)
 
 
-class Term(Frozen):
+class MentionWord(Frozen):
     """One word of a mention: its stem and, for identifiers, the stems of its parts."""
 
     stem: str
@@ -109,16 +109,16 @@ class Term(Frozen):
         return self.stem in terms or (bool(self.parts) and all(p in terms for p in self.parts))
 
 
-def term_of(word: str) -> Term:
+def term_of(word: str) -> MentionWord:
     parts = identifier_parts(word)
-    return Term(stem(word.lower()), tuple(stem(p) for p in parts) if len(parts) > 1 else ())
+    return MentionWord(stem(word.lower()), tuple(stem(p) for p in parts) if len(parts) > 1 else ())
 
 
 class Mention(Frozen):
     """An entity the question names: its words as written, its terms, and its side of the edge."""
 
     text: str
-    terms: tuple[Term, ...]
+    terms: tuple[MentionWord, ...]
     role: Role = "any"
 
     def match(self, node_words: frozenset[str]) -> float:

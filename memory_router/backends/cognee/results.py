@@ -34,8 +34,8 @@ from memory_router.backends.base import Result
 from memory_router.backends.cognee.paths import STRUCTURAL_RELATIONS, Path, Relationship, entity_names, rows_to_paths
 from memory_router.backends.cognee.question import (
     UNKNOWN_CAP,
+    MentionWord,
     Question,
-    Term,
     known_mentions,
     parse_question,
     relation_factor,
@@ -137,20 +137,20 @@ def is_relation_word(lower: str) -> bool:
     return lower in _RELATION_WORDS or lower.startswith(_RELATION_PREFIXES)
 
 
-def entity_terms(query: str) -> list[Term]:
+def entity_terms(query: str) -> list[MentionWord]:
     """The query's entity terms (see the module docstring), de-duplicated, in order."""
-    seen: dict[str, Term] = {}
+    seen: dict[str, MentionWord] = {}
     for word in _WORD.findall(query):
         lower = word.lower()
         if len(lower) < 2 or lower in STOPWORDS or lower in META_WORDS or is_relation_word(lower):
             continue
         parts = identifier_parts(word)
-        term = Term(stem(lower), tuple(stem(p) for p in parts) if len(parts) > 1 else ())
+        term = MentionWord(stem(lower), tuple(stem(p) for p in parts) if len(parts) > 1 else ())
         seen.setdefault(term.stem, term)
     return list(seen.values())
 
 
-def coverage(terms: list[Term], text: str) -> float | None:
+def coverage(terms: list[MentionWord], text: str) -> float | None:
     """Covered fraction of ``terms`` in ``text``; ``None`` when there are no terms."""
     if not terms:
         return None
@@ -158,7 +158,7 @@ def coverage(terms: list[Term], text: str) -> float | None:
     return sum(1 for t in terms if t.covered_by(words)) / len(terms)
 
 
-def relevance(terms: list[Term], text: str) -> float:
+def relevance(terms: list[MentionWord], text: str) -> float:
     c = coverage(terms, text)
     return NO_TERMS_RELEVANCE if c is None else round(c, 4)
 
@@ -227,7 +227,9 @@ def path_results(paths: Iterable[Path], question: Question, source: str, *, via:
     return out
 
 
-def text_results(texts: Iterable[str], terms: list[Term], source: str, *, dataset: str | None = None) -> list[Result]:
+def text_results(
+    texts: Iterable[str], terms: list[MentionWord], source: str, *, dataset: str | None = None
+) -> list[Result]:
     out = []
     for text in texts:
         if not text.strip():
@@ -256,7 +258,7 @@ def distance_relevance(score: Any) -> float:
 
 def chunk_results(
     payloads: Iterable[Any],
-    terms: list[Term],
+    terms: list[MentionWord],
     source: str,
     *,
     scored: bool,

@@ -74,7 +74,7 @@ _REGEX_NOISE = re.compile(r"\\[A-Za-z]|\[[^\]]*\]|\(\?[^:)]*[:)]|\{\{[^}]*\}\}|\
 _REGEX_LETTERS = re.compile(r"[A-Za-z]{3,}")
 
 
-class Term(Frozen):
+class KeywordTerm(Frozen):
     text: str  # exactly what is sent to qmd for this term
     weight: int  # 2: phrase, path or identifier; 1: plain word
     position: int  # order in the query, for stable tie-breaking
@@ -165,17 +165,17 @@ def _is_identifier(token: str) -> bool:
     )
 
 
-def extract_terms(query: str, signal: str | None = None) -> list[Term]:
+def extract_terms(query: str, signal: str | None = None) -> list[KeywordTerm]:
     """The keyword terms of ``query`` in query order (see the module docstring)."""
     triggers = trigger_words(signal)
-    terms: list[Term] = []
+    terms: list[KeywordTerm] = []
     seen: set[str] = set()
 
     def add(text: str, weight: int, position: int) -> None:
         key = text.lower()
         if text and key not in seen:
             seen.add(key)
-            terms.append(Term(text, weight, position))
+            terms.append(KeywordTerm(text, weight, position))
 
     position = 0
     for text, quoted in _pieces(query):
@@ -254,11 +254,11 @@ def _bare_token_terms(raw: str, triggers: frozenset[str]) -> list[tuple[str, int
     return out
 
 
-def relaxation_ladder(terms: list[Term], max_forms: int = 3) -> list[KeywordForm]:
+def relaxation_ladder(terms: list[KeywordTerm], max_forms: int = 3) -> list[KeywordForm]:
     """The strict form, then up to ``max_forms - 1`` relaxed forms with fewer terms.
 
     Terms keep their query order inside each form; which ones survive is decided by
-    :attr:`Term.priority`. Sizes are spread evenly from all terms down to one.
+    :attr:`KeywordTerm.priority`. Sizes are spread evenly from all terms down to one.
     """
     if not terms:
         return []
