@@ -30,7 +30,7 @@ from _common import environment_line, fmt, median, parser, repeats, table
 QUERY = "what did we decide about the database schema"
 
 # Timed phases of one `query`, run with `python -c` in a fresh interpreter: the same calls the
-# CLI makes without a daemon (entry -> client parser -> oneshot.run_query -> Session -> route).
+# CLI makes without a daemon (entry -> invocation parser -> oneshot.run_query -> Session -> route).
 PHASES = r"""
 import json, sys, time
 t = [time.perf_counter()]
@@ -41,7 +41,7 @@ t.append(time.perf_counter())
 from memory_router.core.envelope import error_envelope
 from memory_router.core.router import Router
 t.append(time.perf_counter())
-session = oneshot.Session(oneshot.Options(state_dir=sys.argv[1], backends_json=None, config=sys.argv[2]))
+session = oneshot.Session(oneshot.Options(state_dir=sys.argv[1], config=sys.argv[2]))
 t.append(time.perf_counter())
 installed = session.installed()
 t.append(time.perf_counter())

@@ -3,8 +3,9 @@ error codes (:data:`ERROR_CODES`: each code's exit code, origin, whether the thi
 in-process on it, and its meaning), and the envelope's fields with the error envelope.
 
 Everything that speaks to a caller is built from these tables: click's options
-(:mod:`memory_router.cli.main`), the thin client's argument parser and the error envelope it
-prints when it must answer itself (:mod:`memory_router.client.thin`), the one-shot path
+(:mod:`memory_router.cli.main`), the console script's argument parser
+(:mod:`memory_router.client.invocation`), the error envelope the thin client prints when it must
+answer itself (:mod:`memory_router.client.thin`), the one-shot path
 (:mod:`memory_router.cli.oneshot`), the exceptions' exit codes (:mod:`memory_router.core.errors`)
 and the :class:`~memory_router.core.envelope.Envelope` class. Path resolution has its own home,
 :mod:`memory_router.config.paths`; one diagnostic line on stderr is :func:`say`.
@@ -318,44 +319,6 @@ QUERY_OPTIONS: tuple[Option, ...] = (
     ),
 )
 COMMON_OPTIONS: tuple[Option, ...] = tuple(o for o in QUERY_OPTIONS if o.common)
-_BY_FLAG = {o.flag: o for o in QUERY_OPTIONS}
-
-
-def parse_query_args(args: list[str]) -> dict[str, Any] | None:
-    """``query``'s arguments as the click command reads them (keys: the options' ``dest``, and
-    ``query``), or ``None`` for anything this parser does not handle exactly (help, bad values,
-    unknown flags): click then parses them and reports the error."""
-    opts: dict[str, Any] = {}
-    positional: list[str] = []
-    i = 0
-    only_args = False
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if only_args or arg == "-" or not arg.startswith("-"):
-            positional.append(arg)
-            continue
-        if arg == "--":
-            only_args = True
-            continue
-        name, eq, given_text = arg.partition("=")
-        given: str | None = given_text
-        option = _BY_FLAG.get(name)
-        if option is None or (eq and option.kind == "flag"):
-            return None
-        if option.kind == "flag":
-            opts[option.dest] = True
-            continue
-        if not eq:  # "--limit 5": the value is the next argument (missing: None, click reports it)
-            given, i = (args[i] if i < len(args) else None), i + 1
-        value = option.value(given)
-        if value is None:
-            return None
-        opts[option.dest] = value
-    if len(positional) != 1:
-        return None
-    opts["query"] = positional[0]
-    return opts
 
 
 # ---------------------------------------------------------------------- the envelope

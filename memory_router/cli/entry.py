@@ -1,14 +1,16 @@
 """The ``memory-router`` console script.
 
-``memory-router query ...`` is what an agent runs for every memory lookup, so it first tries the
-warm daemon through :mod:`memory_router.client.thin`, which imports only the standard library (no
-click, no pydantic, no router): when a daemon answers, that is all this process imports. When
-none answers, ``query`` is routed in-process by :mod:`memory_router.cli.oneshot`, still without click.
+``memory-router query ...`` is what an agent runs for every memory lookup, so it resolves the
+invocation once (:mod:`memory_router.cli.query`: the arguments parsed into a ``QueryArgs``, the
+files resolved, the text read) and first asks the warm daemon through
+:mod:`memory_router.client.thin`, which imports only the standard library (no click, no pydantic,
+no router): when a daemon answers, that is all this process imports. When none answers,
+:mod:`memory_router.cli.oneshot` routes the same three values in-process, still without click.
 ``memory-router --help`` prints the pre-rendered text in :mod:`memory_router.cli.help_text`, also
 without click, when the terminal is wide enough for it to equal click's own. Every other command
-runs the click application in :mod:`memory_router.cli.main`; so do ``query`` arguments the client's
-parser leaves to click (``--help``, bad values, values only click accepts), and then the daemon is
-not tried again: the query routes in-process.
+runs the click application in :mod:`memory_router.cli.main`; so do ``query`` arguments the
+client's parser leaves to click (``--help``, bad values, values only click accepts), and then the
+daemon is not tried again: the query routes in-process.
 
 The commands that answer once and exit (``query``, ``route``, help) run without the cyclic
 garbage collector. Their imports alone allocate enough objects to trigger ~50 collections, ~10%
@@ -33,16 +35,13 @@ def main() -> None:
         from memory_router.cli.interrupt import install
 
         install()  # Ctrl-C/SIGTERM/SIGHUP: cancel the call, kill its backends, exit 130/143/129
-        from memory_router.client.thin import fast_query, parse_query_args
+        from memory_router.client.invocation import parse_query_args
 
-        code = fast_query(argv[1:])
-        if code is not None:
-            sys.exit(code)
-        opts = parse_query_args(argv[1:])
-        if opts is not None:
-            from memory_router.cli.oneshot import main as query_in_process
+        args = parse_query_args(argv[1:])
+        if args is not None:
+            from memory_router.cli.query import answer
 
-            query_in_process(opts)  # never returns
+            answer(args)  # never returns
         from memory_router.cli.main import IN_PROCESS
         from memory_router.cli.main import main as click_main
 

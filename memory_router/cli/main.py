@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from memory_router import __version__, contract
-from memory_router.cli.oneshot import Options, Session, read_query, run_query, write_json
+from memory_router.cli.oneshot import Options, Session, read_query, write_json
 from memory_router.contract import EXIT_ERROR, EXIT_OK, EXIT_USAGE, say
 from memory_router.core.errors import RouterError
 
@@ -134,59 +134,16 @@ def main() -> None:
 @main.command()
 @click.argument("query")
 @_with_options(contract.QUERY_OPTIONS)
-def query(
-    query: str,
-    pretty: bool,
-    timeout_ms: int | None,
-    limit: int | None,
-    min_relevance: float | None,
-    max_chars: int | None,
-    mode: str | None,
-    spawn: bool,
-    agent: str | None,
-    session_key: str | None,
-    since: str | None,
-    until: str | None,
-    **kw: Any,
-) -> None:
+def query(query: str, **options: Any) -> None:
     """Route QUERY and print the router envelope (JSON).
 
     QUERY '-' reads standard input."""
-    from memory_router.client import thin as client
+    from memory_router.cli.query import answer
+    from memory_router.client.invocation import QueryArgs
 
-    def via_daemon(text: str) -> int | None:
-        if click.get_current_context().obj is IN_PROCESS:  # the console script already decided: in-process
-            return None
-        return client.route_via_daemon(
-            text,
-            timeout_ms=timeout_ms,
-            limit=limit,
-            min_relevance=min_relevance,
-            max_chars=max_chars,
-            pretty=pretty,
-            spawn=spawn,
-            mode=mode,
-            agent=agent,
-            session_key=session_key,
-            since=since,
-            until=until,
-            **kw,
-        )
-
-    run_query(
-        query,
-        Options(**kw),
-        pretty=pretty,
-        timeout_ms=timeout_ms,
-        limit=limit,
-        min_relevance=min_relevance,
-        max_chars=max_chars,
-        via_daemon=via_daemon,
-        agent=agent,
-        session_key=session_key,
-        since=since,
-        until=until,
-    )
+    args = QueryArgs(query, **options)  # one keyword per option of the table, as the console script's parser
+    # The console script already decided for in-process when it handed the arguments to click.
+    answer(args, ask_daemon=click.get_current_context().obj is not IN_PROCESS)
 
 
 @main.command()

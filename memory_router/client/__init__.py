@@ -1,2 +1,3 @@
-"""The thin client of the socket daemon: ``thin`` answers ``memory-router query`` over the Unix
-socket, ``wire`` is what the daemon and its clients share (protocol version, socket path)."""
+"""The thin client of the socket daemon: ``invocation`` (a query's arguments parsed once into a
+``QueryArgs``, its text read once), ``thin`` (answers ``memory-router query`` over the Unix socket)
+and ``wire`` (what the daemon and its clients share: protocol version, socket path, context)."""

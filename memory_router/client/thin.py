@@ -1,9 +1,13 @@
 """The thin client: answer ``memory-router query`` from a warm daemon over its Unix socket.
 
 This module is on the hot path of every query an agent makes, so it imports only the standard
-library (and orjson, for ``--pretty`` only): no click, no pydantic, no regex, no router. If a
-daemon answers, the envelope it returns is printed and the process exits; otherwise
-:func:`route_via_daemon` returns ``None`` and the caller routes in-process exactly as before.
+library (and orjson, for ``--pretty`` only): no click, no pydantic, no ``json`` (nor the ``re`` it
+imports), no ``typing``, no router. It takes the invocation as the console script resolved it once
+(:mod:`memory_router.client.invocation`: the arguments, the files, the text) and
+:func:`route_via_daemon` answers it in three steps: :func:`connect_or_spawn`, :func:`handshake`
+and :func:`ask`. If a daemon answers, the envelope it returns is printed and the process exits;
+otherwise :func:`route_via_daemon` returns ``None`` and the caller routes in-process with the
+same three values.
 
 Wire protocol (JSON lines over a stream socket, the same lines as ``serve`` on stdin)::
 
@@ -39,10 +43,10 @@ from memory_router.client.wire import ProtocolMismatch as ProtocolMismatch
 from memory_router.client.wire import context as context
 from memory_router.client.wire import context_diff as context_diff
 from memory_router.client.wire import context_for as context_for
+from memory_router.client.wire import dumps, loads
 from memory_router.client.wire import env_digest as env_digest
 from memory_router.client.wire import socket_path as socket_path
 from memory_router.config import statedir
-from memory_router.config.paths import resolve_backends_json, resolve_config, resolve_state_dir
 from memory_router.contract import (
     COMMON_OPTIONS,
     DAEMON_MODES,
@@ -52,11 +56,13 @@ from memory_router.contract import (
     exit_code,
     say,
 )
-from memory_router.contract import parse_query_args as parse_query_args
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from typing import Any
+
+    from memory_router.client.invocation import QueryArgs
+    from memory_router.config.paths import FileOptions, Resolved
 
 # ---------------------------------------------------------------------- query
 
@@ -73,14 +79,11 @@ def _emit(envelope_line: bytes, pretty: bool) -> None:
 
 def _error_envelope(query: str, code: str, message: str) -> bytes:
     """The error envelope as the in-process CLI prints it (orjson's compact form), without orjson."""
-    import json
-
     if not (query.isascii() and message.isascii()):  # a path that is not UTF-8: escaped, as in-process
         from memory_router.output.jsonout import printable
 
         query, message = printable(query), printable(message)
-    fields = error_fields(query, code, message)
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return dumps(error_fields(query, code, message))
 
 
 def daemon_mode(flag: str | None = None) -> str:
@@ -91,165 +94,165 @@ def daemon_mode(flag: str | None = None) -> str:
     return mode
 
 
-def route_via_daemon(  # noqa: C901 - the client's one decision tree; each exit is an exit code
-    query: str,
-    *,
-    timeout_ms: int | None = None,
-    limit: int | None = None,
-    min_relevance: float | None = None,
-    max_chars: int | None = None,
-    pretty: bool = False,
-    state_dir: str | None = None,
-    backends_json: str | None = None,
-    config: str | None = None,
-    spawn: bool = False,
-    mode: str | None = None,
-    agent: str | None = None,
-    session_key: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
-) -> int | None:
-    """Answer ``query`` through the daemon and return the exit code, or ``None`` to route
-    in-process. In ``require`` mode it never returns ``None``. ``agent``/``session_key`` go as the
-    request's ``scope``; the daemon checks them as the in-process path does (``INVALID_SCOPE``)."""
-    mode = daemon_mode(mode)
-    if mode == "off":
-        return None
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        return None  # undecodable bytes from argv: the in-process path decides what they mean
-    spawn = spawn or os.environ.get("MEMORY_ROUTER_SPAWN", "") not in ("", "0")
-    state = resolve_state_dir(state_dir)
-    if statedir.problem(state):
-        return None  # the in-process path refuses it with STATE_DIR_UNSAFE and says why
-    backends = resolve_backends_json(state, backends_json)
-    cfg = resolve_config(config, state)
-    path = socket_path(state)
+class Unavailable(Exception):
+    """No daemon answer for this query: ``reason`` is the error envelope's message under
+    ``require``; ``warning``, if any, goes to stderr first: always, or with ``unless_required``
+    only when the query then routes in-process (``require`` says the reason instead)."""
 
-    def unavailable(reason: str) -> int | None:
+    def __init__(self, reason: str, warning: str | None = None, *, unless_required: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.warning, self.unless_required = reason, warning, unless_required
+
+
+def route_via_daemon(args: QueryArgs, files: Resolved, text: str) -> int | None:
+    """Answer the query (``text``, read once from ``args.query``) through a daemon serving
+    ``files``' context, print its envelope and return the exit code; ``None``: route in-process.
+    In ``require`` mode it never returns ``None``. ``args.agent``/``args.session_key`` go as the
+    request's ``scope``; the daemon checks them as the in-process path does (``INVALID_SCOPE``)."""
+    mode = daemon_mode(args.mode)
+    if mode == "off" or files.state_dir_problem:
+        return None  # (an unsafe state dir: the in-process path refuses it with STATE_DIR_UNSAFE)
+    try:
+        with connect_or_spawn(args, files, mode) as conn:
+            handshake(conn, files)
+            envelope_line, envelope = ask(conn, args, text)
+    except Unavailable as no:
+        if no.warning and not (no.unless_required and mode == "require"):
+            say(f"warning: {no.warning}")
         if mode != "require":
             return None
-        say(f"{reason} (MEMORY_ROUTER_DAEMON=require)")
-        _emit(_error_envelope(query, DAEMON_UNAVAILABLE, reason), pretty)
+        say(f"{no.reason} (MEMORY_ROUTER_DAEMON=require)")
+        _emit(_error_envelope(text, DAEMON_UNAVAILABLE, no.reason), args.pretty)
         return exit_code(DAEMON_UNAVAILABLE)
+    _emit(envelope_line, args.pretty)
+    if envelope.get("status") == "error":
+        say(envelope.get("error_message") or "all backends failed")
+        return exit_code(envelope.get("error_code"))
+    return 0
 
+
+def connect_or_spawn(args: QueryArgs, files: Resolved, mode: str) -> Connection:
+    """A connection to the daemon of ``files``' state dir. With none there and ``--spawn`` (or
+    ``$MEMORY_ROUTER_SPAWN``), one is started for the next queries: under ``require`` this query
+    waits for it; else this query routes in-process (raises :class:`Unavailable`)."""
+    path = socket_path(files.state_dir)
     try:
-        conn = Connection(path)
+        return Connection(path)
     except DaemonError as exc:
-        if not spawn:
-            return unavailable(str(exc))
-        try:
-            spawned = spawn_daemon(state_dir=state_dir, backends_json=backends_json, config=config)
-        except DaemonError as refused:
-            if mode != "require":
-                say(f"warning: not starting a daemon: {refused}")
-            return unavailable(f"{exc}; not starting a daemon: {refused}")
-        if spawned is None:
-            return unavailable(f"{exc}; not starting a daemon: the state directory {state} does not exist")
-        if mode != "require":
-            return None  # this query runs in-process; the next one finds the daemon warm
-        try:
-            conn = wait_for_daemon(path)
-        except DaemonError as exc2:
-            return unavailable(str(exc2))
-    with conn:
-        try:
-            hello = conn.hello()
-        except ProtocolMismatch as exc:
-            say(f"warning: {exc}")
-            return unavailable(str(exc))
-        except DaemonError as exc:
-            if mode != "require":
-                say(f"warning: {exc}; routing in-process")
-            return unavailable(str(exc))
-        theirs = hello.get("context")
-        mine = context_for(
-            theirs, cwd=os.getcwd(), environ=os.environ, state_dir=state, backends_json=backends, config=cfg
-        )
-        diff = context_diff(mine, theirs)
-        if diff:
-            return unavailable(
-                f"the daemon at {path} (pid {hello.get('pid')}) serves another context (differs in "
-                f"{', '.join(diff)}); routing in-process"
-            )
-        request: dict[str, Any] = {"query": query}
-        if timeout_ms is not None:
-            request["timeout_ms"] = timeout_ms
-        if limit is not None:
-            request["limit"] = limit
-        if min_relevance is not None:
-            request["min_relevance"] = min_relevance
-        if max_chars is not None:
-            request["max_chars"] = max_chars
-        if since:
-            request["since"] = since  # as typed: the daemon reads "yesterday" when it answers, now
-        if until:
-            request["until"] = until
-        if agent or session_key:
-            request["scope"] = {k: v for k, v in (("agent", agent), ("session_key", session_key)) if v}
-        # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.
-        wait = max(60.0, 8 * (timeout_ms or 5000) / 1000)
-        try:
-            import json
+        absent = str(exc)
+    if not (args.spawn or os.environ.get("MEMORY_ROUTER_SPAWN", "") not in ("", "0")):
+        raise Unavailable(absent)
+    try:
+        spawned = spawn_daemon(args, files)
+    except DaemonError as refused:
+        raise Unavailable(
+            f"{absent}; not starting a daemon: {refused}", f"not starting a daemon: {refused}", unless_required=True
+        ) from None
+    if spawned is None:
+        raise Unavailable(f"{absent}; not starting a daemon: the state directory {files.state_dir} does not exist")
+    if mode != "require":
+        raise Unavailable(f"{absent}; a daemon is starting")  # this query in-process, the next one warm
+    try:
+        return wait_for_daemon(path)
+    except DaemonError as exc:
+        raise Unavailable(str(exc)) from None
 
-            conn.send(json.dumps(request, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-            raw = conn.receive(wait)
-        except (DaemonError, UnicodeEncodeError) as exc:
-            say(f"warning: {exc}; routing in-process")
-            return unavailable(str(exc))
+
+def handshake(conn: Connection, files: Resolved) -> dict[str, Any]:
+    """``hello``, and the daemon's context compared with this process's (:func:`context_for`):
+    its reply, or :class:`Unavailable` (another protocol, a refusal, another context)."""
+    try:
+        hello = conn.hello()
+    except ProtocolMismatch as exc:
+        raise Unavailable(str(exc), str(exc)) from None
+    except DaemonError as exc:
+        raise Unavailable(str(exc), f"{exc}; routing in-process", unless_required=True) from None
+    theirs = hello.get("context")
+    mine = context_for(
+        theirs,
+        cwd=os.getcwd(),
+        environ=os.environ,
+        state_dir=files.state_dir,
+        backends_json=files.backends_json,
+        config=files.config,
+    )
+    diff = context_diff(mine, theirs)
+    if diff:
+        raise Unavailable(
+            f"the daemon at {conn.path} (pid {hello.get('pid')}) serves another context (differs in "
+            f"{', '.join(diff)}); routing in-process"
+        )
+    return hello
+
+
+def ask(conn: Connection, args: QueryArgs, text: str) -> tuple[bytes, dict[str, Any]]:
+    """Send the query, read the daemon's answer: the envelope line exactly as the in-process CLI
+    prints it, and the envelope; :class:`Unavailable` when it is not an answer to the query."""
+    request: dict[str, Any] = {"query": text}
+    for field in ("timeout_ms", "limit", "min_relevance", "max_chars"):
+        if (value := getattr(args, field)) is not None:
+            request[field] = value
+    if args.since:
+        request["since"] = args.since  # as typed: the daemon reads "yesterday" when it answers, now
+    if args.until:
+        request["until"] = args.until
+    if args.agent or args.session_key:
+        request["scope"] = {k: v for k, v in (("agent", args.agent), ("session_key", args.session_key)) if v}
+    # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.
+    wait = max(60.0, 8 * (args.timeout_ms or 5000) / 1000)
+    try:
+        conn.send(dumps(request))
+        raw = conn.receive(wait)
+    except DaemonError as exc:
+        raise Unavailable(str(exc), f"{exc}; routing in-process") from None
     # The daemon echoes our (absent) id first: {"id":null,<the envelope's fields>}. Dropping
     # that member leaves exactly the bytes the in-process CLI prints.
     prefix = b'{"id":null,'
     if not raw.startswith(prefix):
-        say("warning: unexpected response from the daemon; routing in-process")
-        return unavailable("unexpected response from the daemon")
+        unexpected = "unexpected response from the daemon"
+        raise Unavailable(unexpected, f"{unexpected}; routing in-process")
     envelope_line = b"{" + raw[len(prefix) :]
-    import json
-
     try:
-        envelope = json.loads(envelope_line)
+        envelope = loads(envelope_line)
     except ValueError:
-        say("warning: the daemon sent invalid JSON; routing in-process")
-        return unavailable("the daemon sent invalid JSON")
+        raise Unavailable("the daemon sent invalid JSON", "the daemon sent invalid JSON; routing in-process") from None
     code = envelope.get("error_code")
     if code in RETRY_IN_PROCESS:  # not an answer to the query (contract.ERROR_CODES' retry column)
-        say(f"warning: the daemon answered {code}: {envelope.get('error_message')}; routing in-process")
-        return unavailable(f"the daemon answered {code}")
-    _emit(envelope_line, pretty)
-    if envelope.get("status") == "error":
-        say(envelope.get("error_message") or "all backends failed")
-        return exit_code(code)
-    return 0
+        raise Unavailable(
+            f"the daemon answered {code}",
+            f"the daemon answered {code}: {envelope.get('error_message')}; routing in-process",
+        )
+    return envelope_line, envelope
 
 
 # ---------------------------------------------------------------------- spawning
 
 
-def spawn_daemon(
-    *, state_dir: str | None, backends_json: str | None, config: str | None, idle_exit: float | None = None
-) -> int | None:
+def spawn_daemon(opts: FileOptions, files: Resolved | None = None, *, idle_exit: float | None = None) -> int | None:
     """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
-    process's working directory, environment and flags, so that it serves this context. Returns
-    its pid, or ``None`` when the state directory does not exist (there is nothing to serve, and
-    creating the user's state directory is the installer's business). Raises
-    :class:`DaemonError` when the state dir is not this user's alone
+    process's working directory, environment and ``opts`` (``--state-dir``, ``--backends-json``,
+    ``--config`` as given; ``files``: what they resolve to, when the caller has it already), so
+    that it serves this context. Returns its pid, or ``None`` when the state directory does not
+    exist (there is nothing to serve, and creating the user's state directory is the installer's
+    business). Raises :class:`DaemonError` when the state dir is not this user's alone
     (:func:`memory_router.config.statedir.problem`) or ``daemon.log`` is not a regular file of ours (it
     is never opened through a symlink). Its stderr goes to ``<state dir>/daemon.log``."""
     import subprocess
 
-    state = resolve_state_dir(state_dir)
+    if files is None:
+        from memory_router.config.paths import resolve
+
+        files = resolve(opts)
+    state = files.state_dir
     if not os.path.isdir(state):
         return None
-    reason = statedir.problem(state)
-    if reason:
-        raise DaemonError(reason)
+    if files.state_dir_problem:
+        raise DaemonError(files.state_dir_problem)
     if idle_exit is None:
         idle_exit = float(os.environ.get("MEMORY_ROUTER_IDLE_EXIT") or 600)
     argv = [sys.executable, "-m", "memory_router", "serve", "--socket", "--idle-exit", f"{idle_exit:g}"]
-    given = {"state_dir": state_dir, "backends_json": backends_json, "config": config}
     for option in COMMON_OPTIONS:  # the daemon serves this process's context: the same files
-        value = given[option.dest]
+        value = getattr(opts, option.dest)
         if value:
             argv += [option.flag, value]
     log_path = os.path.join(state, "daemon.log")
@@ -283,31 +286,3 @@ def wait_for_daemon(path: str, timeout: float = 15.0) -> Connection:
             if time.monotonic() > deadline:
                 raise DaemonError(f"the daemon did not start listening on {path} within {timeout:.0f} s") from None
             time.sleep(0.05)
-
-
-# ---------------------------------------------------------------------- argv fast path
-
-
-def fast_query(args: list[str]) -> int | None:
-    """The console script's fast path for ``memory-router query ARGS``: the exit code if a
-    daemon answered (or ``require`` failed), else ``None`` (the click app runs the query)."""
-    opts = parse_query_args(args)
-    if opts is None or (opts.get("mode") or os.environ.get("MEMORY_ROUTER_DAEMON")) == "off":
-        return None
-    query = opts.pop("query")
-    if query == "-":
-        raw = sys.stdin.buffer.read()
-        try:
-            query = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            _restore_stdin(raw)  # the in-process path reports INVALID_UTF8 exactly as before
-            return None
-        _restore_stdin(raw)
-    return route_via_daemon(query, **opts)
-
-
-def _restore_stdin(raw: bytes) -> None:
-    """Put what was read back on sys.stdin, for the in-process path to read again."""
-    import io
-
-    sys.stdin = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8")

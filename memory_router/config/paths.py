@@ -16,6 +16,11 @@ OpenClaw reads it, then the default:
 * OpenClaw's agent workspace (:func:`openclaw_workspace`): Total Recall's memory root when the
   working directory is in no git repository.
 
+A command resolves its files once, with :func:`resolve`: the value it returns (:class:`Resolved`)
+is what a ``query`` hands to the daemon attempt and, when no daemon answers, to the in-process
+router; the state dir's trust check (:func:`memory_router.config.statedir.problem`) is made there,
+once, too.
+
 Standard library and ``os.path`` only, with strings: the thin client resolves these on every
 query and must not import ``pathlib``; the ``Path`` helpers import it when called.
 """
@@ -24,10 +29,25 @@ from __future__ import annotations
 
 import os
 
+from memory_router.config import statedir
+from memory_router.core.frozen import Frozen
+
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
+    from typing import Protocol
+
+    class FileOptions(Protocol):
+        """What :func:`resolve` reads: the values of ``contract.COMMON_OPTIONS`` (``None``: not given)."""
+
+        @property
+        def state_dir(self) -> str | None: ...
+        @property
+        def backends_json(self) -> str | None: ...
+        @property
+        def config(self) -> str | None: ...
+
 
 OPENCLAW_ROOT = "~/.openclaw"
 STATE_SUBDIR = "state"
@@ -109,6 +129,41 @@ def resolve_config(flag: str | os.PathLike[str] | None, state_dir: str, environ:
 def packaged_config_str() -> str:
     """The default router-config.json shipped inside the package (same file as the repo's)."""
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), CONFIG_NAME)
+
+
+# ---------------------------------------------------------------------- one command's files
+
+
+class Options(Frozen):
+    """The files a command reads: ``contract.COMMON_OPTIONS``' values (``None``: the default)."""
+
+    state_dir: str | None = None
+    backends_json: str | None = None
+    config: str | None = None
+
+
+class Resolved(Frozen):
+    """One command's files, resolved once (:func:`resolve`), as strings. ``config`` is the packaged
+    router-config.json when none is chosen; ``state_dir_problem`` is why the state dir cannot be
+    trusted (:func:`memory_router.config.statedir.problem`), ``None`` when it can."""
+
+    state_dir: str
+    backends_json: str
+    config: str
+    state_dir_problem: str | None
+
+
+def resolve(opts: FileOptions, environ: Mapping[str, str] = os.environ) -> Resolved:
+    """The state dir, backends.json and router-config.json that ``opts`` (a command's
+    ``--state-dir``, ``--backends-json`` and ``--config``; a ``query``'s :class:`QueryArgs`) and the
+    environment name, in the order of the module's docstring, and the state dir's trust check."""
+    state = resolve_state_dir(opts.state_dir, environ)
+    return Resolved(
+        state_dir=state,
+        backends_json=resolve_backends_json(state, opts.backends_json),
+        config=resolve_config(opts.config, state, environ),
+        state_dir_problem=statedir.problem(state),
+    )
 
 
 # ---------------------------------------------------------------------- OpenClaw's workspace

@@ -6,9 +6,11 @@ usage or configuration). Backend failures are not exceptions: they are ``error``
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from memory_router import contract
+
+TYPE_CHECKING = False  # not typing's (nor pathlib at run time): the console script reads a query's text with these
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class RouterError(Exception):

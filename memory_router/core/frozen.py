@@ -38,25 +38,29 @@ tells type checkers what the constructor takes.
 
 from __future__ import annotations
 
-from collections import deque
+import sys
 from itertools import repeat
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+# Not typing's: the thin client defines a Frozen value on every query, and importing typing (or
+# collections) would cost it milliseconds. Everything typing names here is for type checkers.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from typing import Any, ClassVar, TypeVar
 
     from typing_extensions import dataclass_transform
+
+    _F = TypeVar("_F", bound="Frozen")
 else:  # typing_extensions is a type checker's business; importing it would cost a cold query
 
-    def dataclass_transform(**_: object) -> Any:
+    def dataclass_transform(**_: object) -> object:
         return lambda cls: cls
 
 
-_F = TypeVar("_F", bound="Frozen")
-
 _setattr = object.__setattr__  # past Frozen.__setattr__, which refuses
-_consume: Callable[[Iterable[None]], None] = deque[None](maxlen=0).extend  # runs an iterator to its end, in C
+# Runs an iterator of Nones to its end, in C: any() stops only at a true item, and setattr
+# returns None.
+_consume = any
 
 # Defaults a class body may not share between instances (as a dataclass refuses them).
 _MUTABLE_DEFAULTS = (list, dict, set, bytearray)
@@ -64,9 +68,11 @@ _MUTABLE_DEFAULTS = (list, dict, set, bytearray)
 
 def _is_classvar(annotation: object) -> bool:
     """Whether an annotation (a string under ``from __future__ import annotations``) is ClassVar."""
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
-    text = text.removeprefix("typing.").removeprefix("t.")
-    return text == "ClassVar" or text.startswith("ClassVar[") or annotation is ClassVar
+    if not isinstance(annotation, str):  # evaluated (3.14 without the __future__ import)
+        typing = sys.modules.get("typing")  # a ClassVar was made by typing, so it is loaded then
+        return typing is not None and typing.ClassVar in (annotation, typing.get_origin(annotation))
+    text = annotation.removeprefix("typing.").removeprefix("t.")
+    return text == "ClassVar" or text.startswith("ClassVar[")
 
 
 def _own_annotations(namespace: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +177,7 @@ class Frozen(metaclass=_FrozenMeta):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # One generic constructor for every class: the fields by position, then by keyword, then
         # the defaults; the errors read like those of a written-out signature. The slots are set
-        # by map() inside a zero-length deque, in C: a Python loop here would cost every query's
+        # by map() inside any(), in C: a Python loop here would cost every query's
         # requests, calls and attempts ~1 us each (bench/overhead.py).
         fields = self._FIELDS
         if kwargs or len(args) != len(fields):

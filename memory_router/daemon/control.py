@@ -213,12 +213,7 @@ def start(idle_exit: float | None, **kw: Any) -> None:
     except client.DaemonError:
         pass
     try:
-        pid = client.spawn_daemon(
-            state_dir=kw.get("state_dir"),
-            backends_json=kw.get("backends_json"),
-            config=kw.get("config"),
-            idle_exit=idle_exit,
-        )
+        pid = client.spawn_daemon(paths.Options(**kw), idle_exit=idle_exit)
     except client.DaemonError as exc:
         say(f"not starting a daemon: {exc}")
         sys.exit(2)

@@ -167,9 +167,8 @@ def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeyp
     (serve, mcp, the daemon) must keep collecting or reference cycles would pile up."""
     import gc
 
-    from memory_router.cli import entry, help_text, interrupt, oneshot
+    from memory_router.cli import entry, help_text, interrupt, query
     from memory_router.cli import main as cli
-    from memory_router.client import thin as client
 
     seen: list[bool] = []
 
@@ -179,9 +178,7 @@ def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeyp
 
     monkeypatch.setattr(sys, "argv", ["memory-router", *argv])
     monkeypatch.setattr(interrupt, "install", lambda: None)  # keep pytest's own Ctrl-C handling
-    monkeypatch.setattr(client, "fast_query", lambda args: None)
-    monkeypatch.setattr(client, "parse_query_args", lambda args: {"query": "x"})
-    monkeypatch.setattr(oneshot, "main", record)
+    monkeypatch.setattr(query, "answer", record)
     monkeypatch.setattr(cli, "main", record)
     monkeypatch.setattr(help_text, "static_answer", lambda option: record())
     assert gc.isenabled()

@@ -1,13 +1,15 @@
 """The public contract's one table (memory_router.contract) means the same on every path.
 
-``query``'s options reach the router three ways: click's command (cli.py, built from the
-table), the console script's one-shot path (the table's parser, then oneshot.main) and the thin
-client (the same parser, then route_via_daemon). Each test here drives the real entry points with
-option combinations generated from the table and checks what the router would be asked to do.
+``query``'s options reach the router three ways: click's command (cli/main.py, built from the
+table), the console script's one-shot path (the table's parser, client/invocation.py, then
+oneshot.run_query) and the thin client (the same parser, then route_via_daemon). Each test here
+drives the real entry points with option combinations generated from the table and checks what
+the router and the daemon would be asked to do.
 """
 
 from __future__ import annotations
 
+import gc
 import io
 from typing import Any
 
@@ -18,10 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_router import contract
+from memory_router.cli import entry, interrupt, oneshot
 from memory_router.cli import main as cli
-from memory_router.cli import oneshot
 from memory_router.client import thin as client
-from memory_router.contract import QUERY_OPTIONS, Option, parse_query_args
+from memory_router.client.invocation import QueryArgs, parse_query_args
+from memory_router.config import paths
+from memory_router.config.paths import Resolved
+from memory_router.contract import QUERY_OPTIONS, Option
 from memory_router.core import errors
 from memory_router.core.envelope import Envelope, error_envelope
 
@@ -96,11 +101,17 @@ def test_every_option_in_the_table_is_accepted_by_click_and_the_fast_parser_alik
 ) -> None:
     args, expected = invocation
     fast = parse_query_args(args)
-    assert fast == expected, args
+    assert fast == QueryArgs(**expected), args
     slow = click_params(args)
     assert slow is not None, f"click refuses {args!r}"
     defaults = {o.dest: False if o.kind == "flag" else None for o in QUERY_OPTIONS}
     assert slow == {**defaults, **expected}
+
+
+def test_query_args_has_one_field_per_option_of_the_table_with_clicks_default() -> None:
+    assert QueryArgs._FIELDS == ("query", *(o.dest for o in QUERY_OPTIONS))
+    for option in QUERY_OPTIONS:
+        assert QueryArgs._DEFAULTS[option.dest] == (False if option.kind == "flag" else None), option.flag
 
 
 def _invalid_values(option: Option) -> list[str]:
@@ -155,45 +166,28 @@ def test_the_fast_parser_agrees_with_click_whenever_it_answers(args: list[str]) 
     slow = click_params(args)
     assert slow is not None, f"the fast path accepted {args!r}, which click refuses"
     for option in QUERY_OPTIONS:
-        default = False if option.kind == "flag" else None
-        assert fast.get(option.dest, default) == slow[option.dest], option.flag
-    assert fast["query"] == slow["query"]
+        assert getattr(fast, option.dest) == slow[option.dest], option.flag
+    assert fast.query == slow["query"]
 
 
 # ------------------------------------------------------------------- the same meaning on each path
 
 
 class Recorder:
-    """Stands in for the router (oneshot.run_query) and the daemon (client.route_via_daemon)."""
+    """Stands in for the daemon (thin.route_via_daemon) and the router (oneshot.run_query): what
+    each path hands them, the invocation resolved once."""
 
     def __init__(self) -> None:
-        self.routed: list[tuple[Any, ...]] = []
-        self.asked_daemon: list[tuple[str, dict[str, Any]]] = []
+        self.asked_daemon: list[tuple[QueryArgs, Resolved, str]] = []
+        self.routed: list[tuple[QueryArgs, Resolved, Any]] = []
 
-    def run_query(
-        self,
-        query: str,
-        opts: Any,
-        *,
-        pretty: bool,
-        timeout_ms: Any,
-        limit: Any,
-        min_relevance: Any = None,
-        max_chars: Any = None,
-        via_daemon: Any = None,
-        agent: Any = None,
-        session_key: Any = None,
-        since: Any = None,
-        until: Any = None,
-    ):
-        if via_daemon is not None:
-            via_daemon(query)
-        row = (query, opts, pretty, timeout_ms, limit, min_relevance, max_chars, agent, session_key, since, until)
-        self.routed.append(row)
+    def route_via_daemon(self, args: QueryArgs, files: Resolved, text: str) -> None:
+        self.asked_daemon.append((args, files, text))
+        return None  # no daemon answers: the path routes in-process
 
-    def route_via_daemon(self, query: str, **kw: Any) -> None:
-        self.asked_daemon.append((query, kw))
-        return None
+    def run_query(self, args: QueryArgs, files: Resolved, text: Any) -> None:
+        self.routed.append((args, files, text))
+        raise SystemExit(0)  # as the real one: it exits once the envelope is out
 
 
 @settings(max_examples=examples(60), deadline=None)
@@ -201,30 +195,66 @@ class Recorder:
 def test_click_the_one_shot_path_and_the_thin_client_give_each_option_the_same_meaning(
     invocation: tuple[list[str], dict[str, Any]],
 ) -> None:
-    args, _ = invocation
+    args, expected = invocation
     with pytest.MonkeyPatch.context() as mp:
         rec = Recorder()
-        mp.setattr(cli, "run_query", rec.run_query)
-        mp.setattr(oneshot, "run_query", rec.run_query)
         mp.setattr(client, "route_via_daemon", rec.route_via_daemon)
+        mp.setattr(oneshot, "run_query", rec.run_query)
+        mp.setattr(interrupt, "install", lambda: None)  # keep pytest's own Ctrl-C handling
         mp.delenv("MEMORY_ROUTER_DAEMON", raising=False)
         mp.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
-        cli.main(["query", *args], standalone_mode=False)  # click: asks the daemon, then routes
-        opts = parse_query_args(args)
-        assert opts is not None
-        if opts.get("mode") != "off":
-            mp.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
-            client.fast_query(args)  # the thin client: asks the daemon
-        oneshot.main(opts)  # the console script's one-shot path: routes
-    via_click, via_oneshot = rec.routed
-    assert via_click == via_oneshot
-    # click asks the daemon from inside run_query, with the text read from stdin for '-'
-    daemon_calls = rec.asked_daemon
-    assert len(daemon_calls) == (1 if opts.get("mode") == "off" else 2)
-    if len(daemon_calls) == 2:
-        (_, click_kw), (_, thin_kw) = daemon_calls
-        defaults = {o.dest: False if o.kind == "flag" else None for o in QUERY_OPTIONS}
-        assert click_kw == {**defaults, **thin_kw}
+        with pytest.raises(SystemExit):
+            cli.main(["query", *args], standalone_mode=False)  # click's command
+        mp.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
+        mp.setattr("sys.argv", ["memory-router", "query", *args])
+        try:
+            with pytest.raises(SystemExit):
+                entry.main()  # the console script: the table's parser, the thin client, the one-shot path
+        finally:
+            gc.enable()
+    via_click, via_script = rec.routed
+    assert via_click == via_script
+    assert rec.asked_daemon == [via_click, via_script]  # the daemon is asked with exactly what is routed
+    query_args, files, text = via_click
+    assert query_args == QueryArgs(**expected)
+    assert text == ("from stdin" if expected["query"] == "-" else expected["query"])
+    assert files == paths.resolve(query_args)
+
+
+class FakeConnection:
+    """Stands in for the daemon's socket (a fake): records the request line, answers an envelope."""
+
+    path = "/fake/router.sock"
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send(self, line: bytes) -> None:
+        self.sent.append(line)
+
+    def receive(self, timeout: float | None) -> bytes:
+        return b'{"id":null,' + error_envelope("q", "BACKEND_ERROR", "x").to_json()[1:]
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(valid_invocations())
+def test_the_thin_clients_request_carries_each_option_the_daemon_answers_by(
+    invocation: tuple[list[str], dict[str, Any]],
+) -> None:
+    args = parse_query_args(invocation[0])
+    assert args is not None
+    conn = FakeConnection()
+    line, envelope = client.ask(conn, args, "the text")  # type: ignore[arg-type]
+    assert line == error_envelope("q", "BACKEND_ERROR", "x").to_json() and envelope["error_code"] == "BACKEND_ERROR"
+    (sent,) = conn.sent
+    request = orjson.loads(sent)
+    scope = {k: v for k in ("agent", "session_key") if (v := getattr(args, k))}
+    wanted = {
+        "query": "the text",
+        **{k: getattr(args, k) for k in ("timeout_ms", "limit", "min_relevance", "max_chars", "since", "until")},
+        **({"scope": scope} if scope else {}),
+    }
+    assert request == {k: v for k, v in wanted.items() if v is not None}
 
 
 # ------------------------------------------------------------------- exit codes

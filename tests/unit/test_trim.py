@@ -167,12 +167,10 @@ def test_a_bad_floor_or_budget_is_an_invalid_request_naming_the_key(key: str, va
 
 
 def test_the_cli_parser_takes_plain_decimals_only() -> None:
-    from memory_router.contract import parse_query_args
+    from memory_router.client.invocation import QueryArgs, parse_query_args
 
-    assert parse_query_args(["--min-relevance", "0.35", "--max-chars=800", "q"]) == {
-        "min_relevance": 0.35,
-        "max_chars": 800,
-        "query": "q",
-    }
+    assert parse_query_args(["--min-relevance", "0.35", "--max-chars=800", "q"]) == QueryArgs(
+        "q", min_relevance=0.35, max_chars=800
+    )
     for odd in ("1e-1", "nan", "1.5", "-0.1", " 0.3"):
         assert parse_query_args(["--min-relevance", odd, "q"]) is None  # click parses and reports it
