@@ -42,6 +42,7 @@ from tests.openclaw._support import (  # noqa: E402
     memory_router_bin,
     openclaw_missing,
     scratch_env,
+    shipped_plugin,
 )
 
 TARGET_P50_MS = 5.0
@@ -164,7 +165,7 @@ def openclaw_round_trips(root: Path, n_cli: int, n_tool: int) -> dict[str, list[
     run = functools.partial(subprocess.run, env=env, cwd=home, capture_output=True, check=True)
     run([str(script), "demo", "--dir", str(demo)])
     oc = [str(NODE24), str(OPENCLAW_MJS)]
-    run([*oc, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN_DIR)])
+    run([*oc, "plugins", "install", "--force", "--accept-capabilities", str(shipped_plugin(root))])
     state = demo / "state"
     batch = [
         {"path": "plugins.entries.memory-core.enabled", "value": False},

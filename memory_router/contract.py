@@ -161,6 +161,27 @@ def error_code_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def plugin_codes_module() -> str:
+    """The OpenClaw plugin's ``lib/codes.js``, generated from the table: the names the plugin gives
+    its errors (a test holds the file equal, as it holds docs/cli.md's table)."""
+    lines = [
+        "// @ts-check",
+        "// memory-router's error codes, one per row of memory_router/contract.py ERROR_CODES, the one",
+        "// table. Generated, do not edit: `MR_WRITE_DOCS=1 python3 -m pytest -q tests/unit/test_error_codes.py`",
+        "// rewrites it, and that test fails while it differs from the table.",
+        "//",
+        "// The daemon's `hello` carries the same table with its columns (`error_codes`: exit, origin,",
+        "// retry): which answers are retried is read from there (router.js `retryCodes`). These names",
+        "// are for the codes the plugin gives its own errors, so a typo is a type error, not a new code.",
+        "",
+        "export const CODES = Object.freeze({",
+    ]
+    for row in ERROR_CODES:
+        exit_text = "never reaches `query`" if row.exit is None else f"exit {row.exit}"
+        lines += [f"  /** {row.meaning} ({row.origin}, {exit_text}) */", f'  {row.code}: "{row.code}",']
+    return "\n".join([*lines, "});", ""])
+
+
 # ---------------------------------------------------------------------- query's options
 
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,6 @@ STEP_TIMEOUT_S = 300.0  # one OpenClaw CLI start is 5-30 s on a loaded machine
 # Routed to qmd's keyword search, then Total Recall (rule 1): answerable without embedding models.
 CHECK_QUERY = "search for memory-router"
 OPENCLAW_MISSING = "OPENCLAW_NOT_FOUND"
-PLUGIN_FILES = ("index.js", "package.json", "openclaw.plugin.json", "README.md")
 
 
 class Failed(Exception):
@@ -58,10 +58,31 @@ def plugin_folder() -> Path:
 
 
 def plugin_files(folder: Path) -> list[str]:
-    """The plugin's files, relative (what OpenClaw copies: package.json's ``files``)."""
-    found = [name for name in PLUGIN_FILES if (folder / name).is_file()]
-    found += sorted(str(p.relative_to(folder)) for p in (folder / "lib").glob("*.js"))
-    return found
+    """The files the plugin ships, relative to its folder, read as npm reads package.json's
+    ``files``: each entry a file, or a folder standing for the files under it; package.json itself
+    always. A checkout's folder holds more (the plugin's tests, tsconfig.json, package-lock.json,
+    node_modules after ``npm ci``): those never reach OpenClaw."""
+    manifest = orjson.loads((folder / "package.json").read_bytes())
+    found = {"package.json"}
+    for entry in manifest.get("files", []):
+        path = folder / entry
+        if path.is_dir():
+            found |= {str(p.relative_to(folder)) for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")}
+        elif path.is_file():
+            found.add(str(path.relative_to(folder)))
+    return sorted(found)
+
+
+def install_plugin(argv: tuple[str, ...], source: str) -> str:
+    """``openclaw plugins install`` copies the folder it is given whole: it is given a copy of the
+    files the plugin ships, never a checkout's tests or node_modules."""
+    with tempfile.TemporaryDirectory(prefix="memory-router-plugin-") as tmp:
+        staged = Path(tmp) / "memory-router"
+        for name in plugin_files(Path(source)):
+            (staged / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(source) / name, staged / name)
+        run(tuple(str(staged) if arg == source else arg for arg in argv))
+    return "done"
 
 
 def same_plugin(source: Path, copy: Path) -> bool:
@@ -274,6 +295,9 @@ def execute(step: plan.InstallStep, context: Any, state: Any) -> str:
         return "already gone"
     if step.id == "qmd-collection":
         return _index_qmd(step, context, state)
+    source = getattr(state, "plugin_source", None)  # install's state; uninstall's has none
+    if step.id == "plugin" and step.argv is not None and source in step.argv:
+        return install_plugin(step.argv, source)
     if step.argv is not None:
         run(step.argv)
         return "done"

@@ -1,3 +1,4 @@
+// @ts-check
 // What memory_get / readFile may read, and reading it safely.
 //
 // memory-core's rule (OpenClaw 2026.9.6, packages/memory-host-sdk read-file.ts `isMemoryPath`):
@@ -5,15 +6,17 @@
 // root, or under memory/. The plugin adds only what this agent was shown: a file a hit of this
 // agent's returned (a Total Recall tier such as CLAUDE.local.md; a qmd collection file, resolved
 // against that collection's folder). Everything else is refused the way memory-core refuses it:
-// `{status: "error", code: "MEMORY_PATH_NOT_ALLOWED"}` from the tool, a thrown error from readFile.
+// status error with code MEMORY_PATH_NOT_ALLOWED from the tool, a thrown error from readFile.
 import fs from "node:fs";
 import path from "node:path";
+import { CODES } from "./codes.js";
 import { RouterError } from "./router.js";
 
 export const MAX_READ_BYTES = 4 << 20;
-export const NOT_ALLOWED = "MEMORY_PATH_NOT_ALLOWED"; // memory-core's code for the same refusal
 
-/** memory-core's isMemoryPath, plus its `.md` requirement. */
+/** memory-core's isMemoryPath, plus its `.md` requirement.
+ * @param {string} relPath
+ * @returns {boolean} */
 export function isMemoryPath(relPath) {
   const normalized = path.posix.normalize(String(relPath).replaceAll("\\", "/")).replace(/^\.\//, "");
   if (!normalized || normalized.startsWith("../") || normalized === ".." || path.posix.isAbsolute(normalized)) return false;
@@ -22,11 +25,15 @@ export function isMemoryPath(relPath) {
   return normalized.startsWith("memory/");
 }
 
+/** The refusal of a path memory_get may not read (memory-core's code for the same refusal).
+ * @param {string} relPath
+ * @param {string} why
+ * @returns {RouterError} */
 export function notAllowed(relPath, why) {
   return new RouterError(
     `${relPath}: path is not an allowed Markdown memory file (${why}); memory_get reads MEMORY.md, USER.md, ` +
       "dreams.md, memory/**/*.md and the paths memory_search returned to this agent",
-    NOT_ALLOWED,
+    CODES.MEMORY_PATH_NOT_ALLOWED,
   );
 }
 
@@ -34,10 +41,14 @@ export function notAllowed(relPath, why) {
  * The real file `relPath` names under `root`, or null when there is none (or it is not a regular
  * file). Throws when the path leaves the root, lexically or through a symlink, or is too large.
  * `rootLabel` says which root in the error ("the memory root", "qmd collection docs").
+ * @param {string} root
+ * @param {string} relPath
+ * @param {string} [rootLabel]
+ * @returns {Promise<string | null>}
  */
 export async function fileUnder(root, relPath, rootLabel = "the memory root") {
-  if (path.isAbsolute(relPath)) throw new RouterError(`${relPath}: give a path relative to ${rootLabel} ${root}`, "INVALID_PATH");
-  const outside = () => new RouterError(`${relPath} is outside ${rootLabel} ${root}; memory_get reads only memory files`, "PATH_OUTSIDE_ROOT");
+  if (path.isAbsolute(relPath)) throw new RouterError(`${relPath}: give a path relative to ${rootLabel} ${root}`, CODES.INVALID_PATH);
+  const outside = () => new RouterError(`${relPath} is outside ${rootLabel} ${root}; memory_get reads only memory files`, CODES.PATH_OUTSIDE_ROOT);
   const lexical = path.resolve(root, relPath);
   if (lexical !== path.resolve(root) && !lexical.startsWith(path.resolve(root) + path.sep)) throw outside();
   let realRoot;
@@ -55,12 +66,14 @@ export async function fileUnder(root, relPath, rootLabel = "the memory root") {
   if (real !== realRoot && !real.startsWith(realRoot + path.sep)) throw outside(); // a symlink out of the root
   const st = await fs.promises.stat(real);
   if (!st.isFile()) return null;
-  if (st.size > MAX_READ_BYTES) throw new RouterError(`${relPath} is ${st.size} bytes; memory_get reads files up to ${MAX_READ_BYTES}`, "FILE_TOO_LARGE");
+  if (st.size > MAX_READ_BYTES) throw new RouterError(`${relPath} is ${st.size} bytes; memory_get reads files up to ${MAX_READ_BYTES}`, CODES.FILE_TOO_LARGE);
   return real;
 }
 
 /** A file's text, read without following a last-moment swap to a FIFO or device (O_NONBLOCK,
- * then fstat: a regular file only). */
+ * then fstat: a regular file only).
+ * @param {string} file
+ * @returns {Promise<string | null>} */
 export async function readRegular(file) {
   const handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   try {

@@ -1,14 +1,20 @@
+// @ts-check
 // `openclaw memory search|status`, answered by memory-router (the plugin provides the `memory`
 // command; memory-core must be disabled for a copied install's command to win).
 //
 // JSON goes out through process.stdout.write: console.log would reach stderr through
 // OpenClaw's secret redaction, which rewrites text.
 import { routingFacts } from "./mapping.js";
+import { errorFacts } from "./router.js";
+/** @import { CliContext } from "./host.js" */
+/** @import { IndexFacts, MemoryRouterPlugin } from "./manager.js" */
 
+/** @param {unknown} value */
 function writeJson(value) {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** @param {string} name @returns {(value: string) => number} */
 function positiveInt(name) {
   return (value) => {
     const n = Number(value);
@@ -17,6 +23,7 @@ function positiveInt(name) {
   };
 }
 
+/** @param {string} name @returns {(value: string) => number} */
 function number(name) {
   return (value) => {
     const n = Number(value);
@@ -25,12 +32,16 @@ function number(name) {
   };
 }
 
+/** @param {string} message @param {boolean | undefined} json */
 function fail(message, json) {
   if (json) writeJson({ results: [], error: message });
   process.stderr.write(`${message}\n`);
   process.exitCode = 1;
 }
 
+/** The `memory` command and its `search` and `status` subcommands, on OpenClaw's program.
+ * @param {MemoryRouterPlugin} plugin
+ * @param {CliContext} ctx */
 export function registerMemoryCli(plugin, { program, config }) {
   const memory = program.command("memory").description("Search memory through memory-router, and show its status");
 
@@ -43,7 +54,7 @@ export function registerMemoryCli(plugin, { program, config }) {
     .option("--max-results <n>", "Max results", positiveInt("--max-results"))
     .option("--min-score <n>", "Minimum score (relevance 0..1)", number("--min-score"))
     .option("--json", "Print JSON")
-    .action(async (queryArg, opts) => {
+    .action(async (/** @type {string | undefined} */ queryArg, /** @type {{query?: string, agent?: string, maxResults?: number, minScore?: number, json?: boolean}} */ opts) => {
       const query = (opts.query ?? queryArg ?? "").trim();
       if (!query) return fail("memory search: give a query (openclaw memory search \"what did we decide\")", opts.json);
       try {
@@ -60,7 +71,7 @@ export function registerMemoryCli(plugin, { program, config }) {
           process.stdout.write(`${lines.join("\n").trim()}\n`);
         }
       } catch (err) {
-        fail(err.message, opts.json);
+        fail(errorFacts(err).message, opts.json);
       } finally {
         plugin.closeAll();
       }
@@ -72,10 +83,10 @@ export function registerMemoryCli(plugin, { program, config }) {
     .option("--agent <id>", "Agent id (default: the default agent)")
     .option("--json", "Print JSON")
     .option("--deep", "Also run a probe query through memory-router")
-    .action(async (opts) => {
+    .action(async (/** @type {{agent?: string, json?: boolean, deep?: boolean}} */ opts) => {
       try {
         const manager = plugin.manager(config, opts.agent, "status");
-        if (opts.deep) await manager.search("status probe", { maxResults: 1 }).catch((err) => fail(err.message, false));
+        if (opts.deep) await manager.search("status probe", { maxResults: 1 }).catch((err) => fail(errorFacts(err).message, false));
         await manager.loadIndexFreshness();
         const status = manager.status();
         if (opts.json) writeJson(status);
@@ -93,15 +104,18 @@ export function registerMemoryCli(plugin, { program, config }) {
           );
         }
       } catch (err) {
-        fail(err.message, opts.json);
+        fail(errorFacts(err).message, opts.json);
       } finally {
         plugin.closeAll();
       }
     });
 }
 
-/** `index:` lines for `memory status`: per qmd collection, files pending and the last update. */
-function indexLines(index) {
+/** `index:` lines for `memory status`: per qmd collection, files pending and the last update.
+ * @param {IndexFacts | null} index
+ * @returns {string[]} */
+export function indexLines(index) {
+  /** @type {string[]} */
   const lines = [];
   for (const [backend, r] of Object.entries(index?.backends ?? {})) {
     const parts = Object.entries(r?.collections ?? {}).map(([name, c]) =>

@@ -1,3 +1,4 @@
+// @ts-check
 // Where a qmd collection's files live: qmd's own index.yml, found as memory-router's qmd adapter
 // finds it (backends/qmd/adapter.py `config_file`, backends/qmd/parse.py `collection_roots`).
 //
@@ -7,9 +8,11 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { expandHome } from "./settings.js";
 
 const SMALL_FILE = 1 << 20; // router-config.json and index.yml are a few kB
 
+/** @param {string} file @returns {string | null} */
 function readSmall(file) {
   try {
     const st = fs.statSync(file);
@@ -20,14 +23,14 @@ function readSmall(file) {
   }
 }
 
-function expand(p, env) {
-  if (p === "~" || p.startsWith("~/")) return path.join(env.HOME || os.homedir(), p.slice(1));
-  return p;
-}
 
 /** qmd's index.yml for backend `name` of the router-config.json at `configFile` (null when that
  * backend is not a qmd backend of that file). Order as the adapter's: the backend's `config_dir`
- * (QMD_CONFIG_DIR), $QMD_CONFIG_DIR, $XDG_CONFIG_HOME/qmd, ~/.config/qmd; `<index>.yml`. */
+ * (QMD_CONFIG_DIR), $QMD_CONFIG_DIR, $XDG_CONFIG_HOME/qmd, ~/.config/qmd; `<index>.yml`.
+ * @param {string | null} configFile
+ * @param {string} name
+ * @param {Record<string, string | undefined>} env
+ * @returns {string | null} */
 export function qmdIndexYml(configFile, name, env) {
   const text = configFile ? readSmall(configFile) : null;
   if (text === null) return null;
@@ -40,7 +43,7 @@ export function qmdIndexYml(configFile, name, env) {
   const b = cfg?.backends?.[name];
   if (!b || typeof b !== "object" || (b.type ?? name) !== "qmd") return null;
   const file = `${typeof b.index === "string" && b.index ? b.index : "index"}.yml`;
-  if (typeof b.config_dir === "string" && b.config_dir) return path.join(expand(b.config_dir, env), file);
+  if (typeof b.config_dir === "string" && b.config_dir) return path.join(expandHome(b.config_dir, env), file);
   if (env.QMD_CONFIG_DIR) return path.join(env.QMD_CONFIG_DIR, file);
   if (env.XDG_CONFIG_HOME) return path.join(env.XDG_CONFIG_HOME, "qmd", file);
   return path.join(env.HOME || os.homedir(), ".config", "qmd", file);
@@ -49,15 +52,21 @@ export function qmdIndexYml(configFile, name, env) {
 const NAME_KEY = /^([ \t]+)("[^"]*"|'[^']*'|[^:#\s][^:#]*?)[ \t]*:[ \t]*(.*?)[ \t]*$/;
 
 /** `collection name -> folder` from index.yml's `collections:` block (the shape qmd writes),
- * as parse.collection_roots reads it; {} when the file is missing or not in that shape. */
+ * as parse.collection_roots reads it; {} when the file is missing or not in that shape.
+ * @param {string | null} indexYml
+ * @param {Record<string, string | undefined>} env
+ * @returns {Record<string, string>} */
 export function collectionRoots(indexYml, env) {
   const text = indexYml ? readSmall(indexYml) : null;
   if (text === null) return {};
   const lines = text.split(/\r?\n/);
   const start = lines.findIndex((l) => /^collections:[ \t]*$/.test(l));
   if (start < 0) return {};
+  /** @type {Record<string, string>} */
   const roots = {};
+  /** @type {number | null} */
   let nameIndent = null;
+  /** @type {string | null} */
   let current = null;
   for (const line of lines.slice(start + 1)) {
     if (line.trim() === "") continue;
@@ -71,13 +80,18 @@ export function collectionRoots(indexYml, env) {
       nameIndent = indent;
       current = key;
     } else if (current !== null && key === "path" && value) {
-      roots[current] = expand(value.replace(/^["']|["']$/g, ""), env);
+      roots[current] = expandHome(value.replace(/^["']|["']$/g, ""), env);
     }
   }
   return roots;
 }
 
-/** The folder of `collection` of qmd backend `backend`, or null when it cannot be known. */
+/** The folder of `collection` of qmd backend `backend`, or null when it cannot be known.
+ * @param {string | null} configFile
+ * @param {string} backend
+ * @param {string} collection
+ * @param {Record<string, string | undefined>} env
+ * @returns {string | null} */
 export function collectionRoot(configFile, backend, collection, env) {
   const root = collectionRoots(qmdIndexYml(configFile, backend, env), env)[collection];
   return typeof root === "string" && path.isAbsolute(root) ? root : null;

@@ -1,3 +1,4 @@
+// @ts-check
 // The memory capability: OpenClaw's MemorySearchManager over memory-router.
 //
 // The host asks `getMemorySearchManager` for a manager on every Gateway `memory.search` and
@@ -5,10 +6,40 @@
 // instance, so getting and closing one costs no connection and no process.
 import path from "node:path";
 import { fileUnder, isMemoryPath, notAllowed, readRegular } from "./access.js";
+import { CODES } from "./codes.js";
 import { collectionRoot } from "./collections.js";
 import { HitCache, SYNTHETIC_PREFIX, excerpt, routingFacts, toSearchResults } from "./mapping.js";
-import { RouterClient, RouterError } from "./router.js";
-import { effectiveConfig, resolveScope, resolveSettings, settingsKey } from "./settings.js";
+import { RouterClient, RouterError, errorFacts } from "./router.js";
+import { effectiveConfig, isInteger, resolveScope, resolveSettings, settingsKey } from "./settings.js";
+/** @import { HostApi, HostConfig } from "./host.js" */
+/** @import { CachedHit, Envelope, Excerpt, RoutingFacts, SearchResult } from "./mapping.js" */
+/** @import { Scope, Settings } from "./settings.js" */
+
+/**
+ * The daemon's index freshness for one set of settings, when it was asked (null: no daemon).
+ * @typedef {{at: string, backends: Record<string, Record<string, any>> | null}} IndexFacts
+ */
+
+/**
+ * A search's options: memory-core's names (maxResults, minScore), the text budget, whose memory.
+ * @typedef {object} SearchOptions
+ * @property {number} [maxResults]
+ * @property {number} [minScore]
+ * @property {number} [maxChars]
+ * @property {number} [timeoutMs]
+ * @property {Scope} [scope]
+ * @property {AbortSignal} [signal]
+ */
+
+/**
+ * The latest routing facts of an agent, and how it was answered.
+ * @typedef {RoutingFacts & {via: "daemon" | "exec", at: string}} LastQuery
+ */
+
+/**
+ * readFile's answer: lines of a file or hit, or that there is none.
+ * @typedef {Excerpt | {status: "not_found", text: "", path: string}} ReadResult
+ */
 
 const DEFAULT_READ_LINES = 200; // a bounded excerpt when the caller gives no line count
 const INDEX_FACTS_MS = 10000; // a search refreshes status()'s index freshness at most this often
@@ -16,16 +47,23 @@ const INDEX_FACTS_MS = 10000; // a search refreshes status()'s index freshness a
 /** Per plugin instance: one RouterClient per distinct memory root / settings, and one hit cache
  * per agent (what memory_get may read back is what that agent was shown, never another's). */
 export class MemoryRouterPlugin {
+  /** @param {HostApi} api */
   constructor(api) {
     this.api = api;
+    /** @type {Map<string, RouterClient>} */
     this.clients = new Map();
-    this.caches = new Map(); // agent id -> HitCache
-    this.lastByAgent = new Map(); // agent id -> routing facts of its latest answer, for status()
-    this.indexFacts = new Map(); // settings key -> { at, backends }: the daemon's index freshness, for status()
+    /** @type {Map<string, HitCache>} agent id -> what it was shown */
+    this.caches = new Map();
+    /** @type {Map<string, LastQuery>} agent id -> routing facts of its latest answer, for status() */
+    this.lastByAgent = new Map();
+    /** @type {Map<string, IndexFacts>} settings key -> the daemon's index freshness, for status() */
+    this.indexFacts = new Map();
   }
 
   /** Ask the daemon how fresh its indexes are (qmd: files pending, last update) and keep the
-   * answer for status(), which the host calls synchronously. Never starts a daemon. */
+   * answer for status(), which the host calls synchronously. Never starts a daemon.
+   * @param {Settings} settings
+   * @returns {Promise<IndexFacts>} */
   async loadIndexFreshness(settings) {
     const backends = await this.clientFor(settings).indexFreshness();
     const facts = { at: new Date().toISOString(), backends };
@@ -33,21 +71,27 @@ export class MemoryRouterPlugin {
     return facts;
   }
 
-  /** The latest index freshness seen for `settings` (null before any). */
+  /** The latest index freshness seen for `settings` (null before any).
+   * @param {Settings} settings */
   indexFor(settings) {
     return this.indexFacts.get(settingsKey(settings)) ?? null;
   }
 
-  /** The routing facts of `agent`'s latest answer (another agent's are not shown). */
+  /** The routing facts of `agent`'s latest answer (another agent's are not shown).
+   * @param {string} agent */
   lastFor(agent) {
     return this.lastByAgent.get(agent) ?? null;
   }
 
-  /** The asking agent and session (tool context, manager params or CLI --agent). */
+  /** The asking agent and session (tool context, manager params or CLI --agent).
+   * @param {HostConfig | undefined} cfg
+   * @param {{agentId?: string, sessionKey?: string}} [who]
+   * @returns {Scope} */
   scopeFor(cfg, { agentId, sessionKey } = {}) {
     return resolveScope({ agentId, sessionKey, cfg: cfg ?? this.api.config });
   }
 
+  /** @param {string} agent */
   cacheFor(agent) {
     let cache = this.caches.get(agent);
     if (!cache) {
@@ -57,10 +101,12 @@ export class MemoryRouterPlugin {
     return cache;
   }
 
+  /** @param {HostConfig | undefined} cfg @param {string} agentId @returns {Settings} */
   settingsFor(cfg, agentId) {
     return resolveSettings({ api: this.api, pluginConfig: this.api.pluginConfig, cfg: cfg ?? this.api.config, agentId });
   }
 
+  /** @param {Settings} settings @returns {RouterClient} */
   clientFor(settings) {
     const key = settingsKey(settings);
     let client = this.clients.get(key);
@@ -71,22 +117,32 @@ export class MemoryRouterPlugin {
     return client;
   }
 
+  /**
+   * @param {HostConfig | undefined} cfg
+   * @param {string} [agentId]
+   * @param {string} [purpose]
+   * @param {string} [sessionKey]
+   */
   manager(cfg, agentId, purpose, sessionKey) {
     const scope = this.scopeFor(cfg, { agentId, sessionKey });
     const settings = this.settingsFor(cfg, scope.agent);
     return new MemoryRouterManager(this, settings, this.clientFor(settings), purpose, scope);
   }
 
-  /** Search as `scope`'s agent, with the routing facts: the tools and the CLI show both. */
+  /** Search as `scope`'s agent, with the routing facts: the tools and the CLI show both.
+   * @param {Settings} settings
+   * @param {unknown} query
+   * @param {SearchOptions} [options]
+   * @returns {Promise<{results: SearchResult[], envelope: Envelope, via: "daemon" | "exec"}>} */
   async search(settings, query, { maxResults, minScore, maxChars, timeoutMs, scope } = {}) {
     const text = typeof query === "string" ? query.trim() : "";
-    if (!text) throw new RouterError("query must be a non-empty string", "EMPTY_QUERY");
+    if (!text) throw new RouterError("query must be a non-empty string", CODES.EMPTY_QUERY);
     const who = scope ?? this.scopeFor(undefined);
-    const max = Number.isInteger(maxResults) && maxResults > 0 ? maxResults : settings.maxResults;
+    const max = isInteger(maxResults, 1) ? maxResults : settings.maxResults;
     // The caller's minScore (memory-core's name), else the plugin's minRelevance: memory-router
     // drops the hits under it and abstains when none is left. maxChars: the total text budget.
     const floor = typeof minScore === "number" ? minScore : settings.minRelevance;
-    const budget = Number.isInteger(maxChars) && maxChars > 0 ? maxChars : settings.maxChars;
+    const budget = isInteger(maxChars, 1) ? maxChars : settings.maxChars;
     const { envelope, via } = await this.clientFor(settings).query(text, {
       limit: max,
       timeoutMs,
@@ -103,7 +159,7 @@ export class MemoryRouterPlugin {
       // Every backend failed, or the setup is wrong: say so, with memory-router's own reason.
       throw new RouterError(
         `memory-router: ${envelope.error_message || "all backends failed"} (${envelope.error_code || "error"})`,
-        envelope.error_code || "ALL_BACKENDS_FAILED",
+        envelope.error_code || CODES.ALL_BACKENDS_FAILED,
       );
     }
     return { results: toSearchResults(envelope, { maxResults: max, minScore: floor, cache: this.cacheFor(who.agent) }), envelope, via };
@@ -114,13 +170,17 @@ export class MemoryRouterPlugin {
    * root (MEMORY.md, USER.md, dreams.md, memory/**\/*.md), and the paths a search returned to this
    * agent: a Total Recall file (under the memory root), a qmd file (under its collection's
    * folder), a synthetic hit (its text). Anything else: MEMORY_PATH_NOT_ALLOWED.
+   * @param {Settings} settings
+   * @param {{relPath?: unknown, from?: unknown, lines?: unknown, scope?: Scope}} request
+   * @returns {Promise<ReadResult>}
    */
   async read(settings, { relPath, from, lines, scope }) {
-    if (typeof relPath !== "string" || !relPath) throw new RouterError("path must be a non-empty string", "INVALID_PATH");
-    const count = Number.isInteger(lines) && lines > 0 ? lines : DEFAULT_READ_LINES;
-    const start = Number.isInteger(from) && from > 0 ? from : 1;
+    if (typeof relPath !== "string" || !relPath) throw new RouterError("path must be a non-empty string", CODES.INVALID_PATH);
+    const count = isInteger(lines, 1) ? lines : DEFAULT_READ_LINES;
+    const start = isInteger(from, 1) ? from : 1;
     const who = scope ?? this.scopeFor(undefined);
     const cached = this.cacheFor(who.agent).get(relPath);
+    /** @type {ReadResult} */
     const notFound = { status: "not_found", text: "", path: relPath };
     if (relPath.startsWith(SYNTHETIC_PREFIX)) {
       if (!cached) return notFound; // never shown to this agent (or older than its cache)
@@ -142,12 +202,18 @@ export class MemoryRouterPlugin {
   }
 
   /** A qmd hit: the file in its collection's folder; the hit's own text when that folder is not
-   * known here (qmd's index.yml unreadable) or the file is gone. */
+   * known here (qmd's index.yml unreadable) or the file is gone.
+   * @param {Settings} settings
+   * @param {CachedHit} cached
+   * @param {string} relPath
+   * @param {number} start
+   * @param {number} count
+   * @returns {Promise<Excerpt>} */
   async #readCollectionFile(settings, cached, relPath, start, count) {
     const client = this.clientFor(settings);
     const configFile = client.daemon?.context?.config ?? effectiveConfig(settings);
-    const root = collectionRoot(configFile, cached.backend, cached.collection, settings.env);
-    if (root) {
+    const root = cached.collection ? collectionRoot(configFile, cached.backend, cached.collection, settings.env) : null;
+    if (root && cached.relPath) {
       const file = await fileUnder(root, cached.relPath, `qmd collection ${cached.collection}`);
       const text = file ? await readRegular(file) : null;
       if (text !== null) return excerpt(text, relPath, start, count);
@@ -161,7 +227,15 @@ export class MemoryRouterPlugin {
   }
 }
 
+/** OpenClaw's MemorySearchManager for one agent: a view over the plugin's shared RouterClient. */
 export class MemoryRouterManager {
+  /**
+   * @param {MemoryRouterPlugin} plugin
+   * @param {Settings} settings
+   * @param {RouterClient} client
+   * @param {string | undefined} purpose
+   * @param {Scope} scope
+   */
   constructor(plugin, settings, client, purpose, scope) {
     this.plugin = plugin;
     this.settings = settings;
@@ -170,12 +244,14 @@ export class MemoryRouterManager {
     this.scope = scope; // the agent the host asked this manager for
   }
 
+  /** @param {unknown} query @param {SearchOptions} [opts] @returns {Promise<SearchResult[]>} */
   async search(query, opts = {}) {
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error("aborted");
     const { results } = await this.plugin.search(this.settings, query, { ...opts, scope: this.scope });
     return results;
   }
 
+  /** @param {{relPath?: unknown, from?: unknown, lines?: unknown}} [params] */
   async readFile(params) {
     return this.plugin.read(this.settings, { ...(params ?? {}), scope: this.scope });
   }
@@ -224,14 +300,26 @@ export class MemoryRouterManager {
   async close() {}
 }
 
-/** The `runtime` of registerMemoryCapability. */
+/**
+ * The `runtime` of registerMemoryCapability (OpenClaw's MemoryPluginRuntime).
+ * @typedef {object} MemoryRuntime
+ * @property {(params: {cfg?: HostConfig, agentId?: string, purpose?: string, sessionKey?: string}) =>
+ *   Promise<{manager: MemoryRouterManager, debug: {backend: string, purpose?: string}} | {manager: null, error: string}>} getMemorySearchManager
+ * @property {() => {backend: string}} resolveMemoryBackendConfig
+ * @property {() => Promise<void>} closeMemorySearchManager
+ * @property {() => Promise<void>} closeAllMemorySearchManagers
+ */
+
+/** The `runtime` of registerMemoryCapability.
+ * @param {MemoryRouterPlugin} plugin
+ * @returns {MemoryRuntime} */
 export function memoryRuntime(plugin) {
   return {
     async getMemorySearchManager({ cfg, agentId, purpose, sessionKey }) {
       try {
         return { manager: plugin.manager(cfg, agentId, purpose, sessionKey), debug: { backend: "builtin", purpose } };
       } catch (err) {
-        return { manager: null, error: `memory-router: ${err.message}` };
+        return { manager: null, error: `memory-router: ${errorFacts(err).message}` };
       }
     },
     resolveMemoryBackendConfig() {

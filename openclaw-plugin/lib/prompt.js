@@ -1,5 +1,15 @@
+// @ts-check
 // The "Memory Recall" section of the agent's system prompt. memory-core adds one when it holds
 // the slot; with it disabled, the slot's plugin tells the agent when to use its tools.
+
+/**
+ * What the host tells the prompt builder: the tools this agent has, and whether citations are on.
+ * @typedef {{availableTools?: ReadonlySet<string>, citationsMode?: string | null}} PromptParams
+ */
+
+/** The section's lines (none when the agent has neither tool).
+ * @param {PromptParams} params
+ * @returns {string[]} */
 export function memoryPromptSection({ availableTools, citationsMode }) {
   const search = availableTools?.has?.("memory_search");
   const get = availableTools?.has?.("memory_get");

@@ -1,3 +1,4 @@
+// @ts-check
 // One memory-router behind one set of settings: a warm daemon over its socket, started when
 // none answers, with `memory-router query` as the fallback when the socket cannot be used.
 //
@@ -7,9 +8,18 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
+import { CODES } from "./codes.js";
 import { Connection, DaemonError, PROTOCOL, contextDiff, contextTag, expectedContext } from "./wire.js";
+/** @import { Logger } from "./host.js" */
+/** @import { Envelope } from "./mapping.js" */
+/** @import { Scope, Settings } from "./settings.js" */
+/** @import { Hello } from "./wire.js" */
 
-const PLUGIN_VERSION = "0.1.0";
+/** The plugin's version, told to the daemon in `hello`: package.json's, the one place it is written
+ * (a test holds it equal to the Python package's). */
+export const PLUGIN_VERSION = /** @type {{version: string}} */ (
+  JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8"))
+).version;
 const SOCKET_NAME = "router.sock"; // memory_router/client/wire.py SOCKET_NAME: shared with `query --spawn`
 const IDLE_EXIT_S = 600; // a daemon nobody uses exits (as `query --spawn`'s default)
 const START_WAIT_MS = 15000; // how long a starting daemon may take to listen (wire.wait_for_daemon)
@@ -20,11 +30,14 @@ const MAX_RESTARTS = 3; // new daemons started while an old one drains, per wait
 // A daemon's answers that are not an answer to the query come from its hello (`error_codes`,
 // memory_router/contract.py ERROR_CODES' retry column); these only for a daemon from before
 // hello carried the table (tests/unit/test_error_codes.py holds them to the table).
-const RETRY_WITHOUT_TABLE = ["SHUTTING_DOWN", "INTERNAL_ERROR"];
+const RETRY_WITHOUT_TABLE = Object.freeze([CODES.SHUTTING_DOWN, CODES.INTERNAL_ERROR]);
 const LOG_TAIL = 16 << 10; // bytes of daemon.log read back for serve's reason
 
 /** What `serve` said on stderr since `offset` of daemon.log: its last `memory-router serve:`
- * line (the reason it exits), else its last line; "" when it said nothing. */
+ * line (the reason it exits), else its last line; "" when it said nothing.
+ * @param {string} logPath
+ * @param {number} [offset]
+ * @returns {string} */
 export function serveMessage(logPath, offset) {
   let text = "";
   try {
@@ -48,7 +61,9 @@ export function serveMessage(logPath, offset) {
 }
 
 /** serve's "another memory-router daemon (pid N) is serving" (its lock is held): {pid}, or null
- * for any other reason. "something is already listening" counts too (pid unknown). */
+ * for any other reason. "something is already listening" counts too (pid unknown).
+ * @param {string} message
+ * @returns {{pid: number | null} | null} */
 export function lockHolder(message) {
   const m = /another memory-router daemon \(pid (\d+|\?)\) is serving/.exec(message);
   if (m) return { pid: m[1] === "?" ? null : Number(m[1]) };
@@ -56,19 +71,22 @@ export function lockHolder(message) {
 }
 
 /** The codes of a daemon's answers that are not an answer to the query (it is stopping, it
- * failed, it could not read the request): the query is asked again, then through exec. */
+ * failed, it could not read the request): the query is asked again, then through exec.
+ * @param {Hello | null | undefined} hello
+ * @returns {Set<string>} */
 export function retryCodes(hello) {
   const table = hello?.error_codes;
   if (!table || typeof table !== "object") return new Set(RETRY_WITHOUT_TABLE);
   return new Set(Object.keys(table).filter((code) => table[code]?.retry === true));
 }
 
-/** Whether process `pid` still runs (a zombie, exited but not yet reaped by its parent, does not). */
+/** Whether process `pid` still runs (a zombie, exited but not yet reaped by its parent, does not).
+ * @param {number} pid */
 function alive(pid) {
   try {
     process.kill(pid, 0);
   } catch (err) {
-    return err.code === "EPERM";
+    return errorFacts(err).code === "EPERM";
   }
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -78,31 +96,71 @@ function alive(pid) {
   }
 }
 
+/** An error the plugin answers with: memory-router's own (its code and message), or the
+ * plugin's (a code of lib/codes.js). */
 export class RouterError extends Error {
-  constructor(message, code = "MEMORY_ROUTER_ERROR") {
+  /** @param {string} message @param {string} [code] */
+  constructor(message, code = CODES.MEMORY_ROUTER_ERROR) {
     super(message);
     this.name = "RouterError";
     this.code = code;
   }
 }
 
+/** What a caught error says: its message, and its code when it has one (a RouterError, a
+ * DaemonError, a Node system error).
+ * @param {unknown} err
+ * @returns {{message: string, code?: string}} */
+export function errorFacts(err) {
+  if (!(err instanceof Error)) return { message: String(err) };
+  const code = /** @type {{code?: unknown}} */ (err).code;
+  return typeof code === "string" ? { message: err.message, code } : { message: err.message };
+}
+
+/**
+ * A daemon this client started: its pid, its exit (null while it runs) and where its stderr
+ * starts in daemon.log.
+ * @typedef {{pid: number | undefined, exited: number | string | null, logOffset: number}} Started
+ */
+
+/**
+ * What a query asks besides its text: how many hits, the per-backend timeout, whose memory, and
+ * memory-router's floor and budget.
+ * @typedef {object} QueryOptions
+ * @property {number} [limit]
+ * @property {number} [timeoutMs]
+ * @property {Scope} [scope]
+ * @property {number} [minRelevance]
+ * @property {number | null} [maxChars]
+ */
+
 export class RouterClient {
+  /** @param {Settings} settings @param {Logger} [logger] */
   constructor(settings, logger = console) {
     this.settings = settings;
     this.logger = logger;
+    /** @type {Connection | null} */
     this.connection = null;
+    /** @type {Promise<Connection> | null} */
     this.connecting = null;
-    this.daemon = null; // the hello of the daemon in use
+    /** @type {Hello | null} the hello of the daemon in use */
+    this.daemon = null;
     this.socketPath = settings.socket ?? path.join(settings.stateDir, SOCKET_NAME);
-    this.fallbackReason = null; // why queries go through exec, when they do
+    /** @type {string | null} why queries go through exec, when they do */
+    this.fallbackReason = null;
     this.counters = { connections: 0, spawns: 0, daemonQueries: 0, execQueries: 0 };
+    /** @type {Set<string>} */
     this.warned = new Set();
     this.retryAt = 0; // a daemon that failed to start is not started again for every query
   }
 
-  /** The router envelope for `query`, and how it was answered ("daemon" or "exec"). */
+  /** The router envelope for `query`, and how it was answered ("daemon" or "exec").
+   * @param {string} query
+   * @param {QueryOptions} [options]
+   * @returns {Promise<{envelope: Envelope, via: "daemon" | "exec"}>} */
   async query(query, { limit, timeoutMs, scope, minRelevance, maxChars } = {}) {
     const perBackend = timeoutMs ?? this.settings.timeoutMs;
+    /** @type {Record<string, unknown>} */
     const request = { query, timeout_ms: perBackend };
     if (limit) request.limit = Math.min(1000, limit);
     // The floor and the budget are memory-router's (memory_router/core/trim.py): the envelope says
@@ -119,26 +177,29 @@ export class RouterClient {
       try {
         conn = await this.#connection();
       } catch (err) {
-        this.#warnOnce(`exec:${err.message}`, `memory-router: ${err.message}; answering through \`${this.settings.command} query\` instead`);
-        this.fallbackReason = err.message;
+        const { message } = errorFacts(err);
+        this.#warnOnce(`exec:${message}`, `memory-router: ${message}; answering through \`${this.settings.command} query\` instead`);
+        this.fallbackReason = message;
         this.retryAt = Date.now() + RETRY_AFTER_MS;
         break;
       }
       const retry = retryCodes(this.daemon); // this connection's daemon, read before awaiting
       try {
-        const { id: _id, ...envelope } = await conn.request(request, wait);
-        if (retry.has(envelope.error_code)) {
+        const { id: _id, ...answer } = await conn.request(request, wait);
+        const envelope = /** @type {Envelope} */ (answer);
+        if (typeof envelope.error_code === "string" && retry.has(envelope.error_code)) {
           throw new DaemonError(`the daemon answered ${envelope.error_code}: ${envelope.error_message}`);
         }
         this.counters.daemonQueries++;
         return { envelope, via: "daemon" };
       } catch (err) {
+        const { message, code } = errorFacts(err);
         // Slow, not broken: another process would be as slow. The connection stays (a late
         // answer to a forgotten id is dropped).
-        if (err.code === "QUERY_TIMEOUT") throw new RouterError(`memory-router: ${err.message}`, "QUERY_TIMEOUT");
+        if (code === CODES.QUERY_TIMEOUT) throw new RouterError(`memory-router: ${message}`, CODES.QUERY_TIMEOUT);
         // The daemon went away (idle exit, restart) or broke: drop the connection, try once more.
         this.#drop(conn);
-        if (attempt === 1) this.fallbackReason = err.message;
+        if (attempt === 1) this.fallbackReason = message;
       }
     }
     return { envelope: await this.#exec(query, limit, perBackend, scope, trim), via: "exec" };
@@ -146,14 +207,16 @@ export class RouterClient {
 
   /** Per backend, the daemon's index freshness (qmd's `refresh` runtime facts: pending files and
    * last update per collection, a refresh running or failed), asked of the daemon serving this
-   * context; null when none serves it (a status never starts a daemon). */
+   * context; null when none serves it (a status never starts a daemon).
+   * @returns {Promise<Record<string, Record<string, any>> | null>} */
   async indexFreshness(timeoutMs = 5000) {
     let conn = this.connection && !this.connection.closed ? this.connection : null;
     try {
       conn ??= await this.#connect(false);
       const answer = await conn.request({ op: "stats" }, timeoutMs);
+      /** @type {Record<string, Record<string, any>>} */
       const out = {};
-      for (const [name, facts] of Object.entries(answer?.stats?.runtime ?? {})) {
+      for (const [name, facts] of Object.entries(/** @type {Record<string, any>} */ (answer?.stats?.runtime ?? {}))) {
         if (facts && typeof facts.refresh === "object" && facts.refresh !== null) out[name] = facts.refresh;
       }
       return out;
@@ -193,6 +256,7 @@ export class RouterClient {
     return this.connecting;
   }
 
+  /** @param {Connection} conn */
   #drop(conn) {
     conn.close();
     if (this.connection === conn) {
@@ -201,9 +265,10 @@ export class RouterClient {
     }
   }
 
+  /** @returns {Promise<Connection>} */
   async #connect(mayStart = true) {
     let conn = await this.#open(this.socketPath, mayStart);
-    let diff = this.#diff(conn);
+    let diff = this.#diff();
     if (diff.length && !this.settings.socket) {
       // The shared socket is served for another context (another workspace, environment or
       // config): use a socket of this context's own, next to it.
@@ -213,7 +278,7 @@ export class RouterClient {
       conn.close();
       this.socketPath = own;
       conn = await this.#open(own, mayStart);
-      diff = this.#diff(conn);
+      diff = this.#diff();
     }
     if (diff.length) {
       conn.close();
@@ -227,11 +292,14 @@ export class RouterClient {
     return conn;
   }
 
-  #diff(conn) {
+  #diff() {
     return contextDiff(expectedContext(this.settings, this.daemon?.context), this.daemon?.context);
   }
 
-  /** Connect and shake hands; start a daemon when nothing listens (once per client). */
+  /** Connect and shake hands; start a daemon when nothing listens (once per client).
+   * @param {string} socketPath
+   * @param {boolean} mayStart
+   * @returns {Promise<Connection>} */
   async #open(socketPath, mayStart) {
     let conn = new Connection(socketPath);
     try {
@@ -242,9 +310,10 @@ export class RouterClient {
       conn = await this.#waitFor(socketPath, child);
     }
     this.counters.connections++;
+    /** @type {Hello} */
     let hello;
     try {
-      hello = await conn.request({ op: "hello", protocol: PROTOCOL, version: PLUGIN_VERSION }, 5000);
+      hello = /** @type {Hello} */ (await conn.request({ op: "hello", protocol: PROTOCOL, version: PLUGIN_VERSION }, 5000));
     } catch (err) {
       conn.close();
       throw err;
@@ -262,7 +331,10 @@ export class RouterClient {
    * daemon holds the socket's lock (it may be starting, or draining before it exits) and for
    * every configuration error (docs/cli.md, exit codes): its stderr in daemon.log tells which.
    * A configuration error (or any other exit) fails at once with serve's own message; a lock
-   * holder that is still alive is waited for, and once it has exited a new daemon is started. */
+   * holder that is still alive is waited for, and once it has exited a new daemon is started.
+   * @param {string} socketPath
+   * @param {Started} child
+   * @returns {Promise<Connection>} */
   async #waitFor(socketPath, child) {
     const deadline = Date.now() + START_WAIT_MS;
     const log = path.join(this.settings.stateDir, "daemon.log");
@@ -276,7 +348,7 @@ export class RouterClient {
           const said = serveMessage(log, child.logOffset);
           const holder = child.exited === 2 ? lockHolder(said) : null;
           if (holder === null) {
-            const code = child.exited === 2 ? "DAEMON_CONFIG_ERROR" : "DAEMON_START_FAILED";
+            const code = child.exited === 2 ? CODES.DAEMON_CONFIG_ERROR : CODES.DAEMON_START_FAILED;
             throw new DaemonError(`the daemon exited (${child.exited}) before listening on ${socketPath}${said ? `: ${said}` : `; see ${log}`}`, { code });
           }
           // Another daemon holds the socket: starting (it will listen) or draining (it will go).
@@ -295,7 +367,9 @@ export class RouterClient {
   }
 
   /** Start `memory-router serve --socket` detached (as `query --spawn` does: own session, no
-   * terminal, stderr to <state dir>/daemon.log), with this plugin's state dir and memory root. */
+   * terminal, stderr to <state dir>/daemon.log), with this plugin's state dir and memory root.
+   * @param {string} socketPath
+   * @returns {Promise<Started>} */
   async #start(socketPath) {
     const s = this.settings;
     if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
@@ -314,7 +388,7 @@ export class RouterClient {
       // Never through a symlink (statedir.open_private refuses them too).
       log = fs.openSync(path.join(s.stateDir, "daemon.log"), fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND | fs.constants.O_NOFOLLOW, 0o600);
     } catch (err) {
-      throw new DaemonError(`cannot write ${path.join(s.stateDir, "daemon.log")}: ${err.message}`);
+      throw new DaemonError(`cannot write ${path.join(s.stateDir, "daemon.log")}: ${errorFacts(err).message}`);
     }
     const logOffset = fs.fstatSync(log).size; // this daemon's stderr starts here
     try {
@@ -323,6 +397,7 @@ export class RouterClient {
         child.once("spawn", resolve);
         child.once("error", (err) => reject(new DaemonError(this.#commandError(err))));
       });
+      /** @type {Started} */
       const started = { pid: child.pid, exited: null, logOffset };
       child.once("exit", (code, signal) => {
         started.exited = code ?? signal;
@@ -336,16 +411,24 @@ export class RouterClient {
     }
   }
 
+  /** @param {unknown} err */
   #commandError(err) {
-    return err.code === "ENOENT"
+    const { code, message } = errorFacts(err);
+    return code === "ENOENT"
       ? `${this.settings.command} not found; install memory-router or set plugins.entries.memory-router.config.command to its path`
-      : `cannot run ${this.settings.command}: ${err.message}`;
+      : `cannot run ${this.settings.command}: ${message}`;
   }
 
   // ------------------------------------------------------------------ the exec fallback
 
   /** `memory-router query` as a child process (argument list, no shell), its process group
-   * killed on timeout. It prints an envelope on stdout for exit codes 0, 1 and 2 alike. */
+   * killed on timeout. It prints an envelope on stdout for exit codes 0, 1 and 2 alike.
+   * @param {string} query
+   * @param {number | undefined} limit
+   * @param {number} timeoutMs
+   * @param {Scope | undefined} scope
+   * @param {{minRelevance?: number, maxChars?: number | null}} [trim]
+   * @returns {Promise<Envelope>} */
   #exec(query, limit, timeoutMs, scope, trim = {}) {
     const s = this.settings;
     const argv = ["query", "--timeout-ms", String(timeoutMs), "--state-dir", s.stateDir];
@@ -358,6 +441,7 @@ export class RouterClient {
     argv.push("--", query);
     const wait = Math.max(10000, 4 * timeoutMs + 5000);
     return new Promise((resolve, reject) => {
+      /** @type {import("node:child_process").ChildProcessByStdio<null, import("node:stream").Readable, import("node:stream").Readable>} */
       let child;
       try {
         child = spawn(s.command, argv, { cwd: fs.existsSync(s.memoryRoot) ? s.memoryRoot : s.stateDir, env: s.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
@@ -365,13 +449,15 @@ export class RouterClient {
         reject(new RouterError(this.#commandError(err)));
         return;
       }
+      /** @type {Buffer[]} */
       const out = [];
+      /** @type {Buffer[]} */
       const err = [];
       child.stdout.on("data", (c) => out.push(c));
       child.stderr.on("data", (c) => err.push(c));
       const timer = setTimeout(() => {
         try {
-          process.kill(-child.pid, "SIGKILL");
+          if (child.pid) process.kill(-child.pid, "SIGKILL");
         } catch {
           // already gone
         }
@@ -395,6 +481,7 @@ export class RouterClient {
     });
   }
 
+  /** @param {string} key @param {string} message */
   #warnOnce(key, message) {
     if (this.warned.has(key)) return;
     this.warned.add(key);

@@ -1,3 +1,4 @@
+// @ts-check
 // The plugin's settings, resolved once per memory root: what memory-router is told explicitly.
 //
 // Inside the Gateway OPENCLAW_STATE_DIR is unset and the working directory is the Gateway's, so a
@@ -8,6 +9,42 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+/** @import { HostApi, HostConfig } from "./host.js" */
+
+/**
+ * The plugin's config as the host hands it over (api.pluginConfig), validated by the host against
+ * openclaw.plugin.json's configSchema.
+ * @typedef {object} PluginConfig
+ * @property {string} [command]
+ * @property {string} [socket]
+ * @property {string} [stateDir]
+ * @property {string} [memoryRoot]
+ * @property {string} [config]
+ * @property {number} [timeoutMs]
+ * @property {number} [maxResults]
+ * @property {number} [minRelevance]
+ * @property {number} [maxChars]
+ */
+
+/**
+ * Everything a query needs: what memory-router is told, resolved once per memory root.
+ * @typedef {object} Settings
+ * @property {string} command the memory-router executable
+ * @property {string} stateDir --state-dir
+ * @property {string | null} socket the daemon's socket when configured (else <stateDir>/router.sock)
+ * @property {string} memoryRoot OPENCLAW_REPO_ROOT and the working directory
+ * @property {string | null} config --config when configured
+ * @property {number} timeoutMs per-backend timeout
+ * @property {number} maxResults results when the caller gives none
+ * @property {number} minRelevance the floor when the caller gives no minScore
+ * @property {number | null} maxChars the text budget when the caller gives none
+ * @property {Record<string, string | undefined>} env the environment of every memory-router started
+ */
+
+/**
+ * Whose memory a query reads (memory-router's `scope`).
+ * @typedef {{agent: string, session_key?: string}} Scope
+ */
 
 // minRelevance 0.2: the highest floor that keeps >= 95% of right first results on both
 // development benches (LoCoMo 97.3%, LongMemEval 100%) while the unanswerable questions start to
@@ -20,17 +57,32 @@ export const DEFAULTS = Object.freeze({
   maxChars: null,
 });
 
-/** `~` and `~/x` expanded the way Python's os.path.expanduser does for the current user. */
+/** Whether `value` is a whole number of at least `min` (the settings, a caller's arguments and an
+ * envelope are JSON: any value may come).
+ * @param {unknown} value
+ * @param {number} [min]
+ * @returns {value is number} */
+export function isInteger(value, min = -Infinity) {
+  return Number.isInteger(value) && /** @type {number} */ (value) >= min;
+}
+
+/** `~` and `~/x` expanded the way Python's os.path.expanduser does for the current user.
+ * @param {string} p
+ * @param {Record<string, string | undefined>} [env]
+ * @returns {string} */
 export function expandHome(p, env = process.env) {
   if (p === "~" || p.startsWith("~/")) return path.join(env.HOME || os.homedir(), p.slice(1));
   return p;
 }
 
+/** @param {string} p @param {Record<string, string | undefined>} env */
 function absolute(p, env) {
   return path.resolve(expandHome(p, env));
 }
 
-/** OpenClaw's own root (`~/.openclaw`, or what OPENCLAW_STATE_DIR / --profile say). */
+/** OpenClaw's own root (`~/.openclaw`, or what OPENCLAW_STATE_DIR / --profile say).
+ * @param {HostApi | undefined} api
+ * @param {Record<string, string | undefined>} env */
 function openclawRoot(api, env) {
   try {
     const dir = api?.runtime?.state?.resolveStateDir?.(env);
@@ -42,7 +94,11 @@ function openclawRoot(api, env) {
 }
 
 /** The agent workspace, resolved as OpenClaw resolves it (agents.list[].workspace,
- * agents.defaults.workspace, else <root>/workspace). */
+ * agents.defaults.workspace, else <root>/workspace).
+ * @param {HostApi | undefined} api
+ * @param {HostConfig | undefined} cfg
+ * @param {string | undefined} agentId
+ * @param {Record<string, string | undefined>} env */
 function agentWorkspace(api, cfg, agentId, env) {
   try {
     const dir = api?.runtime?.agent?.resolveAgentWorkspaceDir?.(cfg, agentId ?? "main", env);
@@ -58,9 +114,9 @@ function agentWorkspace(api, cfg, agentId, env) {
 /**
  * Everything a query needs, from the plugin config (api.pluginConfig, validated by the host
  * against openclaw.plugin.json's configSchema) and OpenClaw's config.
- * @returns {{command: string, stateDir: string, socket: string|null, memoryRoot: string,
- *   config: string|null, timeoutMs: number, maxResults: number, minRelevance: number,
- *   maxChars: number|null, env: Record<string,string>}}
+ * @param {{api?: HostApi, pluginConfig?: PluginConfig, cfg?: HostConfig, agentId?: string,
+ *   env?: Record<string, string | undefined>}} params
+ * @returns {Settings}
  */
 export function resolveSettings({ api, pluginConfig, cfg, agentId, env = process.env }) {
   const pc = pluginConfig ?? {};
@@ -76,22 +132,25 @@ export function resolveSettings({ api, pluginConfig, cfg, agentId, env = process
     socket: pc.socket ? absolute(pc.socket, env) : null,
     memoryRoot,
     config: pc.config ? absolute(pc.config, env) : null,
-    timeoutMs: Number.isInteger(pc.timeoutMs) ? pc.timeoutMs : DEFAULTS.timeoutMs,
-    maxResults: Number.isInteger(pc.maxResults) ? pc.maxResults : DEFAULTS.maxResults,
+    timeoutMs: isInteger(pc.timeoutMs) ? pc.timeoutMs : DEFAULTS.timeoutMs,
+    maxResults: isInteger(pc.maxResults) ? pc.maxResults : DEFAULTS.maxResults,
     minRelevance: typeof pc.minRelevance === "number" ? pc.minRelevance : DEFAULTS.minRelevance,
-    maxChars: Number.isInteger(pc.maxChars) ? pc.maxChars : DEFAULTS.maxChars,
+    maxChars: isInteger(pc.maxChars) ? pc.maxChars : DEFAULTS.maxChars,
     env: childEnv,
   };
 }
 
-/** A key equal for settings that can share one daemon connection. */
+/** A key equal for settings that can share one daemon connection.
+ * @param {Settings} s */
 export function settingsKey(s) {
   return JSON.stringify([s.command, s.stateDir, s.socket, s.memoryRoot, s.config]);
 }
 
 const AGENT_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/i; // OpenClaw's VALID_ID_RE
 
-/** The agent of an OpenClaw session key (`agent:<id>:...`), or null. */
+/** The agent of an OpenClaw session key (`agent:<id>:...`), or null.
+ * @param {unknown} key
+ * @returns {string | null} */
 export function agentOfSessionKey(key) {
   if (typeof key !== "string") return null;
   const m = /^agent:([^:]+):/i.exec(key.trim());
@@ -99,7 +158,9 @@ export function agentOfSessionKey(key) {
 }
 
 /** OpenClaw's default agent: the `default: true` entry of the roster, else its first, else "main".
- * The roster is `agents.list[]`, or `agents.entries` (keyed by id) as OpenClaw 2026.9 stores it. */
+ * The roster is `agents.list[]`, or `agents.entries` (keyed by id) as OpenClaw 2026.9 stores it.
+ * @param {HostConfig | undefined} cfg
+ * @returns {string} */
 export function defaultAgentId(cfg) {
   const agents = cfg?.agents;
   let list = Array.isArray(agents?.list) ? agents.list : [];
@@ -115,7 +176,8 @@ export function defaultAgentId(cfg) {
  * Who asks: the tool context's agentId, else the agent its session key names, else the default
  * agent; with the session key when there is one. Every query carries it to memory-router as its
  * `scope`, and the hit cache memory_get reads from is this agent's own.
- * @returns {{agent: string, session_key?: string}}
+ * @param {{agentId?: unknown, sessionKey?: unknown, cfg?: HostConfig}} who
+ * @returns {Scope}
  */
 export function resolveScope({ agentId, sessionKey, cfg }) {
   const given = typeof agentId === "string" && agentId.trim() ? agentId.trim().toLowerCase() : null;
@@ -126,7 +188,10 @@ export function resolveScope({ agentId, sessionKey, cfg }) {
 
 /** The router-config.json a memory-router started with `settings` reads (docs/configuration.md):
  * `--config`, $MEMORY_ROUTER_CONFIG, `<state dir>/router-config.json` when it exists, else the
- * packaged one (null here: only the Python package knows its path). */
+ * packaged one (null here: only the Python package knows its path).
+ * @param {Settings} settings
+ * @param {(file: string) => boolean} [exists]
+ * @returns {string | null} */
 export function effectiveConfig(settings, exists = (p) => fs.statSync(p, { throwIfNoEntry: false })?.isFile() === true) {
   if (settings.config) return settings.config;
   const fromEnv = settings.env.MEMORY_ROUTER_CONFIG?.trim();

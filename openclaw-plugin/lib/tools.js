@@ -1,10 +1,16 @@
+// @ts-check
 // The agent's memory_search and memory_get tools, answered by memory-router.
 //
 // Payloads follow memory-core's tools (same parameter names; results, or the unavailable shape
 // {results: [], disabled, unavailable, error, warning, action} that OpenClaw's agents are told to
 // report), plus `routing`: which rule matched and which backend answered.
+import { CODES } from "./codes.js";
 import { routingFacts, trimFacts } from "./mapping.js";
+import { errorFacts } from "./router.js";
+/** @import { HostConfig, Tool, ToolContext, ToolResult } from "./host.js" */
+/** @import { MemoryRouterPlugin } from "./manager.js" */
 
+/** @param {Record<string, unknown>} payload @returns {ToolResult} */
 function jsonResult(payload) {
   return { content: [{ type: "text", text: JSON.stringify(payload, null, 2) }], details: payload };
 }
@@ -47,16 +53,24 @@ const GET_PARAMETERS = {
 };
 
 /** The agent (and session) a tool call is made for: OpenClaw's tool context carries agentId and
- * sessionKey (memory-core reads the same two). */
+ * sessionKey (memory-core reads the same two).
+ * @param {MemoryRouterPlugin} plugin
+ * @param {ToolContext | undefined} ctx */
 function scopeOf(plugin, ctx) {
   return plugin.scopeFor(configOf(ctx), { agentId: ctx?.agentId, sessionKey: ctx?.sessionKey });
 }
 
-/** The host's current config, as memory-core reads it from a tool context. */
+/** The host's current config, as memory-core reads it from a tool context.
+ * @param {ToolContext | undefined} ctx
+ * @returns {HostConfig | undefined} */
 function configOf(ctx) {
   return ctx?.getRuntimeConfig?.() ?? ctx?.runtimeConfig ?? ctx?.config;
 }
 
+/** memory_search for the agent of `ctx`.
+ * @param {MemoryRouterPlugin} plugin
+ * @param {ToolContext} [ctx]
+ * @returns {Tool} */
 export function createSearchTool(plugin, ctx) {
   return {
     name: "memory_search",
@@ -90,7 +104,7 @@ export function createSearchTool(plugin, ctx) {
           results: [],
           disabled: true,
           unavailable: true,
-          error: err.message,
+          error: errorFacts(err).message,
           warning: "Memory search through memory-router is unavailable.",
           action: `Run: memory-router query --state-dir ${settings.stateDir} "<query>" to see why, then retry memory_search.`,
           ...(plugin.lastFor(scope.agent) ? { routing: plugin.lastFor(scope.agent) } : {}),
@@ -100,6 +114,10 @@ export function createSearchTool(plugin, ctx) {
   };
 }
 
+/** memory_get for the agent of `ctx`.
+ * @param {MemoryRouterPlugin} plugin
+ * @param {ToolContext} [ctx]
+ * @returns {Tool} */
 export function createGetTool(plugin, ctx) {
   return {
     name: "memory_get",
@@ -117,7 +135,8 @@ export function createGetTool(plugin, ctx) {
       try {
         return jsonResult(await plugin.read(settings, { relPath: params?.path, from: params?.from, lines: params?.lines, scope }));
       } catch (err) {
-        return jsonResult({ path: params?.path ?? "", text: "", status: "error", code: err.code ?? "MEMORY_READ_FAILED", error: err.message });
+        const { code, message } = errorFacts(err);
+        return jsonResult({ path: params?.path ?? "", text: "", status: "error", code: code ?? CODES.MEMORY_READ_FAILED, error: message });
       }
     },
   };

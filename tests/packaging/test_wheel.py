@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,6 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from memory_router.cli.openclaw_setup import plugin_files
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools"
@@ -77,6 +80,34 @@ def test_the_wheel_carries_the_engine_the_skill_and_the_licence(wheel: Path) -> 
     assert "License-Expression: MIT" in metadata
 
 
+PLUGIN = REPO / "openclaw-plugin"
+PLUGIN_INSIDE = "memory_router/openclaw_plugin/"
+
+
+def test_the_wheel_carries_the_plugin_as_npm_packs_it(wheel: Path) -> None:
+    """The plugin's files in the wheel are the ones it ships (package.json's ``files``), byte for
+    byte, with the wheel's version: never its tests, tsconfig.json, package-lock.json or node_modules
+    (a checkout after ``npm ci`` has them)."""
+    shipped = plugin_files(PLUGIN)
+    with zipfile.ZipFile(wheel) as z:
+        inside = sorted(n.removeprefix(PLUGIN_INSIDE) for n in z.namelist() if n.startswith(PLUGIN_INSIDE))
+        assert inside == shipped
+        for name in shipped:
+            assert z.read(PLUGIN_INSIDE + name) == (PLUGIN / name).read_bytes(), f"the wheel's {name} differs"
+        metadata = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+        package = json.loads(z.read(PLUGIN_INSIDE + "package.json"))
+    assert f"\nVersion: {package['version']}\n" in metadata
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed: the wheel's list was checked against package.json's `files` only")
+    # npm's own reading of `files`: what `npm pack` would publish.
+    node_dirs = [str(p.parent) for p in (*NODE22, *sorted(TOOLS.glob("node24/node_modules/node-*/bin/node")))]
+    env = {**installed_env(), "PATH": os.pathsep.join([*node_dirs, os.environ.get("PATH", "")])}
+    packed = _run([npm, "pack", "--dry-run", "--json", "--ignore-scripts"], cwd=PLUGIN, env=env)
+    assert packed.returncode == 0, packed.stderr[-2000:]
+    assert sorted(f["path"] for f in json.loads(packed.stdout)[0]["files"]) == shipped
+
+
 def test_the_sdist_carries_what_the_wheel_is_built_from(tmp_path: Path) -> None:
     # Asked from tmp_path: in the checkout, the `build/` folder a wheel build leaves would pass for
     # the `build` package.
@@ -91,6 +122,8 @@ def test_the_sdist_carries_what_the_wheel_is_built_from(tmp_path: Path) -> None:
     engine = "memory_router/backends/qmd/qmd_engine.mjs"
     for path in ("LICENSE", "SKILL.md", "skills/memory-router/SKILL.md", engine, "README.md"):
         assert path in names, f"the sdist lacks {path}"
+    plugin = sorted(n.removeprefix("openclaw-plugin/") for n in names if n.startswith("openclaw-plugin/"))
+    assert plugin == plugin_files(PLUGIN), "the sdist's plugin is not the files it ships"
 
 
 @pytest.mark.skipif(not (QMD_PACKAGE.is_dir() and NODE22), reason="qmd is not installed (.ci/setup.d/20-qmd.sh)")

@@ -27,8 +27,9 @@ CLI_DOC = ROOT / "docs" / "cli.md"
 BEGIN = re.compile(r"<!-- generated from memory_router/contract\.py ERROR_CODES.*?-->\n", re.S)
 END = "<!-- end of the generated table -->"
 PLUGIN = ROOT / "openclaw-plugin"
-# A quoted UPPER_SNAKE word in the plugin's JavaScript: an error code (its env names are read as env.X).
-JS_CODE = re.compile(r"""["'`]([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)["'`]""")
+PLUGIN_CODES = PLUGIN / "lib" / "codes.js"
+# A quoted upper-case word in the plugin's JavaScript: an error code when the table has it.
+JS_WORD = re.compile(r"""["'`]([A-Z][A-Z0-9_]*)["'`]""")
 # Whole string literals in memory_router/ equal to a code that are not that code.
 NOT_A_CODE = {("memory_router/core/cooldown.py", "COOLDOWN"): "the kind of a router.log line"}
 
@@ -122,36 +123,54 @@ def test_hello_carries_the_table_for_the_plugin() -> None:
     assert retry == contract.RETRY_IN_PROCESS
 
 
+def _plugin_sources() -> list[Path]:
+    """The plugin's own modules (not its tests, not node_modules)."""
+    return [PLUGIN / "index.js", *sorted((PLUGIN / "lib").glob("*.js"))]
+
+
 def _plugin_literals() -> list[tuple[str, int, str]]:
     found = []
-    for path in sorted(PLUGIN.rglob("*.js")):
-        if "node_modules" in path.parts:
-            continue
+    for path in _plugin_sources():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            found += [(str(path.relative_to(ROOT)), number, code) for code in JS_CODE.findall(line)]
+            rel = str(path.relative_to(ROOT))
+            found += [(rel, number, word) for word in JS_WORD.findall(line) if word in BY_CODE]
     return found
 
 
-def test_every_code_the_plugin_spells_is_in_the_table() -> None:
+def test_the_plugins_codes_module_is_the_generated_one() -> None:
+    generated = contract.plugin_codes_module()
+    assert all("*/" not in row.meaning for row in ERROR_CODES), "a meaning would end lib/codes.js's doc comment"
+    if os.environ.get("MR_WRITE_DOCS") == "1":
+        PLUGIN_CODES.write_text(generated, encoding="utf-8")
+        return
+    assert PLUGIN_CODES.read_text(encoding="utf-8") == generated, (
+        "openclaw-plugin/lib/codes.js differs from memory_router/contract.py ERROR_CODES; regenerate it: "
+        "MR_WRITE_DOCS=1 python3 -m pytest -q tests/unit/test_error_codes.py"
+    )
+
+
+def test_the_plugin_spells_a_code_only_in_its_codes_module() -> None:
     literals = _plugin_literals()
-    assert literals, "the scan found no codes in openclaw-plugin/: is the pattern still right?"
-    unknown = [f"{path}:{n} {code}" for path, n, code in literals if code not in BY_CODE]
-    assert unknown == [], f"codes the plugin gives that memory_router/contract.py ERROR_CODES lacks: {unknown}"
+    in_module = {code for path, _, code in literals if path.endswith("lib/codes.js")}
+    assert in_module == set(BY_CODE), "the scan no longer finds lib/codes.js's codes: is the pattern still right?"
+    elsewhere = [f"{path}:{n} {code}" for path, n, code in literals if not path.endswith("lib/codes.js")]
+    assert elsewhere == [], f"use CODES.<name> from openclaw-plugin/lib/codes.js instead of the literal: {elsewhere}"
+    named = {
+        (str(path.relative_to(ROOT)), code)
+        for path in _plugin_sources()
+        for code in re.findall(r"\bCODES\.([A-Z][A-Z0-9_]*)", path.read_text(encoding="utf-8"))
+    }
+    assert named, "the plugin names no CODES.<name>: is the pattern still right?"
+    assert [f"{path} {code}" for path, code in sorted(named) if code not in BY_CODE] == []
 
 
 def test_the_plugin_reads_the_retry_codes_from_hello_and_keeps_one_fallback() -> None:
     router = (PLUGIN / "lib" / "router.js").read_text(encoding="utf-8")
-    fallback = re.search(r"const RETRY_WITHOUT_TABLE = \[([^\]]*)\];", router)
+    fallback = re.search(r"const RETRY_WITHOUT_TABLE = Object\.freeze\(\[([^\]]*)\]\);", router)
     assert fallback is not None, "router.js: the fallback for a daemon whose hello has no table moved"
-    kept = set(JS_CODE.findall(fallback.group(1)))
-    assert kept and kept <= contract.RETRY_IN_PROCESS
-    line = router[: fallback.start()].count("\n") + 1
-    elsewhere = [
-        (n, code)
-        for path, n, code in _plugin_literals()
-        if path.endswith("lib/router.js") and code in contract.RETRY_IN_PROCESS and n != line
-    ]
-    assert elsewhere == [], f"router.js spells a retry code outside RETRY_WITHOUT_TABLE: {elsewhere}"
+    kept = set(re.findall(r"CODES\.([A-Z_]+)", fallback.group(1)))
+    # What daemons meant before hello carried the table: still retried by today's.
+    assert kept == {contract.SHUTTING_DOWN, contract.INTERNAL_ERROR} and kept <= contract.RETRY_IN_PROCESS
     assert "hello?.error_codes" in router
 
 
