@@ -35,3 +35,17 @@ install_node() {
   NODE="$1/node_modules/$2/bin/node"
   "$NODE" --version >/dev/null
 }
+
+# plugin_node: a Node >= 22 (the OpenClaw plugin's engines) for the plugin's own tools: .tools'
+# node24 (50-openclaw.sh), else node22 (20-qmd.sh), else `node` on PATH if new enough. Fails when
+# there is none.
+plugin_node() {
+  local candidate major
+  for candidate in "$PWD/.tools/node24/node_modules/$(node_package 2>/dev/null)/bin/node" \
+    "$PWD/.tools/node22/node_modules/$(node_package 2>/dev/null)/bin/node" "$(command -v node || true)"; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    major="$("$candidate" -p 'process.versions.node.split(".")[0]' 2>/dev/null)" || continue
+    [ "$major" -ge 22 ] && { echo "$candidate"; return 0; }
+  done
+  return 1
+}

@@ -9,10 +9,10 @@ import { errorFacts } from "./router.js";
 /** @import { CliContext } from "./host.js" */
 /** @import { IndexFacts, MemoryRouterPlugin } from "./manager.js" */
 
-/** @param {unknown} value */
-function writeJson(value) {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-}
+/**
+ * Where the command writes: the process's streams (a test gives its own).
+ * @typedef {{stdout: {write(text: string): unknown}, stderr: {write(text: string): unknown}}} Streams
+ */
 
 /** @param {string} name @returns {(value: string) => number} */
 function positiveInt(name) {
@@ -32,17 +32,22 @@ function number(name) {
   };
 }
 
-/** @param {string} message @param {boolean | undefined} json */
-function fail(message, json) {
-  if (json) writeJson({ results: [], error: message });
-  process.stderr.write(`${message}\n`);
-  process.exitCode = 1;
-}
 
 /** The `memory` command and its `search` and `status` subcommands, on OpenClaw's program.
  * @param {MemoryRouterPlugin} plugin
- * @param {CliContext} ctx */
-export function registerMemoryCli(plugin, { program, config }) {
+ * @param {CliContext} ctx
+ * @param {Streams} [streams] */
+export function registerMemoryCli(plugin, { program, config }, streams = process) {
+  /** @param {unknown} value */
+  const writeJson = (value) => streams.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  /** An error: on stderr (and as JSON with --json), exit code 1.
+   * @param {string} message @param {boolean | undefined} json */
+  const fail = (message, json) => {
+    if (json) writeJson({ results: [], error: message });
+    streams.stderr.write(`${message}\n`);
+    process.exitCode = 1;
+  };
+
   const memory = program.command("memory").description("Search memory through memory-router, and show its status");
 
   memory
@@ -64,11 +69,11 @@ export function registerMemoryCli(plugin, { program, config }) {
         if (opts.json) {
           writeJson({ results, routing: { ...routingFacts(envelope), via } });
         } else if (!results.length) {
-          process.stdout.write(`No matches (rule ${envelope.rule?.id ?? "?"}, tried ${(envelope.fallback_chain ?? []).join(" -> ")}).\n`);
+          streams.stdout.write(`No matches (rule ${envelope.rule?.id ?? "?"}, tried ${(envelope.fallback_chain ?? []).join(" -> ")}).\n`);
         } else {
           const lines = [`rule ${envelope.rule?.number} (${envelope.rule?.id}) -> ${envelope.routed_to}, ${envelope.status}`, ""];
           for (const r of results) lines.push(`${r.score.toFixed(3)} ${r.path}:${r.startLine}-${r.endLine}`, r.snippet, "");
-          process.stdout.write(`${lines.join("\n").trim()}\n`);
+          streams.stdout.write(`${lines.join("\n").trim()}\n`);
         }
       } catch (err) {
         fail(errorFacts(err).message, opts.json);
@@ -92,7 +97,7 @@ export function registerMemoryCli(plugin, { program, config }) {
         if (opts.json) writeJson(status);
         else {
           const m = status.custom.memoryRouter;
-          process.stdout.write(
+          streams.stdout.write(
             [
               `provider:    memory-router (${m.transport}${m.fallbackReason ? `: ${m.fallbackReason}` : ""})`,
               `memory root: ${m.memoryRoot}`,

@@ -29,11 +29,12 @@
  */
 
 /**
- * The host's helpers the plugin resolves its defaults with (an older host may lack them).
+ * The host's helpers the plugin resolves its defaults with (an older host may lack them). The
+ * config handed to resolveAgentWorkspaceDir is the host's own (a method: it takes it back whole).
  * @typedef {object} HostRuntime
- * @property {{resolveStateDir?: (env?: Record<string, string | undefined>) => string}} [state]
- * @property {{resolveAgentWorkspaceDir?: (cfg: HostConfig | undefined, agentId: string,
- *   env?: Record<string, string | undefined>) => string}} [agent]
+ * @property {{resolveStateDir?(env?: Record<string, string | undefined>): string}} [state]
+ * @property {{resolveAgentWorkspaceDir?(cfg: HostConfig, agentId: string,
+ *   env?: Record<string, string | undefined>): string}} [agent]
  */
 
 /**
@@ -41,7 +42,7 @@
  * @typedef {object} ToolContext
  * @property {string} [agentId]
  * @property {string} [sessionKey]
- * @property {() => HostConfig} [getRuntimeConfig]
+ * @property {() => HostConfig | undefined} [getRuntimeConfig]
  * @property {HostConfig} [runtimeConfig]
  * @property {HostConfig} [config]
  */
@@ -63,12 +64,14 @@
 
 /**
  * commander's Command, as far as the `memory` command uses it (OpenClaw hands over its program).
- * @typedef {object} Command
- * @property {(name: string) => Command} command
- * @property {(text: string) => Command} description
- * @property {(name: string, description: string) => Command} argument
- * @property {(flags: string, description: string, parse?: (value: string) => unknown) => Command} option
- * @property {(handler: (...args: any[]) => void | Promise<void>) => Command} action
+ * @typedef {{
+ *   command(name: string): Command,
+ *   description(text: string): Command,
+ *   argument(name: string, description: string): Command,
+ *   option(flags: string, description: string): Command,
+ *   option(flags: string, description: string, parse: (value: string) => unknown): Command,
+ *   action(handler: (...args: any[]) => void | Promise<void>): Command,
+ * }} Command
  */
 
 /**

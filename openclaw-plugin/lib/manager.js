@@ -16,6 +16,25 @@ import { effectiveConfig, isInteger, resolveScope, resolveSettings, settingsKey 
 /** @import { Scope, Settings } from "./settings.js" */
 
 /**
+ * Why the host asks for a manager.
+ * @typedef {"default" | "status" | "cli"} Purpose
+ */
+
+/**
+ * OpenClaw's MemoryProviderStatus, as this plugin fills it: `custom` says what it is.
+ * @typedef {object} MemoryStatus
+ * @property {"builtin"} backend
+ * @property {string} provider
+ * @property {string} workspaceDir
+ * @property {boolean} dirty
+ * @property {"memory"[]} sources
+ * @property {{enabled: boolean, available: boolean}} fts
+ * @property {{enabled: boolean, available: boolean}} vector
+ * @property {{searchMode: string, memoryRouter: Record<string, unknown> & ReturnType<RouterClient["describe"]> &
+ *   {agent: string, lastQuery: LastQuery | null, index: IndexFacts | null}}} custom
+ */
+
+/**
  * The daemon's index freshness for one set of settings, when it was asked (null: no daemon).
  * @typedef {{at: string, backends: Record<string, Record<string, any>> | null}} IndexFacts
  */
@@ -120,7 +139,7 @@ export class MemoryRouterPlugin {
   /**
    * @param {HostConfig | undefined} cfg
    * @param {string} [agentId]
-   * @param {string} [purpose]
+   * @param {Purpose} [purpose]
    * @param {string} [sessionKey]
    */
   manager(cfg, agentId, purpose, sessionKey) {
@@ -233,7 +252,7 @@ export class MemoryRouterManager {
    * @param {MemoryRouterPlugin} plugin
    * @param {Settings} settings
    * @param {RouterClient} client
-   * @param {string | undefined} purpose
+   * @param {Purpose | undefined} purpose
    * @param {Scope} scope
    */
   constructor(plugin, settings, client, purpose, scope) {
@@ -261,6 +280,7 @@ export class MemoryRouterManager {
     return this.plugin.loadIndexFreshness(this.settings);
   }
 
+  /** @returns {MemoryStatus} */
   status() {
     const s = this.settings;
     return {
@@ -288,6 +308,7 @@ export class MemoryRouterManager {
   }
 
   // memory-router embeds nothing itself (qmd and Cognee do, behind it): no embedding provider here.
+  /** @returns {Promise<{ok: boolean, error?: string, checked?: boolean}>} */
   async probeEmbeddingAvailability() {
     return { ok: false, error: "memory-router routes to its backends; it has no embedding provider of its own", checked: true };
   }
@@ -303,9 +324,9 @@ export class MemoryRouterManager {
 /**
  * The `runtime` of registerMemoryCapability (OpenClaw's MemoryPluginRuntime).
  * @typedef {object} MemoryRuntime
- * @property {(params: {cfg?: HostConfig, agentId?: string, purpose?: string, sessionKey?: string}) =>
- *   Promise<{manager: MemoryRouterManager, debug: {backend: string, purpose?: string}} | {manager: null, error: string}>} getMemorySearchManager
- * @property {() => {backend: string}} resolveMemoryBackendConfig
+ * @property {(params: {cfg?: HostConfig, agentId?: string, purpose?: Purpose, sessionKey?: string}) =>
+ *   Promise<{manager: MemoryRouterManager, debug: {backend: "builtin", purpose?: Purpose}} | {manager: null, error: string}>} getMemorySearchManager
+ * @property {() => {backend: "builtin"}} resolveMemoryBackendConfig
  * @property {() => Promise<void>} closeMemorySearchManager
  * @property {() => Promise<void>} closeAllMemorySearchManagers
  */

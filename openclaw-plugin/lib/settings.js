@@ -101,7 +101,7 @@ function openclawRoot(api, env) {
  * @param {Record<string, string | undefined>} env */
 function agentWorkspace(api, cfg, agentId, env) {
   try {
-    const dir = api?.runtime?.agent?.resolveAgentWorkspaceDir?.(cfg, agentId ?? "main", env);
+    const dir = cfg && api?.runtime?.agent?.resolveAgentWorkspaceDir?.(cfg, agentId ?? "main", env);
     if (typeof dir === "string" && dir) return absolute(dir, env);
   } catch {
     // fall through

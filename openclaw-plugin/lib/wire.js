@@ -103,7 +103,11 @@ export class Connection {
   /** Connect; rejects with a DaemonError (absent=true when nothing listens).
    * @returns {Promise<Connection>} */
   open(timeoutMs = 2000) {
-    checkSocket(this.path);
+    try {
+      checkSocket(this.path);
+    } catch (err) {
+      return Promise.reject(err); // a promise either way: callers await it
+    }
     return new Promise((resolve, reject) => {
       const socket = net.createConnection({ path: this.path });
       const timer = setTimeout(() => {

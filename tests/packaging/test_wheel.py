@@ -118,7 +118,7 @@ def test_the_sdist_carries_what_the_wheel_is_built_from(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-3000:]
     (sdist,) = (tmp_path / "dist").glob("memory_router-*.tar.gz")
     with tarfile.open(sdist) as tar:
-        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+        names = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name and m.isfile()}
     engine = "memory_router/backends/qmd/qmd_engine.mjs"
     for path in ("LICENSE", "SKILL.md", "skills/memory-router/SKILL.md", engine, "README.md"):
         assert path in names, f"the sdist lacks {path}"
