@@ -9,7 +9,7 @@ source .ci/lib/node.sh
 NODE="$(plugin_node)" || { echo "60-plugin-dev: no Node >= 22 (.ci/setup.d/20-qmd.sh or 50-openclaw.sh installs one); skipping" >&2; exit 0; }
 PLUGIN=openclaw-plugin
 marker="$PLUGIN/node_modules/.installed-from"
-lock="$(sha256sum "$PLUGIN/package-lock.json" | cut -d' ' -f1)"
+lock="$(python3 -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$PLUGIN/package-lock.json")"
 if [ "$(cat "$marker" 2>/dev/null)" = "$lock" ]; then
   echo "60-plugin-dev: $PLUGIN/node_modules is installed from this package-lock.json" >&2
   exit 0
