@@ -35,7 +35,7 @@ DYNAMIC = {
     # the three model variables, from _qmd_locate.MODEL_ENV
     ("qmd/locate.py", "configured_models"): "qmd model variables",
     # $NAME in a configured db_path: published by the daemon via lossless.config_env_vars
-    ("lossless/adapter.py", "_expand_vars"): "db_path variables",
+    ("lossless/location.py", "_expand_vars"): "db_path variables",
     # _secret(setting, environ, "COGNEE_API_KEY"): the names its callers pass
     ("cognee/adapter.py", "_secret"): "cognee secret variables",
 }
