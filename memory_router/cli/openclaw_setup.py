@@ -161,13 +161,16 @@ def default_agent(config: Mapping[str, Any] | None) -> str:
 
 def _qmd_state(session: Session, agent: str, workspace: str) -> tuple[plan.QmdState | None, Any, Path | None]:
     """The agent's qmd collection (``None`` when qmd is not configured or not installed)."""
-    from memory_router.backends.qmd.adapter import QmdBackend
+    from memory_router.backends.qmd.adapter import QmdUnavailable
+    from memory_router.backends.qmd.backend import QmdBackend
     from memory_router.backends.qmd.locate import QmdNotFound
 
     for name, spec in session.router.config.backends.items():
         if spec.type != "qmd":
             continue
         backend = session.router.backend(name)
+        if isinstance(backend, QmdUnavailable):  # qmd cannot run here (what probe() says)
+            return None, None, None
         if not isinstance(backend, QmdBackend):
             continue
         try:

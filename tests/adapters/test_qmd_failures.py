@@ -64,6 +64,36 @@ def test_nothing_installed_anywhere_is_unavailable(tmp_path: Path, monkeypatch: 
     assert "qmd is not installed" in response.error_message and "@tobilu/qmd@2.8.3" in response.error_message
 
 
+@pytest.mark.parametrize("mode", ["search", "vsearch", "query", "hybrid"])
+@pytest.mark.parametrize("missing", ["qmd", "everything"])
+def test_a_one_shot_router_whose_qmd_cannot_run_answers_as_the_backend_blocking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, missing: str
+) -> None:
+    # The one-shot CLI's qmd where qmd cannot run: the same answer and probe as QmdBackend's, from
+    # a BlockingBackend (no event loop, no transports: tests/unit/test_cold_start.py pins the imports).
+    from memory_router.backends.base import BlockingBackend
+    from memory_router.backends.qmd import locate as _qmd_locate
+
+    if missing == "qmd":
+        environ, settings = None, {"qmd": str(tmp_path / "no-such-qmd.js")}
+    else:
+        monkeypatch.setattr(_qmd_locate, "TOOLS", tmp_path / "no-tools")
+        environ, settings = {"PATH": str(tmp_path / "empty-bin"), "HOME": str(tmp_path)}, {}
+    b = backend(tmp_path, environ=environ, **settings)
+    one_shot = qmd_adapter.create("qmd", b.settings, b.context)
+    assert isinstance(one_shot, qmd_adapter.QmdUnavailable) and isinstance(one_shot, BlockingBackend)
+    assert not isinstance(qmd_adapter.create("qmd", b.settings, b.context.replace(long_lived=True)), BlockingBackend)
+    request = BackendRequest("consensus", mode=mode)
+    import threading
+
+    blocking = one_shot.search_blocking(request, threading.Event())
+    expected, _ = ask(b, "consensus", mode)
+    assert blocking.replace(backend_duration_ms=0) == expected.replace(backend_duration_ms=0)
+    assert blocking.error_code == ("BACKEND_ERROR" if mode == "hybrid" else "BACKEND_UNAVAILABLE")
+    assert one_shot.probe() == b.probe()
+    assert one_shot.calibration_key(mode) == b.calibration_key(mode)
+
+
 def _fake_node(tmp_path: Path, version: str) -> Path:
     node = tmp_path / "bin" / "node"
     node.parent.mkdir(parents=True, exist_ok=True)

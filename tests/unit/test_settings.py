@@ -25,6 +25,8 @@ from memory_router.backends.command import adapter as command
 from memory_router.backends.common.settings import Secret, settings_from_json, validate
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.qmd import adapter as qmd
+from memory_router.backends.qmd import indexing as qmd_indexing
+from memory_router.backends.qmd.backend import QmdBackend
 from memory_router.config.cache import load_config_cached
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config
@@ -56,9 +58,9 @@ def assert_same(cls: type, raw: dict[str, Any]) -> None:
 def demo_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
     """Each built-in adapter's demo entry: the packaged config's keys plus its ``demo_setup``
     output (qmd's indexing and Cognee's health check are stubbed: only the returned dict matters)."""
-    monkeypatch.setattr(qmd, "build_collection", lambda *args, **kwargs: None)
-    monkeypatch.setattr(qmd.QmdBackend, "transport", lambda self: SimpleNamespace(env={}))
-    monkeypatch.setattr(qmd, "embed_collection", lambda *args, **kwargs: None)
+    monkeypatch.setattr(qmd_indexing, "build_collection", lambda *args, **kwargs: None)
+    monkeypatch.setattr(QmdBackend, "transport", lambda self: SimpleNamespace(env={}))
+    monkeypatch.setattr(qmd_indexing, "embed_collection", lambda *args, **kwargs: None)
     monkeypatch.setattr(cognee, "fetch_health", lambda url, timeout: {"health": "up"})
     packaged = orjson.loads(packaged_config().read_bytes())["backends"]
     workspace, state = tmp_path / "ws", tmp_path / "state"

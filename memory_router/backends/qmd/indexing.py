@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memory_router.backends.qmd.locate import TOOLS, missing_models
 from memory_router.backends.qmd.refresh import Command, Refresher
-from memory_router.backends.qmd.refresh import Settings as RefreshSettings
+from memory_router.backends.qmd.settings import RefreshSettings
 from memory_router.backends.qmd.transports import CliTransport, stderr_tail
 from memory_router.config import paths
 from memory_router.contract import say

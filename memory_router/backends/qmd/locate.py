@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -106,8 +104,25 @@ def find_qmd(setting: str | None, environ: Mapping[str, str]) -> Path | None:
     local = TOOLS / "qmd" / QMD_PACKAGE / QMD_JS if TOOLS else None
     if local is not None and local.is_file():
         return local
-    on_path = shutil.which("qmd", path=environ.get("PATH"))
+    on_path = which("qmd", environ.get("PATH"))
     return Path(on_path) if on_path else None
+
+
+def which(name: str, path: str | None) -> str | None:
+    """``shutil.which(name, path=path)`` for a bare name on POSIX (the first executable file of that
+    name in ``path``, ``$PATH`` when None), without importing shutil and the compression modules it
+    loads: a cold query that finds no qmd pays this lookup and nothing more."""
+    if path is None:
+        path = os.environ.get("PATH") or os.defpath
+    seen = set()
+    for folder in path.split(os.pathsep):
+        if not folder or folder in seen:
+            continue
+        seen.add(folder)
+        candidate = os.path.join(folder, name)
+        if os.access(candidate, os.F_OK | os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 def find_node(setting: str | None, environ: Mapping[str, str]) -> Path | None:
@@ -117,7 +132,7 @@ def find_node(setting: str | None, environ: Mapping[str, str]) -> Path | None:
     for node in sorted((TOOLS / "node22" / "node_modules").glob("node-*/bin/node")) if TOOLS else ():
         if os.access(node, os.X_OK):
             return node
-    on_path = shutil.which("node", path=environ.get("PATH"))
+    on_path = which("node", environ.get("PATH"))
     return Path(on_path) if on_path else None
 
 
@@ -131,6 +146,8 @@ def node_version(node: Path) -> str | None:
     except OSError:
         return None
     if key not in _version_cache:
+        import subprocess  # here: a cold query without Node never starts a process
+
         try:
             out = subprocess.run(
                 [str(node), "--version"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL, check=False

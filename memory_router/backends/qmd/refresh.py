@@ -33,37 +33,17 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from memory_router.backends.common.settings import Limits
 from memory_router.backends.qmd.collection_scan import CollectionSpec, Signatures, collection_specs, pending_files, scan
+from memory_router.backends.qmd.settings import RefreshSettings
 from memory_router.core.frozen import Frozen
 
 RECORD_VERSION = 1
 LOCK_POLL_S = 0.1
 ERROR_CHARS = 400
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """``backends.<qmd>.refresh`` in router-config.json: keeping the index fresh in the daemon."""
-
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
-
-    enabled: bool = True
-    """Watch the collections' folders and run ``qmd update`` after a change (long-lived routers only:
-    a one-shot query never writes the index)."""
-    debounce_ms: Annotated[int, Limits(ge=0, le=600_000)] = 1500
-    """Quiet time after the last change before the update starts (a burst of writes costs one update)."""
-    max_wait_ms: Annotated[int, Limits(ge=0, le=3_600_000)] = 15_000
-    """A folder that never goes quiet is still updated this long after its first unindexed change."""
-    embed: bool = True
-    """Run ``qmd embed`` after the update when the index's embedding model is on disk."""
-    timeout_s: Annotated[float, Limits(gt=0, le=7200)] = 600.0
-    """Each ``qmd update`` / ``qmd embed`` is killed (its process group) after this long."""
 
 
 # --------------------------------------------------------------------------- the debounce machine
@@ -271,7 +251,7 @@ class Refresher:
     def __init__(
         self,
         name: str,
-        settings: Settings,
+        settings: RefreshSettings,
         *,
         index_file: Path,
         config_file: Path,

@@ -16,7 +16,25 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from memory_router.backends.common.settings import Limits
-from memory_router.backends.qmd.refresh import Settings as RefreshSettings
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshSettings:
+    """``backends.<qmd>.refresh`` in router-config.json: keeping the index fresh in the daemon."""
+
+    __pydantic_config__ = {"extra": "forbid", "strict": True}
+
+    enabled: bool = True
+    """Watch the collections' folders and run ``qmd update`` after a change (long-lived routers only:
+    a one-shot query never writes the index)."""
+    debounce_ms: Annotated[int, Limits(ge=0, le=600_000)] = 1500
+    """Quiet time after the last change before the update starts (a burst of writes costs one update)."""
+    max_wait_ms: Annotated[int, Limits(ge=0, le=3_600_000)] = 15_000
+    """A folder that never goes quiet is still updated this long after its first unindexed change."""
+    embed: bool = True
+    """Run ``qmd embed`` after the update when the index's embedding model is on disk."""
+    timeout_s: Annotated[float, Limits(gt=0, le=7200)] = 600.0
+    """Each ``qmd update`` / ``qmd embed`` is killed (its process group) after this long."""
 
 
 @dataclass(frozen=True, slots=True)
