@@ -48,7 +48,7 @@ def main() -> int:
     from memory_router.config.installed import parse_installed
     from memory_router.config.paths import packaged_config
     from memory_router.config.router_config import parse_config
-    from memory_router.core.router import Router
+    from memory_router.routing.router import Router
 
     srv = harness.start(python)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cognee-"))

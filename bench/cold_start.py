@@ -39,7 +39,7 @@ from memory_router.cli import oneshot
 from memory_router.client import thin as client
 t.append(time.perf_counter())
 from memory_router.core.envelope import error_envelope
-from memory_router.core.router import Router
+from memory_router.routing.router import Router
 t.append(time.perf_counter())
 session = oneshot.Session(oneshot.Options(state_dir=sys.argv[1], config=sys.argv[2]))
 t.append(time.perf_counter())

@@ -43,7 +43,7 @@ from memory_router.backends.totalrecall import score as totalrecall_score
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router
+from memory_router.routing.router import Router
 
 sys.path.insert(0, str(REPO / "tests" / "support"))
 from definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory  # noqa: E402

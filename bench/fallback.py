@@ -31,8 +31,8 @@ from memory_router.backends.mock import MockBackend, answer, fail, hang
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.cooldown import Cooldown
-from memory_router.core.router import Router
-from memory_router.core.routerlog import RouterLog
+from memory_router.routing.router import Router
+from memory_router.routing.routerlog import RouterLog
 
 DEFAULT_QUERY = "database"  # rule 7: qmd/query -> totalrecall
 RELATION_QUERY = "how does the auth middleware relate to the session store"  # rule 2: cognee -> qmd -> totalrecall

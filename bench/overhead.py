@@ -28,8 +28,8 @@ from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.mock import MockBackend, fail
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router, default_context
-from memory_router.core.routerlog import RouterLog
+from memory_router.routing.router import Router, default_context
+from memory_router.routing.routerlog import RouterLog
 
 TARGET_P99_US = 1000.0
 

@@ -26,8 +26,8 @@ from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router
 from memory_router.demo import WORKSPACE
+from memory_router.routing.router import Router
 
 QUERIES = {
     "symbol": "find the function parseAuthToken",

@@ -2,8 +2,9 @@
 
 The folders follow the pipeline and its surroundings::
 
-    core/     query -> rules -> plan -> attempts (driving the sans-IO fallback machine) -> envelope,
-              wired by core/router.py
+    core/     the pipeline's decisions, pure (no I/O): query -> rules -> plan -> attempts (the
+              sans-IO fallback machine) -> envelope
+    routing/  the wiring: the router, the drivers that make the machine's calls, router.log
     config/   the files it reads: router-config.json, backends.json, where each file lives
     output/   writing an answer to standard output
     cli/      the memory-router command (cli/entry.py is the console script)

@@ -15,8 +15,8 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import Backend
 from memory_router.config.installed import Installed, parse_installed
 from memory_router.config.router_config import RouterConfig, load_config
-from memory_router.core.router import Router
-from memory_router.core.routerlog import RouterLog
+from memory_router.routing.router import Router
+from memory_router.routing.routerlog import RouterLog
 
 from .support.tier_guard import guarded_phase, install
 

@@ -416,6 +416,12 @@ class CalibratedBackend(Protocol):
     def calibration_key(self, mode: str | None) -> str: ...
 
 
+def calibration_key(backend: object, mode: str | None) -> str | None:
+    """The calibration map ``backend`` names for ``mode`` (a :class:`CalibratedBackend`), or
+    ``None``: a backend without one is taken at its word."""
+    return backend.calibration_key(mode) if isinstance(backend, CalibratedBackend) else None
+
+
 @runtime_checkable
 class ClosableBackend(Protocol):
     """Optional: a backend holding resources (a warm process, a connection). The daemon awaits

@@ -277,13 +277,15 @@ def _print_backends(path: Path, listed: bool, calibration: Any, rows: list[dict[
 
 def _calibration_maps(calibration: Any, backend: Any, type_name: str) -> dict[str, str]:
     """Per mode of a backend, the calibration map its relevance goes through (``native``: none)."""
-    key_of = getattr(backend, "calibration_key", None)
-    if key_of is None:
+    from memory_router.backends.base import CalibratedBackend
+
+    if not isinstance(backend, CalibratedBackend):
         return {}
     from memory_router.backends import adapter_module
 
     modes = adapter_module(type_name).MODES
-    return {mode or "-": calibration.model_for(key_of(mode))[0] for mode in (sorted(modes) if modes else [None])}
+    chosen = sorted(modes) if modes else [None]
+    return {mode or "-": calibration.model_for(backend.calibration_key(mode))[0] for mode in chosen}
 
 
 def _freshness(router: Any, name: str, daemon: Any) -> dict[str, Any] | None:

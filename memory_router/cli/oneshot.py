@@ -44,7 +44,7 @@ class Session:
     def __init__(self, where: FileOptions | Resolved, *, cached: bool = True) -> None:
         from pathlib import Path
 
-        from memory_router.core.router import Router, default_context
+        from memory_router.routing.router import Router, default_context
 
         files = where if isinstance(where, Resolved) else paths.resolve(where)
         if files.state_dir_problem:

@@ -9,12 +9,25 @@ probes: it reads backends.json only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memory_router.config.installed import Installed
 from memory_router.core.frozen import Frozen
-from memory_router.core.router import Router
 from memory_router.core.rules import Rule
+
+if TYPE_CHECKING:
+    from memory_router.backends.base import Backend
+    from memory_router.config.router_config import RouterConfig
+
+
+class Configured(Protocol):
+    """What probing needs of a router (:class:`memory_router.routing.router.Router`): the config's
+    backends and an instance of each."""
+
+    @property
+    def config(self) -> RouterConfig: ...
+
+    def backend(self, name: str) -> Backend: ...
 
 
 class Readiness(Frozen):
@@ -38,7 +51,7 @@ class Readiness(Frozen):
         return "" if self.runs_here else f"does not run here: {self.detail}"
 
 
-def probe_all(router: Router, installed: Installed | None) -> dict[str, Readiness]:
+def probe_all(router: Configured, installed: Installed | None) -> dict[str, Readiness]:
     """Every configured backend, probed (a probe is cheap and sends no query)."""
     out: dict[str, Readiness] = {}
     for name, spec in router.config.backends.items():

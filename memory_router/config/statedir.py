@@ -14,6 +14,16 @@ import os
 import stat
 
 
+def check_state_dir(path: os.PathLike[str] | str) -> None:
+    """Raise :class:`~memory_router.core.errors.UnsafeStateDir` (exit 2) if ``path`` is not a state
+    dir only this user controls (see :func:`problem`)."""
+    reason = problem(os.fspath(path))
+    if reason:
+        from memory_router.core.errors import UnsafeStateDir  # here: the thin client never raises it
+
+        raise UnsafeStateDir(reason)
+
+
 def problem(path: str, *, what: str = "the state directory") -> str | None:
     """Why ``path`` cannot be trusted as a directory of the router's files, or ``None`` if it can
     (or does not exist yet: the router creates it ``0700``). The message names the path and the fix."""

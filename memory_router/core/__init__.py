@@ -1,6 +1,10 @@
-"""The pipeline, one module per stage: ``query`` -> ``rules`` -> ``plan`` -> ``attempts`` (driving the
-sans-IO ``fallback`` machine, with ``cooldown``, ``calibration`` and ``fuse``) -> ``envelope``.
+"""The pipeline's decisions, one module per stage: ``query`` -> ``rules`` -> ``plan`` -> ``attempts``
+(the values the sans-IO ``fallback`` machine decides with, beside it; with ``cooldown``,
+``calibration`` and ``fuse``) -> ``envelope``.
 
-``router`` wires the stages; ``errors``, ``routerlog``, ``timefmt`` and ``frozen`` are the vocabulary
-they share. Nothing here parses a config file, opens a socket or knows a backend's transport.
+``errors``, ``timefmt`` and ``frozen`` are the vocabulary they share. Pure: nothing here reads a
+file, opens a socket, starts a thread or an event loop, or knows a backend's transport; the
+wiring that does (the router, the drivers, router.log) is :mod:`memory_router.routing`, and what
+the core reads of a backend is the seam's values (:mod:`memory_router.backends.base`).
+``tests/unit/test_import_graph.py`` holds it to that.
 """

@@ -11,7 +11,8 @@ Calibration replaces every result's ``relevance`` with an estimate of one thing,
     the chance that this result holds what was asked
 
 fitted offline on labelled data (``bench/fit_calibration.py``, from the records of
-``bench/locomo.py``) and shipped as data (``calibration.json`` beside this module). A map is a
+``bench/locomo.py``) and shipped as data (``calibration.json`` beside this module, read by
+:func:`memory_router.config.calibration.load`; this module only parses and applies it). A map is a
 logistic model per backend type and mode over three features of a result:
 
 * ``native``: the adapter's own relevance (kept on the result as ``native_relevance``);
@@ -54,7 +55,6 @@ import bisect
 import math
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from memory_router.backends.base import BackendResponse, Result
@@ -63,7 +63,6 @@ from memory_router.core.asked import Asked, asked, exact
 from memory_router.core.frozen import Frozen
 from memory_router.core.rules import Rule
 
-DATA_NAME = "calibration.json"
 FORMAT = 1
 FEATURES = ("native", "coverage", "rank", "exact")
 _WORD = re.compile(r"[0-9A-Za-z]+")
@@ -169,31 +168,6 @@ def coverage(terms: frozenset[str], content: str) -> float:
         return 0.5
     words = {stem(w) for w in _WORD.findall(content[:_SCAN_CHARS].lower())}
     return len(terms & words) / len(terms)
-
-
-def packaged_path() -> Path:
-    return Path(__file__).with_name(DATA_NAME)
-
-
-def load(setting: str, config_path: Path | None = None) -> Calibration:
-    """The calibration a config's ``"calibration"`` names: ``"packaged"``, ``"off"``, or a file
-    (relative to the config file). Never raises: a problem is reported on the result."""
-    if setting == "off":
-        return NATIVE
-    if setting == "packaged":
-        path = packaged_path()
-    else:
-        path = Path(setting)
-        if not path.is_absolute() and config_path is not None:
-            path = config_path.parent / path
-    try:
-        import orjson
-
-        data = orjson.loads(path.read_bytes())
-        return Calibration(parse(data), str(path))
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return Calibration({}, str(path), f"cannot use {path}: {reason}; using the backends' native relevance")
 
 
 def parse(data: Any) -> dict[str, Model]:

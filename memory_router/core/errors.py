@@ -66,15 +66,7 @@ class InvalidQuery(RouterError):
 
 
 class UnsafeStateDir(RouterError):
-    """The state directory is another user's or writable by others (see :mod:`.statedir`)."""
+    """The state directory is another user's or writable by others
+    (:func:`memory_router.config.statedir.check_state_dir`)."""
 
     error_code = contract.STATE_DIR_UNSAFE
-
-
-def check_state_dir(path: Path | str) -> None:
-    """Raise :class:`UnsafeStateDir` if ``path`` is not a state dir only this user controls."""
-    from memory_router.config.statedir import problem
-
-    reason = problem(str(path))
-    if reason:
-        raise UnsafeStateDir(reason)

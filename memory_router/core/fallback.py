@@ -7,11 +7,11 @@ call, and the final status of the envelope. Nothing here reads a clock, writes a
 starts a thread: the driver tells the machine what time it is and what each call answered, and
 carries out what the machine asks for (the calls to make, the log events to write).
 
-    machine = Fallback(query, plan, policy, now=clock())
+    machine = Fallback(query, plan, policy, now=clock(), calibration=calibration)
     while calls := machine.next_calls(clock()):
         outcomes = [make the call(c) for c in calls]   # one call, or all of them (fuse)
-        machine.receive(outcomes)
-    for event in machine.events: event.write(log, query)
+        machine.receive(outcomes)   # each with its time and the calibration key its backend names
+    for event in machine.events: log.record(event, query)
     envelope = machine.envelope(router_ms)
 
 Three strategies share it. ``sequential`` (the spec's) asks one step at a time and stops at the
@@ -21,18 +21,22 @@ the answers (:mod:`.fuse`). ``fill`` asks every step in one batch too, decides e
 winner's result list past its first result with the fused results of every step
 (:func:`.fuse.fill_results`): the spec's answer first, more of the evidence after it.
 Collaborators are injected and pure for the machine's purposes: a :class:`~.cooldown.Cooldown`
-(its own injected clock keeps the backends' health) and a ``calibrate`` function
-(:mod:`.calibration`).
+(its own injected clock keeps the backends' health) and a :class:`~.calibration.Calibration` (the
+maps, a value). The machine never asks anyone anything: each :class:`Outcome` carries the
+calibration key its backend names for the call's mode (the driver reads it off the backend while
+:attr:`Fallback.calibrating`), and the machine puts the answer on the one relevance scale itself.
 
-The drivers are in :mod:`.attempts` (async: the daemon, ``serve``, MCP; blocking: the one-shot CLI)
-and differ only in how a call is made and timed out: ``tests/unit/test_fallback_machine.py``
-drives the machine directly with a fake clock; a property test holds both drivers equal,
-router.log lines included.
+The drivers are in :mod:`memory_router.routing.drivers` (async: the daemon, ``serve``, MCP;
+blocking: the one-shot CLI) and differ only in how a call is made and timed out;
+:class:`~memory_router.routing.routerlog.RouterLog` writes the :class:`LogEvent` lines.
+``tests/unit/test_fallback_machine.py`` drives the machine directly with a fake clock; a property
+test holds both drivers equal, router.log lines included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from memory_router.backends.base import BACKEND_ERROR, QUERY_TIMEOUT, BackendRequest, BackendResponse
 from memory_router.core.attempts import COOLDOWN, DEADLINE_EXCEEDED, Attempt, Policy
@@ -40,14 +44,14 @@ from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import ALL_BACKENDS_FAILED, ALL_BACKENDS_FAILED_MESSAGE, Envelope, Status
 from memory_router.core.frozen import Frozen
 from memory_router.core.plan import Plan
-from memory_router.core.routerlog import RouterLog
 from memory_router.core.rules import ChainStep
+
+if TYPE_CHECKING:  # types only: asked is imported on the first answer the machine calibrates
+    from memory_router.core.asked import Asked
+    from memory_router.core.calibration import Calibration
 
 # The strategies that ask every usable step at once.
 BATCHED = frozenset({"fuse", "fill"})
-
-# Puts a step's answer on the one relevance scale (memory_router.core.calibration); pure, no I/O.
-Calibrate = Callable[[ChainStep, BackendResponse], BackendResponse]
 
 
 class Call(Frozen):
@@ -60,11 +64,14 @@ class Call(Frozen):
 
 
 class Outcome(Frozen):
-    """What a call answered (a contract-checked response; see attempts.call_backend) and how long
-    it took, measured by the driver."""
+    """What a call answered (a contract-checked response; see
+    :func:`memory_router.routing.drivers.call_backend`), how long it took, measured by the driver,
+    and the calibration map its backend names for the call's mode (``None``: the backend names
+    none, or the machine is not :attr:`~Fallback.calibrating`)."""
 
     response: BackendResponse
     elapsed_ms: int
+    calibration_key: str | None = None
 
 
 class LogEvent(Frozen):
@@ -77,12 +84,6 @@ class LogEvent(Frozen):
     message: str
     duration_ms: int
     next: str | None
-
-    def write(self, log: RouterLog, query: str) -> None:
-        if self.kind == "timeout":
-            log.timeout(query, self.backend, self.duration_ms, self.next)
-        else:
-            log.fallback(query, self.backend, self.error_code, self.message, self.next)
 
 
 class Fallback:
@@ -98,7 +99,7 @@ class Fallback:
         echo: str | None = None,
         strategy: str = "sequential",
         cooldown: Cooldown | None = None,
-        calibrate: Calibrate | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.query = query  # what the backends are asked (the normalised query)
         self.echo = query if echo is None else echo  # the envelope's query_echo: the user's text
@@ -106,13 +107,20 @@ class Fallback:
         self.policy = policy
         self.strategy = strategy
         self.cooldown = cooldown
-        self.calibrate = calibrate
+        # The maps, when they apply: what the query asks for is read once, on the first answer.
+        self.calibration = calibration if calibration is not None and calibration.active else None
+        self._asked: Asked | None = None
         self.deadline = None if policy.deadline_s is None else now + policy.deadline_s
         self._attempts: dict[int, Attempt] = {}  # by step index: the chain's order, whatever the strategy
         self.events: list[LogEvent] = []
         self._next = 0  # index of the next step to consider
         self._pending: list[tuple[int, ChainStep, bool]] = []  # (step index, step, cut by the deadline)
         self._done = False
+
+    @property
+    def calibrating(self) -> bool:
+        """Whether answers are calibrated: the driver then hands each outcome's calibration key in."""
+        return self.calibration is not None
 
     @property
     def attempts(self) -> list[Attempt]:
@@ -145,8 +153,11 @@ class Fallback:
             raise ValueError(f"expected {len(self._pending)} outcomes, got {len(outcomes)}")
         pending, self._pending = self._pending, []
         for (index, step, cut), outcome in zip(pending, outcomes, strict=True):
-            response, elapsed = (outcome.response, outcome.elapsed_ms) if isinstance(outcome, Outcome) else outcome
-            response = self._judge(step, response, cut)
+            if isinstance(outcome, Outcome):
+                response, elapsed, key = outcome.response, outcome.elapsed_ms, outcome.calibration_key
+            else:
+                (response, elapsed), key = outcome, None
+            response = self._judge(step, response, cut, key)
             accepted = response.status == "success" and (
                 self.strategy == "fuse" or response.normalized_relevance >= self.policy.threshold
             )
@@ -204,16 +215,18 @@ class Fallback:
             step, BackendResponse.failure(step.backend, self.query, code, message), 0, False
         )
 
-    def _judge(self, step: ChainStep, response: BackendResponse, cut_by_deadline: bool) -> BackendResponse:
+    def _judge(
+        self, step: ChainStep, response: BackendResponse, cut_by_deadline: bool, key: str | None
+    ) -> BackendResponse:
         """A call's answer as the router judges it: a deadline's cut named, the relevance
-        calibrated, and the outcome counted for the backend's cooldown."""
+        calibrated by the map ``key`` names, and the outcome counted for the backend's cooldown."""
         if cut_by_deadline and response.error_code == QUERY_TIMEOUT:
             response = response.replace(
                 error_code=DEADLINE_EXCEEDED,
                 error_message=f"cut short: the query's {ms(self.policy.deadline_s)} ms deadline was reached",
             )
-        if self.calibrate is not None:
-            response = self.calibrate(step, response)
+        if self.calibration is not None and key is not None:
+            response = self.calibration.apply(key, self._wanted(), response)
         if self.cooldown is not None:
             if response.error_code == DEADLINE_EXCEEDED:  # says nothing about the backend's health
                 self.cooldown.release(step.health_key)
@@ -222,6 +235,14 @@ class Fallback:
                 code, message = response.error_code or BACKEND_ERROR, response.error_message or ""
                 self.cooldown.record(step.health_key, failed, code, message)
         return response
+
+    def _wanted(self) -> Asked:
+        """What the query asks for, with the words of the rule it matched set aside (read once)."""
+        if self._asked is None:
+            from memory_router.core.asked import asked
+
+            self._asked = asked(self.query, self.plan.match.rule)
+        return self._asked
 
     def _log_failure(self, index: int, response: BackendResponse, elapsed: int) -> None:
         steps = self.plan.steps

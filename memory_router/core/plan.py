@@ -1,12 +1,14 @@
-"""Plan: the matched rule's chain, filtered by what backends.json says is installed.
+"""Plan: the matched rule's chain, filtered by which backends are usable.
 
 A step whose backend is not usable is dropped silently (no log line): that is how the Starter
-tier works. The plan keeps the dropped steps and why, for ``memory-router route``.
+tier works. The plan keeps the dropped steps and why, for ``memory-router route``. What is usable
+is the caller's to say (the router asks backends.json: ``Installed.unusable_reason``).
 """
 
 from __future__ import annotations
 
-from memory_router.config.installed import Installed
+from collections.abc import Callable
+
 from memory_router.core.frozen import Frozen
 from memory_router.core.rules import ChainStep, RuleMatch
 
@@ -43,11 +45,13 @@ def _step(step: ChainStep) -> dict[str, str | bool | None]:
     return shown
 
 
-def make_plan(match: RuleMatch, installed: Installed) -> Plan:
+def make_plan(match: RuleMatch, unusable_reason: Callable[[str], str | None]) -> Plan:
+    """The plan of a matched rule: each step whose backend is usable (``unusable_reason(name)`` is
+    ``None``), in the chain's order, and the others with the reason why not."""
     steps: list[ChainStep] = []
     skipped: list[SkippedStep] = []
     for step in match.rule.chain:
-        reason = installed.unusable_reason(step.backend)
+        reason = unusable_reason(step.backend)
         if reason is None:
             steps.append(step)
         else:

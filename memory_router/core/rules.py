@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import regex
 
 from memory_router.core.frozen import Frozen
+
+if TYPE_CHECKING:  # a name only: rules are compiled from a parsed config, never read from a file
+    from pathlib import Path
 
 Strength = Literal["strong", "weak", "default"]
 

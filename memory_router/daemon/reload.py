@@ -23,8 +23,8 @@ from memory_router.config.router_config import RouterConfig, load_config
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.errors import RouterError
 from memory_router.core.frozen import Frozen
-from memory_router.core.router import Router
 from memory_router.daemon.watch import Watched, signature
+from memory_router.routing.router import Router
 
 RELOADED = "reloaded"
 FAILED = "failed"

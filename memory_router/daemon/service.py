@@ -1,6 +1,6 @@
 """The daemon's request handling, independent of any transport.
 
-A :class:`Service` holds one warm :class:`~memory_router.core.router.Router` (its backend instances,
+A :class:`Service` holds one warm :class:`~memory_router.routing.router.Router` (its backend instances,
 and so their caches, live as long as the service), the current backends.json, the dead-backend
 :class:`~memory_router.core.cooldown.Cooldown` and the :class:`~.stats.Stats`. Transports (stdin/stdout
 in :mod:`.stdio`, a Unix socket) only move lines::
@@ -45,19 +45,20 @@ from memory_router.backends.base import Backend, DescribedBackend, WarmableBacke
 from memory_router.config import paths
 from memory_router.config.installed import Installed, load_installed
 from memory_router.config.router_config import RouterConfig, load_config
+from memory_router.config.statedir import check_state_dir
 from memory_router.contract import say
 from memory_router.core import trim
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import Envelope, error_envelope
-from memory_router.core.errors import InvalidQuery, RouterError, check_state_dir
-from memory_router.core.router import Router
-from memory_router.core.routerlog import RouterLog
+from memory_router.core.errors import InvalidQuery, RouterError
 from memory_router.daemon.describe import describe_warmup
 from memory_router.daemon.protocol import BadRequest, Request, parse_line, parse_request
 from memory_router.daemon.reload import RELOADED, Reloader, Snapshot, aclose_quietly
 from memory_router.daemon.stats import Stats
 from memory_router.daemon.watch import Watcher
 from memory_router.output import jsonout
+from memory_router.routing.router import Router
+from memory_router.routing.routerlog import RouterLog
 
 # Requests routed at once. The work is mostly waiting (backend processes, HTTP, a thread doing
 # Total Recall's scoring); 4 per core keeps two cores busy without queueing behind one slow

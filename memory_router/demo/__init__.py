@@ -133,7 +133,7 @@ async def _route_all(ws: DemoWorkspace) -> list[Any]:
     from memory_router.backends.base import ClosableBackend, WarmableBackend
     from memory_router.config.installed import load_installed
     from memory_router.config.router_config import load_config
-    from memory_router.core.router import Router
+    from memory_router.routing.router import Router
 
     # Long-lived and warmed first, as `serve` runs: qmd's engine loads the embedding model once,
     # so a semantic step is not timed out by a model load (3-5 s on a CPU) on every query.

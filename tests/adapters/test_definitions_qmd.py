@@ -20,7 +20,7 @@ from memory_router.backends.qmd.parse import split_uri
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router
+from memory_router.routing.router import Router
 
 from ..support.definition_corpus import SYMBOLS, definition_line, write_corpus
 from ..support.qmd import needs_qmd

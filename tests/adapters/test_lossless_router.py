@@ -21,8 +21,8 @@ from memory_router.backends.lossless import adapter as L
 from memory_router.config.installed import parse_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
-from memory_router.core.router import Router
 from memory_router.demo import WORKSPACE
+from memory_router.routing.router import Router
 
 from ..support.budget import examples
 

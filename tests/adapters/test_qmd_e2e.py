@@ -22,7 +22,7 @@ from memory_router.backends.qmd.indexing import index_lock
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router
+from memory_router.routing.router import Router
 
 from ..support.qmd import needs_qmd
 

@@ -21,8 +21,8 @@ from memory_router.backends.mock import MockBackend
 from memory_router.backends.totalrecall import adapter as totalrecall
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router
 from memory_router.core.window import parse_window
+from memory_router.routing.router import Router
 
 from ..support.qmd import needs_qmd
 

@@ -210,7 +210,7 @@ def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daem
         "regex",
         "orjson",
         "memory_router.cli.main",
-        "memory_router.core.router",
+        "memory_router.routing.router",
         "memory_router.config.router_config",
     }
     assert not heavy & answer.imported, heavy & answer.imported

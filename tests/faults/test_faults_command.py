@@ -21,7 +21,7 @@ from memory_router.backends.common import settings as _settings
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config
 from memory_router.core.errors import InvalidConfig
-from memory_router.core.router import Router
+from memory_router.routing.router import Router
 
 from ..support.faults import (
     FAULT_PROGRAM,
@@ -425,7 +425,7 @@ def test_a_programs_error_code_and_message_cannot_forge_log_lines_or_flood(tmp_p
 
 
 def test_router_log_quotes_any_unusual_token() -> None:
-    from memory_router.core.routerlog import token
+    from memory_router.routing.routerlog import token
 
     assert token("BACKEND_ERROR") == "BACKEND_ERROR" and token("qmd") == "qmd"
     assert token('X\nnext=none "') == '"X\\nnext=none \\""'

@@ -23,8 +23,8 @@ from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config
 from memory_router.core.envelope import Envelope
 from memory_router.core.query import normalise
-from memory_router.core.router import Router
-from memory_router.core.routerlog import RouterLog
+from memory_router.routing.router import Router
+from memory_router.routing.routerlog import RouterLog
 
 from ..support.budget import examples
 from ..support.faults import (

@@ -22,7 +22,7 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router
+from memory_router.routing.router import Router
 
 from ..adapters.test_qmd_engine import alive, fake_node, wait_gone
 from ..support.faults import (

@@ -21,7 +21,7 @@ from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
-from memory_router.core.router import Router
+from memory_router.routing.router import Router
 
 from ..support.client import wait_for_socket
 from ..support.faults import (

@@ -27,8 +27,8 @@ from memory_router.backends.base import (
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config, validate_settings
 from memory_router.core.errors import InvalidConfig
-from memory_router.core.router import Router
-from memory_router.core.routerlog import RouterLog
+from memory_router.routing.router import Router
+from memory_router.routing.routerlog import RouterLog
 
 BUILT_IN = ("totalrecall", "qmd", "lossless", "cognee", "command")
 

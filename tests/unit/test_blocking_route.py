@@ -25,9 +25,9 @@ from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer
 from memory_router.backends.totalrecall import adapter as totalrecall
 from memory_router.config.installed import load_installed, parse_installed
 from memory_router.config.router_config import load_config, parse_config
-from memory_router.core.router import Router
-from memory_router.core.routerlog import RouterLog
 from memory_router.demo import SPEC_EXAMPLES, materialize
+from memory_router.routing.router import Router
+from memory_router.routing.routerlog import RouterLog
 
 from ..support.client import assert_same_answer
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.common.words import stem
 from memory_router.backends.mock import MockBackend, answer
+from memory_router.config.calibration import load, packaged_path
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.asked import asked
@@ -21,8 +22,6 @@ from memory_router.core.calibration import (
     Calibration,
     Model,
     coverage,
-    load,
-    packaged_path,
     parse,
     query_terms,
 )

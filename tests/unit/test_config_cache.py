@@ -18,8 +18,8 @@ from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
 from memory_router.core.errors import InvalidConfig
-from memory_router.core.router import Router
 from memory_router.demo import SPEC_EXAMPLES, materialize
+from memory_router.routing.router import Router
 
 from ..conftest import cli
 from ..support.client import assert_same_answer

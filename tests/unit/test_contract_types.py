@@ -142,7 +142,7 @@ def test_a_missing_envelope_field_is_named() -> None:
 @pytest.mark.slow
 def test_the_contract_types_do_not_import_pydantic() -> None:
     # Every cold query builds these; pydantic's import alone costs more than the rest of a query.
-    code = "import sys, memory_router.core.envelope, memory_router.core.router; print('pydantic' in sys.modules)"
+    code = "import sys, memory_router.core.envelope, memory_router.routing.router; print('pydantic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.mock import MockBackend, answer, fail, hang
 from memory_router.core.envelope import Envelope
-from memory_router.core.routerlog import quote
+from memory_router.routing.routerlog import quote
 
 from ..conftest import STARTER, installed, make_router
 from ..support.budget import examples

@@ -12,8 +12,9 @@ import pytest
 
 from memory_router.backends.base import BACKEND_ERROR, QUERY_TIMEOUT, BackendResponse, Result
 from memory_router.core.attempts import COOLDOWN, DEADLINE_EXCEEDED, Policy
+from memory_router.core.calibration import NATIVE, Calibration, Model
 from memory_router.core.cooldown import Cooldown
-from memory_router.core.fallback import Call, Fallback, LogEvent
+from memory_router.core.fallback import Call, Fallback, LogEvent, Outcome
 from memory_router.core.plan import Plan
 from memory_router.core.rules import ChainStep, Rule, RuleMatch
 
@@ -226,14 +227,25 @@ def test_fill_with_no_answer_good_enough_keeps_the_best_as_partial_and_errors_as
 
 def test_calibration_is_applied_before_the_verdict():
     clock = FakeClock()
-
-    def halve(step, response):
-        return response.replace(normalized_relevance=response.normalized_relevance / 2)
-
-    machine = Fallback("q", plan(STEPS[:2]), Policy(threshold=0.4), now=clock(), calibrate=halve)
-    made = run(machine, {"qmd": good("qmd", 0.6), "totalrecall": good("totalrecall", 0.9)}, clock)
-    assert [c.backend for c in made] == ["qmd", "totalrecall"]  # 0.6 -> 0.3: not good enough any more
+    # qmd's map says its native score predicts little here; totalrecall's outcome names no map (a
+    # backend without one is taken at its word). The driver hands each outcome's key in.
+    maps = Calibration({"qmd:query": Model(intercept=-5.0, native=0.0, coverage=0.0, rank=0.0)}, "test")
+    machine = Fallback("database schema", plan(STEPS[:2]), Policy(threshold=0.4), now=clock(), calibration=maps)
+    assert machine.calibrating
+    answers = {"qmd": good("qmd", 0.6), "totalrecall": good("totalrecall", 0.9)}
+    keys = {"qmd": "qmd:query", "totalrecall": None}
+    made: list[Call] = []
+    while calls := machine.next_calls(clock()):
+        made.extend(calls)
+        machine.receive([Outcome(answers[c.backend], 1, keys[c.backend]) for c in calls])
+    assert [c.backend for c in made] == ["qmd", "totalrecall"]  # 0.6 -> 0.007: not good enough any more
     assert machine.envelope(1).routed_to == "totalrecall"
+
+
+def test_a_machine_without_active_maps_asks_for_no_keys():
+    clock = FakeClock()
+    assert not Fallback("q", plan(), Policy(), now=clock()).calibrating
+    assert not Fallback("q", plan(), Policy(), now=clock(), calibration=NATIVE).calibrating
 
 
 def test_the_protocol_is_enforced():

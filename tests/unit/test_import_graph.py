@@ -1,4 +1,4 @@
-"""No import cycles between the modules of memory_router/ and backends/ (issue 23).
+"""No import cycles between the modules of memory_router/ (issue 23), and a pure core (issue 32).
 
 The graph is read from the source with ``ast``, so it counts every ``import`` statement: at module
 level, inside functions (the lazy imports that keep the one-shot query's cold start small) and under
@@ -6,6 +6,11 @@ level, inside functions (the lazy imports that keep the one-shot query's cold st
 another's type depends on it). Left out: ``importlib.import_module("...")`` strings (cli's
 LAZY_COMMANDS, which look subcommands up by name) and the implicit import of a package's
 ``__init__`` when one of its submodules is imported.
+
+``memory_router/core/`` is the pipeline's decisions and nothing else: every module there imports
+only what does no I/O (:data:`PURE_IMPORTS`, wherever the import stands; a name imported under
+``if TYPE_CHECKING:`` is only a type) and, of the project, only core itself and what
+:data:`CORE_READS` lists. The wiring (router, drivers, router.log) is ``memory_router/routing/``.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,3 +187,136 @@ def test_each_tangle_is_named_once_by_a_shortest_cycle_and_a_chain_is_no_cycle()
     graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"b"}, "d": {"a"}, "x": {"y"}, "y": {"z"}, "z": {"x"}}
     assert cycles(graph) == [["a", "b", "a"], ["x", "y", "z", "x"]]
     assert cycles({"x": {"y"}, "y": {"z"}, "z": set()}) == []
+
+
+# ---------------------------------------------------------------------------------- a pure core
+
+CORE = "memory_router.core"
+# What the core reads outside itself: the public contract's facts, the seam's values (the request,
+# the response, a result and the backend codes the machine decides with; never an adapter), the
+# shared word lists, and the JSON writer that escapes a name that is not UTF-8.
+CORE_READS = frozenset(
+    {
+        "memory_router.contract",
+        "memory_router.backends.base",
+        "memory_router.backends.common.words",
+        "memory_router.output.jsonout",
+    }
+)
+# Every top-level module a core module may import at run time: computation only. Not here, on
+# purpose: asyncio, threading, concurrent, subprocess, socket, select, signal, sqlite3, os, io,
+# pathlib, shutil, tempfile, fcntl, urllib, http, httpx, pydantic, click.
+PURE_IMPORTS = frozenset(
+    {
+        "__future__",
+        "annotationlib",
+        "bisect",
+        "collections",
+        "dataclasses",
+        "datetime",
+        "enum",
+        "fnmatch",
+        "functools",
+        "heapq",
+        "itertools",
+        "math",
+        "operator",
+        "re",
+        "string",
+        "sys",  # sys.modules only (frozen asks whether typing is loaded); never sys.stdout/stdin
+        "time",  # clocks only: the machine is told the time, the rule budget and cooldown read one
+        "types",
+        "typing",
+        "typing_extensions",
+        "unicodedata",
+        "orjson",  # JSON encoding of the envelope
+        "regex",  # the signal regexes, with their match timeout
+        "memory_router",  # held to CORE_READS below
+    }
+)
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """The ``id`` of every import statement that stands under ``if TYPE_CHECKING:``."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return inside
+
+
+def runtime_imports(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line, top-level module)`` of every absolute import ``path`` runs (anywhere in the file,
+    in functions too; not those under ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    typing_only = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name.partition(".")[0]) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module.partition(".")[0]
+
+
+def impure_imports(files: Iterable[tuple[str, Path]]) -> list[str]:
+    """``module:line imports name`` for each run-time import outside :data:`PURE_IMPORTS`."""
+    return [
+        f"{name}:{line} imports {top}"
+        for name, path in files
+        for line, top in runtime_imports(path)
+        if top not in PURE_IMPORTS
+    ]
+
+
+def arrows_out_of(graph: Mapping[str, set[str]], package: str) -> dict[str, set[str]]:
+    """``module -> the project modules outside package it imports``, for package's modules."""
+    inside = (package, f"{package}.")
+    out = {
+        name: {t for t in targets if not t.startswith(inside) and t != package}
+        for name, targets in graph.items()
+        if name.startswith(inside)
+    }
+    return {name: targets for name, targets in out.items() if targets}
+
+
+def test_the_core_does_no_io_it_imports_only_pure_modules():
+    files = [(name, path) for name, path in module_files(PACKAGES).items() if name.startswith(CORE)]
+    assert {"memory_router.core.fallback", "memory_router.core.rules", "memory_router.core.attempts"} <= {
+        name for name, _ in files
+    }
+    found = impure_imports(files)
+    assert not found, (
+        "memory_router/core/ is the pipeline's decisions, without I/O; move the part that needs these to "
+        "memory_router/routing/ (or import a name only under `if TYPE_CHECKING:`):\n" + "\n".join(found)
+    )
+
+
+def test_the_core_reads_only_the_contract_the_seams_values_and_the_word_lists():
+    out = arrows_out_of(project_graph(), CORE)
+    wrong = {name: sorted(targets - CORE_READS) for name, targets in out.items() if targets - CORE_READS}
+    assert not wrong, f"core imports beyond {sorted(CORE_READS)} (the wiring belongs in routing/): {wrong}"
+    # The arrows that used to point back up are gone: core reads no config, no adapter, no routing.
+    everything = set().union(*out.values())
+    assert not {t for t in everything if t.startswith(("memory_router.config", "memory_router.routing"))}
+
+
+def test_the_purity_check_sees_imports_in_functions_and_lets_types_be(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from __future__ import annotations\n"
+        "import re\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from pathlib import Path\n"
+        "def later():\n"
+        "    import asyncio\n"
+        "    from os import path\n"
+    )
+    assert impure_imports([("m", module)]) == ["m:7 imports asyncio", "m:8 imports os"]
+    graph = {"p.a": {"p.b", "q.x"}, "p.b": set(), "q.x": {"p.a"}}
+    assert arrows_out_of(graph, "p") == {"p.a": {"q.x"}}

@@ -28,8 +28,8 @@ from memory_router.config.router_config import parse_config
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import Envelope
 from memory_router.core.errors import InvalidQuery
-from memory_router.core.router import Router
-from memory_router.core.routerlog import RouterLog
+from memory_router.routing.router import Router
+from memory_router.routing.routerlog import RouterLog
 
 TIMEOUT_MS = 100
 QUERY = "where is the auth middleware"

@@ -29,7 +29,7 @@ SPEC_TABLE = parse_config({**read_json(packaged_config()), "table": "spec"}, pac
 
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
 def test_spec_example_pro_chain_starts_with_the_spec_table_then_only_marked_extensions(example):
-    plan = make_plan(CONFIG.rules.match(example.query), installed(*ALL_BACKENDS))
+    plan = make_plan(CONFIG.rules.match(example.query), installed(*ALL_BACKENDS).unusable_reason)
     spec_steps = [s for s in plan.steps if not s.extension]
     assert tuple(s.backend for s in spec_steps) == example.chain
     assert plan.steps[: len(spec_steps)] == tuple(spec_steps)  # extensions only after the spec's steps
@@ -38,26 +38,26 @@ def test_spec_example_pro_chain_starts_with_the_spec_table_then_only_marked_exte
 
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
 def test_spec_example_pro_chain_is_the_spec_table_exactly_with_the_switch(example):
-    plan = make_plan(SPEC_TABLE.rules.match(example.query), installed(*ALL_BACKENDS))
+    plan = make_plan(SPEC_TABLE.rules.match(example.query), installed(*ALL_BACKENDS).unusable_reason)
     assert tuple(plan.fallback_chain) == example.chain
     assert not any(s.extension for s in plan.steps)
 
 
 def test_the_default_rule_asks_lossless_last_on_pro_and_never_on_starter():
-    pro = make_plan(CONFIG.rules.match("database"), installed(*ALL_BACKENDS))
+    pro = make_plan(CONFIG.rules.match("database"), installed(*ALL_BACKENDS).unusable_reason)
     assert [(s.backend, s.mode, s.extension) for s in pro.steps] == [
         ("qmd", "query", False),
         ("totalrecall", None, False),
         ("lossless", None, True),
     ]
     assert pro.as_dict()["chain"][-1] == {"backend": "lossless", "mode": None, "extension": True}
-    starter = make_plan(CONFIG.rules.match("database"), installed(*STARTER))
+    starter = make_plan(CONFIG.rules.match("database"), installed(*STARTER).unusable_reason)
     assert starter.fallback_chain == ["qmd", "totalrecall"]
 
 
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
 def test_spec_example_starter_tier_drops_cognee_and_lossless(example):
-    plan = make_plan(CONFIG.rules.match(example.query), installed(*STARTER))
+    plan = make_plan(CONFIG.rules.match(example.query), installed(*STARTER).unusable_reason)
     assert tuple(plan.fallback_chain) == tuple(b for b in example.chain if b in STARTER)
     assert {s.step.backend for s in plan.skipped} == {s.backend for s in plan.match.rule.chain} - set(STARTER)
     assert all("not listed" in s.reason for s in plan.skipped)
@@ -104,16 +104,15 @@ def test_signal_lists_route_as_the_spec_says(query, rule):
 
 def test_status_filter_keeps_ready_and_degraded_only():
     match = CONFIG.rules.match("how does the cache relate to the queue")  # rule 2
-    plan = make_plan(
-        match, installed("qmd", "totalrecall", "cognee", statuses={"cognee": "degraded", "qmd": "installed"})
-    )
+    usable = installed("qmd", "totalrecall", "cognee", statuses={"cognee": "degraded", "qmd": "installed"})
+    plan = make_plan(match, usable.unusable_reason)
     assert plan.fallback_chain == ["cognee", "totalrecall"]
     (skipped,) = plan.skipped
     assert skipped.step.backend == "qmd" and "'installed'" in skipped.reason
 
 
 def test_rule_4_keeps_both_qmd_steps_in_the_chain():
-    plan = make_plan(CONFIG.rules.match("explain the caching strategy"), installed(*STARTER))
+    plan = make_plan(CONFIG.rules.match("explain the caching strategy"), installed(*STARTER).unusable_reason)
     assert [(s.backend, s.mode) for s in plan.steps] == [("qmd", "vsearch"), ("qmd", "query"), ("totalrecall", None)]
 
 

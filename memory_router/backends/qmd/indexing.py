@@ -20,7 +20,7 @@ from memory_router.backends.qmd.settings import RefreshSettings
 from memory_router.backends.qmd.transports import CliTransport, stderr_tail
 from memory_router.config import paths
 from memory_router.contract import say
-from memory_router.core.routerlog import RouterLog
+from memory_router.routing.routerlog import RouterLog
 
 # The small embedding model .ci/setup.d/30-qmd-models.sh builds into a checkout's .tools/models/.
 LOCAL_MINILM = "all-MiniLM-L6-v2-f16.gguf"

@@ -13,10 +13,10 @@ so a cold query does not import asyncio): :meth:`Router.route`/:meth:`~Router.ro
 A pair is written once, in the style of httpx's auth flow: a generator (:meth:`Router._routing`,
 which takes the one preparation path :meth:`Router._planning`, query -> rule -> plan) yields the
 work that needs a driver (the rule match; the fallback machine's calls,
-:class:`~.fallback.Fallback` making every decision) and returns the answer; :func:`_run` awaits
-each piece of work, :func:`_run_blocking` does it in place (:mod:`.attempts`).
+:class:`~memory_router.core.fallback.Fallback` making every decision) and returns the answer;
+:func:`_run` awaits each piece of work, :func:`_run_blocking` does it in place (:mod:`.drivers`).
 
-The rule match is bounded by one budget per query (see :mod:`.rules`), at most half the query's
+The rule match is bounded by one budget per query (see :mod:`memory_router.core.rules`), at most half the query's
 deadline so the chain keeps the other half; the deadline counts from the start of :meth:`route`.
 The daemon passes ``match_executor``: a match that needs more than :data:`ON_LOOP_MATCH_S` is
 then finished in a worker thread with the GIL released, so a slow signal regex holds only its
@@ -32,19 +32,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from memory_router.backends import BackendContext, adapter_module
-from memory_router.backends.base import Backend, BackendResponse
+from memory_router.backends.base import Backend
 from memory_router.config.installed import Installed
 from memory_router.config.router_config import RouterConfig
-from memory_router.core.attempts import Policy, drive, drive_blocking
+from memory_router.core.attempts import Policy
 from memory_router.core.calibration import Calibration
 from memory_router.core.cooldown import Cooldown
 from memory_router.core.envelope import NO_BACKEND_AVAILABLE, Envelope, error_envelope
 from memory_router.core.errors import InvalidQuery
-from memory_router.core.fallback import Calibrate, Fallback, ms
+from memory_router.core.fallback import Fallback, ms
 from memory_router.core.plan import Plan, make_plan
 from memory_router.core.query import check_query
-from memory_router.core.routerlog import RouterLog
-from memory_router.core.rules import ChainStep, Rule, RuleMatch
+from memory_router.core.rules import RuleMatch
+from memory_router.routing.drivers import drive, drive_blocking
+from memory_router.routing.routerlog import RouterLog
 
 if TYPE_CHECKING:  # types only: the one-shot CLI never imports concurrent.futures (the daemon's executor)
     from collections.abc import Awaitable, Callable, Generator
@@ -82,27 +83,10 @@ class Router:
         """The relevance calibration the config names, loaded on first use (never raises: a
         missing or bad file means the native scores, and ``backends`` says why)."""
         if self._calibration is None:
-            from memory_router.core.calibration import load
+            from memory_router.config.calibration import load
 
             self._calibration = load(self.config.calibration, self.config.path)
         return self._calibration
-
-    def _calibrate(self, query: str, rule: Rule) -> Calibrate | None:
-        """The walk's calibration step for one query: each answer is mapped by the calibration key
-        its adapter names (an adapter without one, such as a command program, keeps its own).
-        What the query asks for is read once, with the words of the rule it matched set aside."""
-        calibration = self.calibration
-        if not calibration.active:
-            return None
-        from memory_router.core.asked import asked
-
-        wanted = asked(query, rule)
-
-        def calibrate(step: ChainStep, response: BackendResponse) -> BackendResponse:
-            key_of = getattr(self.backend(step.backend), "calibration_key", None)
-            return response if key_of is None else calibration.apply(key_of(step.mode), wanted, response)
-
-        return calibrate
 
     def backend(self, name: str) -> Backend:
         """The backend instance for a configured name, created on first use."""
@@ -203,7 +187,7 @@ class Router:
         the normalised query and its plan. Raises :class:`InvalidQuery`."""
         clean = check_query(query, self.config.max_query_chars)
         match: RuleMatch = yield (self.match, self.match_blocking, (clean, deadline_ms))
-        return clean, make_plan(match, installed)
+        return clean, make_plan(match, installed.unusable_reason)
 
     def _routing(
         self,
@@ -240,11 +224,11 @@ class Router:
             echo=query,
             strategy=self.config.strategy_for(plan.match.rule.id),
             cooldown=self.cooldown,
-            calibrate=self._calibrate(clean, plan.match.rule),
+            calibration=self.calibration,
         )
         yield (drive, drive_blocking, (machine, self.backend, scope, window))
         for event in machine.events:
-            event.write(self.log, query)
+            self.log.record(event, query)
         envelope = machine.envelope(ms(time.perf_counter() - started), str(self.log.path) if self.log.path else None)
         return envelope if window is None else envelope.replace(window=window.as_dict())
 

@@ -19,10 +19,14 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory_router.config.statedir import describe_open_error, open_private
 from memory_router.contract import say
 from memory_router.core.timefmt import now_iso_z
+
+if TYPE_CHECKING:
+    from memory_router.core.fallback import LogEvent
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "$": "\\x24", "`": "\\x60"}
 
@@ -76,6 +80,13 @@ class RouterLog:
             f"TIMEOUT query={quote(query)} backend={token(backend)} duration_ms={duration_ms} "
             f"next={token(next_backend or 'none')}"
         )
+
+    def record(self, event: LogEvent, query: str) -> None:
+        """A line the fallback machine asks for (:class:`~memory_router.core.fallback.LogEvent`)."""
+        if event.kind == "timeout":
+            self.timeout(query, event.backend, event.duration_ms, event.next)
+        else:
+            self.fallback(query, event.backend, event.error_code, event.message, event.next)
 
     def event(self, kind: str, message: str) -> None:
         """Other events (the daemon's config reloads): ``[time] KIND message="..."``."""
