@@ -61,7 +61,15 @@ def demo_state(root: Path) -> tuple[Path, Path]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    return root / "state", root / "state" / "router-config.json"
+    state = root / "state"
+    # The demo lists qmd as ready when setup built it (a semantic qmd: seconds per query on two
+    # CPUs); this row measures the daemon over the file backends, so backends.json lists those.
+    listed = json.loads((state / "backends.json").read_text(encoding="utf-8"))
+    for name, entry in listed["backends"].items():
+        if name not in ("totalrecall", "lossless"):
+            entry.update(status="unavailable", message="left out of this bench row")
+    (state / "backends.json").write_text(json.dumps(listed), encoding="utf-8")
+    return state, state / "router-config.json"
 
 
 async def drive(
