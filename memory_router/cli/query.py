@@ -13,6 +13,7 @@ more; the in-process one imports the router).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from memory_router.client.invocation import read_query
@@ -37,7 +38,8 @@ def answer(args: QueryArgs, *, ask_daemon: bool = True) -> NoReturn:
         text: str | InvalidQuery = read_query(args.query)
     except InvalidQuery as exc:
         text = exc
-    if ask_daemon and isinstance(text, str):
+    # MEMORY_ROUTER_DAEMON=off (or --daemon off): not even the thin client is imported.
+    if ask_daemon and isinstance(text, str) and (args.mode or os.environ.get("MEMORY_ROUTER_DAEMON")) != "off":
         from memory_router.client.thin import route_via_daemon
 
         code = route_via_daemon(args, files, text)

@@ -1,12 +1,16 @@
-"""Cold start: `--help` lists lazy commands without importing them, and says what they say."""
+"""Cold start: `--help` lists lazy commands without importing them, and says what they say; what a
+warm and a cold `query` may import (the floor a regression must not cross)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
+import orjson
 import pytest
 
 from memory_router.cli.main import LAZY_COMMANDS, main
@@ -188,3 +192,118 @@ def test_only_commands_that_answer_once_run_without_the_cyclic_collector(monkeyp
         assert seen == [collecting]
     finally:
         gc.enable()
+
+
+# ------------------------------------------------------------------- what a query may import
+
+# Started with `python -S` and the package's (and its dependencies') folders on sys.path: no site
+# and no .pth file imports anything first (an editable install's finder and some environments'
+# .pth files import re, typing and pathlib before any code of ours runs), so what a query imports is
+# exactly what its own code asks for. The console script pip writes imports `re` itself, before
+# any of ours (docs/benchmarks.md, *Cold start*); that is not ours to pin.
+_NO_SITE_MAIN = (
+    "import os, sys; sys.path[:0] = sys.argv.pop(1).split(os.pathsep); sys.argv[0] = 'memory-router'\n"
+    "from memory_router.cli.entry import main\n"
+    "main()\n"
+)
+
+# The warm path: a daemon answers. The standard library's C halves only (no re, json, typing,
+# collections, enum, pathlib), and these modules of ours.
+WARM_STDLIB = frozenset(
+    "__future__ _collections_abc _json _sha2 _sha256 _socket _stat errno gc genericpath itertools os posixpath "
+    "stat types".split()
+)
+WARM_OURS = frozenset(
+    f"memory_router{name}"
+    for name in (
+        "",
+        ".cli",
+        ".cli.entry",
+        ".cli.interrupt",
+        ".cli.query",
+        ".client",
+        ".client.invocation",
+        ".client.thin",
+        ".client.wire",
+        ".config",
+        ".config.envvars",
+        ".config.paths",
+        ".config.statedir",
+        ".contract",
+        ".core",
+        ".core.errors",
+        ".core.frozen",
+        ".output",
+        ".output.outwrite",
+    )
+)
+# The cold path (in-process; Total Recall, Lossless and a qmd that cannot run here, as the demo's
+# "fill" chain on a machine without qmd): none of these. asyncio (and ssl, subprocess, socket,
+# selectors, concurrent.futures and logging with it) is a fifth of a cold process.
+COLD_NEVER = frozenset(
+    "asyncio ssl subprocess socket selectors concurrent logging signal shutil click pydantic tempfile "
+    "zipfile bz2 lzma".split()
+)
+COLD_MAX_OURS = 62  # modules of memory_router a cold query imports (61 when this was written)
+
+
+def _query_imports(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set]:
+    import orjson
+    import regex
+
+    import memory_router
+
+    folders = {str(Path(m.__file__).resolve().parents[1]) for m in (memory_router, orjson, regex)}
+    proc = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", "-c", _NO_SITE_MAIN, os.pathsep.join(sorted(folders)), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
+    base = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", "pass"], capture_output=True, text=True)
+    return proc, _imported(proc.stderr) - _imported(base.stderr)
+
+
+@pytest.mark.slow
+def test_a_warm_query_imports_only_the_thin_clients_modules(demo, tmp_path):
+    from ..support.client import wait_for_socket
+
+    where = ["--state-dir", str(demo.state_dir), "--config", str(demo.config_path)]
+    env = {**os.environ, "MEMORY_ROUTER_DAEMON": "require"}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "memory_router", "serve", "--socket", *where],
+        cwd=demo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_socket(demo.state_dir / "router.sock", daemon)
+        query = ["query", "what did we decide about the database schema", *where]
+        proc, imported = _query_imports(query, env, demo.root)
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+    assert proc.returncode == 0 and orjson.loads(proc.stdout)["status"] == "success", proc.stderr[-2000:]
+    ours = {name for name in imported if name.startswith("memory_router")}
+    assert ours <= WARM_OURS, f"the warm path now imports {sorted(ours - WARM_OURS)}"
+    others = {name.split(".")[0] for name in imported - ours}
+    assert others <= WARM_STDLIB, f"the warm path now imports {sorted(others - WARM_STDLIB)}"
+
+
+@pytest.mark.slow
+def test_a_cold_query_imports_no_event_loop_no_processes_and_no_click(demo, tmp_path):
+    where = ["--state-dir", str(demo.state_dir), "--config", str(demo.config_path)]
+    env = {**os.environ, "MEMORY_ROUTER_DAEMON": "off", "MEMORY_ROUTER_QMD": str(tmp_path / "no-qmd.js")}
+    query = ["query", "what did we decide about the database schema", *where]
+    subprocess.run([sys.executable, "-m", "memory_router", *query], cwd=demo.root, env=env, capture_output=True)
+    proc, imported = _query_imports(query, env, demo.root)  # the config cache is compiled by the run above
+    envelope = orjson.loads(proc.stdout)
+    assert proc.returncode == 0 and envelope["status"] in ("success", "partial"), proc.stderr[-2000:]
+    assert {a["backend"] for a in envelope["attempts"]} == {"lossless", "totalrecall", "qmd"}  # the whole chain
+    top = {name.split(".")[0] for name in imported}
+    assert not top & COLD_NEVER, f"a cold query imports {sorted(top & COLD_NEVER)}"
+    ours = sorted(name for name in imported if name.startswith("memory_router"))
+    assert len(ours) <= COLD_MAX_OURS, f"a cold query imports {len(ours)} modules of ours: {ours}"
