@@ -1,13 +1,20 @@
-"""CLI cold start: `memory-router query` end to end on the demo data, and `memory-router --help`.
+"""CLI cold start: `memory-router query` end to end on the demo data, cold and warm, and `memory-router --help`.
 
 Each command runs in a fresh process, ``--repeat`` times (interleaved, so load drifts hit every
-row alike); the table shows median and min wall time and the median CPU time (user + system of
-the child, which other jobs on a shared machine inflate far less than wall time). Rows with the
-compiled config cache off and with the click application show what those two means are worth.
-``--against OTHER_VENV`` runs the same commands with another environment's interpreter and
-``memory-router`` (e.g. a plain venv with an older commit installed) in the same loop: before and
-after in one run. Then, for `query`: where the time goes inside the process (phases timed in a
-fresh interpreter) and ``python -X importtime`` summed by module (self time, median over repeats).
+row alike); the table shows median and min wall time, the median CPU time (user + system of
+the child, which other jobs on a shared machine inflate far less than wall time) and each row's
+ratio to the interpreter floor (``python -c pass`` of the same environment), taken pair by pair:
+each run of a command follows a run of the floor, and the ratio is the median of those pairs'
+ratios. ``query`` runs twice: in-process (``MEMORY_ROUTER_DAEMON=off``, the cold path) and warm,
+answered by a ``serve --socket`` daemon the script starts on the same data
+(``MEMORY_ROUTER_DAEMON=require``: a run the daemon does not answer fails the script). Rows with
+the compiled config cache off and with the click application show what those two means are
+worth. ``--against OTHER_VENV`` runs the same commands with another environment's interpreter
+and ``memory-router`` (e.g. a plain venv with an older commit installed) in the same loop: before
+and after in one run. Then, for `query`: where the time goes inside the process (phases timed in
+a fresh interpreter) and ``python -X importtime`` summed by module (self time, median over repeats).
+
+Targets (issue 32): the warm query at most 1.5x the floor, the cold one at most 5x.
 
     python bench/cold_start.py [--quick] [--repeat 30] [--top 15] [--against /path/to/venv]
 """
@@ -135,43 +142,93 @@ def main() -> None:
         importtime_table(args, reps, env, [*cli, "query", QUERY, *where][len(cli) :])
 
 
+FLOOR = "python -c pass (interpreter floor)"
+WARM = "memory-router query QUERY, warm (a serve --socket daemon answers)"
+
+
+def start_daemon(python: str, state: Path, config: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``serve --socket`` of ``python``'s environment on ``state``, answering ``hello`` before it returns."""
+    cmd = cli_command(python)
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--socket", "--idle-exit", "0", "--state-dir", str(state), "--config", str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    socket = state / "router.sock"
+    deadline = time.monotonic() + 60
+    while not socket.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(f"serve --socket of {python} did not start listening on {socket}")
+        time.sleep(0.05)
+    return proc
+
+
 def cli_table(against: str | None, reps: int, env: dict[str, str], state: Path, config: Path) -> None:
     def commands(python: str, state: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
         cmd = cli_command(python)
         where = ["--state-dir", str(state), "--config", str(config)]
         return {
-            "python -c pass (interpreter floor)": ([python, "-c", "pass"], env),
+            FLOOR: ([python, "-c", "pass"], env),
             "memory-router --help": ([*cmd, "--help"], env),
             "memory-router route QUERY": ([*cmd, "route", QUERY, *where], env),
-            "memory-router query QUERY (demo data)": ([*cmd, "query", QUERY, *where], env),
-            "  the same, config cache off": (
+            "memory-router query QUERY, cold (in-process, demo data)": ([*cmd, "query", QUERY, *where], env),
+            WARM: ([*cmd, "query", QUERY, *where], {**env, "MEMORY_ROUTER_DAEMON": "require"}),
+            "  cold, config cache off": (
                 [*cmd, "query", QUERY, *where],
                 {**env, "MEMORY_ROUTER_CONFIG_CACHE": "off"},
             ),
-            "  the same, through the click app": ([python, "-c", CLICK_APP, "query", QUERY, *where], env),
+            "  cold, through the click app": ([python, "-c", CLICK_APP, "query", QUERY, *where], env),
         }
 
-    setups = {"": commands(sys.executable, state)}
+    setups = {"": (sys.executable, state)}
     if against:
         # Its own state dir: the two versions' config caches have different keys, and sharing one
-        # file would make every run after the other version's a cache miss.
+        # file would make every run after the other version's a cache miss; its own daemon too.
         other = state.with_name(state.name + "-against")
         shutil.copytree(state, other, ignore=shutil.ignore_patterns(config_cache_name()))
-        setups[f" [{Path(against).name}]"] = commands(str(Path(against) / "bin" / "python"), other)
-    runs = [(label + tag, argv, run_env) for tag, cmds in setups.items() for label, (argv, run_env) in cmds.items()]
-    for _, argv, run_env in runs:  # warm the page cache, the .pyc files and the config cache
-        run_ms(argv, run_env)
-    wall: dict[str, list[float]] = defaultdict(list)
-    cpu: dict[str, list[float]] = defaultdict(list)
-    for _ in range(reps):
-        for label, argv, run_env in runs:
-            w, c = run_ms(argv, run_env)
-            wall[label].append(w)
-            cpu[label].append(c)
+        setups[f" [{Path(against).name}]"] = (str(Path(against) / "bin" / "python"), other)
+    daemons = [start_daemon(python, where, config, env) for python, where in setups.values()]
+    try:
+        rounds = {tag: commands(python, where) for tag, (python, where) in setups.items()}
+        runs = [
+            (label + tag, tag, argv, run_env) for tag, cmds in rounds.items() for label, (argv, run_env) in cmds.items()
+        ]
+        for _, _, argv, run_env in runs:  # warm the page cache, the .pyc files and the config cache
+            run_ms(argv, run_env)
+        wall: dict[str, list[float]] = defaultdict(list)
+        cpu: dict[str, list[float]] = defaultdict(list)
+        ratio: dict[str, list[float]] = defaultdict(list)
+        floors = {tag: argv for label, tag, argv, _ in runs if label == FLOOR + tag}
+        for _ in range(reps):
+            for label, tag, argv, run_env in runs:
+                # Paired: the floor of the same environment right before each command, so the
+                # ratio holds while the machine's speed drifts.
+                floor, _ = run_ms(floors[tag], env) if label != FLOOR + tag else (0.0, 0.0)
+                w, c = run_ms(argv, run_env)
+                wall[label].append(w)
+                cpu[label].append(c)
+                ratio[label].append(w / floor if floor else 1.0)
+    finally:
+        for daemon in daemons:
+            daemon.terminate()
+            daemon.wait(30)
+
+    def row(label: str) -> list[str]:
+        return [
+            label,
+            fmt(median(wall[label])),
+            fmt(min(wall[label])),
+            fmt(median(cpu[label])),
+            f"{median(ratio[label]):.2f}",
+        ]
+
     table(
-        "CLI cold start, ms (fresh process each run)",
-        ["command", "median", "min", "CPU median"],
-        [[label, fmt(median(wall[label])), fmt(min(wall[label])), fmt(median(cpu[label]))] for label, _, _ in runs],
+        "CLI cold start, ms (fresh process each run); x floor: median ratio to a floor run just before each",
+        ["command", "median", "min", "CPU median", "x floor"],
+        [row(label) for label, _, _, _ in runs],
     )
 
 
