@@ -295,3 +295,37 @@ def test_query_attempt_and_backends_command_agree_on_a_root_without_memory(tmp_p
     listed = subprocess.run(cli("backends", "--json", *args), capture_output=True, timeout=60)
     row = next(r for r in orjson.loads(listed.stdout)["backends"] if r["backend"] == "totalrecall")
     assert row["runs_here"] is False and row["detail"].startswith(f"no memory files under {workspace}: ")
+
+
+def test_a_big_index_is_rebuilt_in_the_background_and_the_old_one_answers_meanwhile(tmp_path, monkeypatch):
+    """Rebuilding the inverted index of a big memory (a 4 MiB daily note: ~500k entries, seconds)
+    must not time out the query that notices a change: the previous index answers, the note names
+    the changed file, and a later query searches the rebuilt index (issue 30, item 13)."""
+    import threading
+
+    from memory_router.backends.totalrecall import index
+
+    monkeypatch.setattr(index, "BIG_INDEX_ENTRIES", 3)  # "big": more than 3 entries
+    write(tmp_path, "MEMORY.md", "- auth tokens rotate every 30 days\n- the deploy runs on Fridays\n")
+    write(tmp_path, "memory/2026-11-30.md", "- [09:00] standup moved to ten\n- [10:00] lunch\n")
+    backend = TotalRecallBackend("tr", tmp_path)
+
+    def ask(query: str):
+        return asyncio.run(backend.search(BackendRequest(query, timeout_s=1.0)))
+
+    assert [r.content for r in ask("auth tokens").results] == ["- auth tokens rotate every 30 days"]
+    release = threading.Event()
+    built = index._built
+    monkeypatch.setattr(index, "_built", lambda files, stop=None: (release.wait(10), built(files, stop))[1])
+    write(tmp_path, "MEMORY.md", "- auth tokens are revoked on logout\n- the deploy runs on Fridays\n")
+    backend.invalidate()
+    meanwhile = ask("auth tokens")  # the rebuild waits for `release`: half the budget, then this answer
+    assert meanwhile.status == "success" and "rotate every 30 days" in meanwhile.results[0].content
+    assert meanwhile.note and "MEMORY.md (parsed; the index is being rebuilt)" in meanwhile.note
+    assert "a later query includes it" not in meanwhile.note  # one-shot: says what indexes it instead
+    release.set()
+    for _ in range(100):
+        after = ask("auth tokens")
+        if not after.note:
+            break
+    assert [r.content for r in after.results] == ["- auth tokens are revoked on logout"] and not after.note

@@ -366,3 +366,105 @@ def test_the_watcher_does_not_follow_a_symlinked_tree(tmp_path: Path) -> None:
         "the daemon watches the workspace's real directories only; a changed MEMORY.md is still answered",
         f"{watches} inotify watches (was 2,046)",
     )
+
+
+# --------------------------------------------------------------------------- 13. one big daily note
+
+BIG_NOTE = "memory/daily/2026-12-01.md"
+ZEBRA = "the zebra key is kept in drawer seven"
+
+
+def _big_daily_note(root: Path, size: int = 4_150_000) -> int:
+    """The issue's trigger: one daily note of ~4 MiB short lines, under the default
+    ``max_file_bytes`` (4 MiB), with one line worth finding at its very end. Returns its lines."""
+    lines = ["# 2026-12-01\n"]
+    written, n = len(lines[0]), 0
+    while written < size:
+        lines.append(f"- {n}\n")
+        written += len(lines[-1])
+        n += 1
+    lines.append(f"- [23:59] {ZEBRA}\n")
+    path = root / BIG_NOTE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines))
+    assert path.stat().st_size < 4 << 20
+    return len(lines)
+
+
+def _attempt(envelope: dict[str, Any]) -> dict[str, Any]:
+    (attempt,) = [a for a in envelope["attempts"] if a["backend"] == "totalrecall"]
+    return attempt
+
+
+def test_one_big_daily_note_never_blinds_total_recall(tmp_path: Path) -> None:
+    """A 4 MiB daily note takes longer to parse than a query's 5 s budget. Each query is answered
+    within its budget from the other memory files (MEMORY.md too), naming the file still being
+    indexed; the warm daemon parses it once per change, in the background, and then searches it."""
+    root = tmp_path / "ws"
+    lines = _big_daily_note(root)
+    (root / "MEMORY.md").write_text("# Long-term\n- auth tokens rotate every 30 days\n")
+    state, args = write_state(tmp_path / "cfg", {"totalrecall": {"type": "totalrecall", "root": str(root)}})
+    env = scratch_env(tmp_path)
+    budget = 5000  # the default timeout_ms
+
+    # The one-shot CLI: every query answers from MEMORY.md within the budget (was QUERY_TIMEOUT).
+    oneshot = []
+    for _ in range(2):
+        run = run_cli(["query", "auth tokens", *args], env=env, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr.decode()
+        oneshot.append(run.envelope)
+    for envelope in oneshot:
+        attempt = _attempt(envelope)
+        assert envelope["status"] != "error" and "every 30 days" in texts(envelope), envelope
+        assert attempt["duration_ms"] < budget and BIG_NOTE in attempt["note"], attempt
+        assert "memory-router daemon start" in attempt["note"]  # what indexes it once per change
+
+    # The warm daemon: the first query answers within the budget too; the parse goes on in the
+    # background, once, and a later query searches the note (no note any more).
+    zebra, required = ["query", "where is the zebra key kept", *args], {**env, "MEMORY_ROUTER_DAEMON": "require"}
+    proc = serve_socket(args, env, tmp_path)
+    try:
+        wait_for_socket(state / "router.sock", proc)
+        assert serves_this_shell(args, env, tmp_path)
+        first = _query(args, env, tmp_path, "require")
+        started = time.monotonic()
+        deadline = started + 180
+        while True:
+            run = run_cli(zebra, env=required, cwd=tmp_path)
+            assert run.returncode == 0, run.stderr.decode()
+            found = run.envelope
+            assert _attempt(found)["duration_ms"] < budget, found
+            if ZEBRA in texts(found) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        indexed_s = time.monotonic() - started
+        warm = _query(args, env, tmp_path, "require")
+        # A change: the note's old version stays searched while the new one is parsed.
+        with (root / BIG_NOTE).open("a") as note:
+            note.write("- [23:59] the spare zebra key is in the car\n")
+        time.sleep(1.5)  # the watcher's debounce
+        changed = run_cli(zebra, env=required, cwd=tmp_path)
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    first_attempt = _attempt(first)
+    assert "every 30 days" in texts(first) and first_attempt["duration_ms"] < budget, first
+    assert BIG_NOTE in first_attempt["note"] and "a later query includes it" in first_attempt["note"]
+    assert ZEBRA in texts(found), f"the note was not searched within {indexed_s:.0f} s: {found}"
+    assert BIG_NOTE in [r.get("path") for r in found["results"]]
+    assert "note" not in _attempt(warm) or not _attempt(warm)["note"], warm
+    assert changed.returncode == 0 and ZEBRA in texts(changed.envelope), changed.envelope
+    assert _attempt(changed.envelope)["duration_ms"] < budget
+    row(
+        "big-daily-note",
+        "13",
+        f"one {(root / BIG_NOTE).stat().st_size / (1 << 20):.1f} MiB daily note ({lines:,} short lines, under "
+        "max_file_bytes) next to MEMORY.md; default 5 s budget",
+        "query (one-shot); serve --socket + thin client",
+        "every query answered within the budget from MEMORY.md, its note naming the file still being indexed "
+        "(one-shot: and that the warm daemon indexes it); the daemon parses it and rebuilds its index once per change "
+        "in the background, then searches it; while a changed version is parsed the old one is still searched",
+        f"one-shot answered in {_attempt(oneshot[0])['duration_ms']} / {_attempt(oneshot[1])['duration_ms']} ms; "
+        f"daemon first answer {first_attempt['duration_ms']} ms, note searched {indexed_s:.0f} s later, then "
+        f"{_attempt(warm)['duration_ms']} ms (was QUERY_TIMEOUT at 5000 ms)",
+    )

@@ -101,7 +101,14 @@ def create(name: str, settings: Settings, context: BackendContext) -> TotalRecal
     fixed = _fixed_root(settings, context)
     shared = Path(os.path.expanduser(settings.root)) if settings.root else None
     if fixed is not None:
-        return TotalRecallBackend(name, fixed, settings.max_file_bytes, shared_root=shared, environ=context.environ)
+        return TotalRecallBackend(
+            name,
+            fixed,
+            settings.max_file_bytes,
+            shared_root=shared,
+            environ=context.environ,
+            long_lived=context.long_lived,
+        )
     environ = context.environ
     # The root is OpenClaw's workspace: read now (an openclaw.json that cannot be used is a
     # configuration error, exit 2), then again per query (cached by the file's stat), so a moved
@@ -112,6 +119,7 @@ def create(name: str, settings: Settings, context: BackendContext) -> TotalRecal
         settings.max_file_bytes,
         resolve=lambda: _workspace_root(environ),
         environ=environ,
+        long_lived=context.long_lived,
     )
 
 
@@ -170,7 +178,7 @@ class TotalRecallBackend(BlockingAdapter):
     """Total Recall over one memory root per query: the instance's (``root``: fixed, or OpenClaw's
     workspace resolved again per query when ``resolve`` is given) for an unscoped query, and for a
     query scoped to an agent (``request.scope``) that agent's workspace from openclaw.json's
-    ``agents.list[]`` (:func:`memory_router.config.openclaw.agent_workspace`), unless
+    roster (:func:`memory_router.config.openclaw.agent_workspace`), unless
     ``backends.<name>.root`` is set: a configured root is shared by every agent, on purpose.
     The process environment and working directory (``$OPENCLAW_REPO_ROOT``, a git repository)
     belong to the Gateway, not to an agent, so a scoped query never reads them. Each root has its
@@ -185,8 +193,10 @@ class TotalRecallBackend(BlockingAdapter):
         resolve: Callable[[], Path | None] | None = None,
         shared_root: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        long_lived: bool = False,
     ) -> None:
         self.name = name
+        self.long_lived = long_lived  # the daemon: a big file's background parse outlives the query
         self._root = root
         self._resolve = resolve
         self.shared_root = shared_root
@@ -353,12 +363,12 @@ class TotalRecallBackend(BlockingAdapter):
                 state.walked_at = now
                 # Big files are parsed in the background; wait for them at most half the budget.
                 index.refresh(root, self.max_file_bytes, stop, wait_until=now + request.timeout_s / 2)
-                if index.indexing:
+                if index.pending():
                     state.stale = True  # the next query merges what the background parse finished
             hits = rank(index, request.query, request.limit, datetime.now(timezone.utc), _in_window(request))
             skipped = {rel: why for rel, (_, why) in index.skipped.items()}
             nothing = None if index.files or index.indexing else no_memory_files(root, skipped, self.name)
-            note = index.indexing_note()
+            note = index.indexing_note(self.long_lived)
         except Cancelled:
             state.stale = True  # the walk did not finish
             return BackendResponse.failure(

@@ -1,5 +1,5 @@
 """The index of one memory root: every file's entries, an inverted index and idf, kept up to date
-by (mtime, size), with big files parsed in the background.
+by (mtime, size), with big files parsed (and a big index rebuilt) in the background.
 
 **Bounded work.** A memory file larger than ``max_file_bytes`` (default 4 MiB) is skipped, and so
 is one that cannot be read (EACCES...) or is not a regular file: the rest of the tree is still
@@ -28,7 +28,23 @@ DEFINITION_CACHE_SYMBOLS = 256  # symbols whose defining entries an index rememb
 BIG_FILE_BYTES = 256 << 10  # a file at least this big is parsed in the background (see _Parse)
 
 
-class _Parse:
+class _Job:
+    """Work on a background thread of its own that a search waits for, within its budget."""
+
+    __slots__ = ("done",)
+    done: threading.Event
+
+    def wait(self, until: float, cancel: threading.Event | None) -> bool:
+        """Wait for the job until ``until`` (monotonic) or the call's cancellation; True: done."""
+        while not self.done.is_set():
+            left = until - time.monotonic()
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                return False
+            self.done.wait(min(left, 0.05))
+        return True
+
+
+class _Parse(_Job):
     """One big memory file parsed in a background thread, once per change of the file.
 
     A 4 MiB daily note (~500k short lines) takes longer to parse than a query's whole budget; a
@@ -39,7 +55,7 @@ class _Parse:
     which the next search merges. It stops early only when the file changed again or is gone (a
     newer parse replaces it); a one-shot process leaves it behind at exit (a daemon thread)."""
 
-    __slots__ = ("rel", "signature", "size", "started", "done", "stop", "entries", "why")
+    __slots__ = ("rel", "signature", "size", "started", "stop", "entries", "why")
 
     def __init__(self, root: Path, tier: str, rel: str, st: os.stat_result, limit: int) -> None:
         self.rel, self.size, self.started = rel, st.st_size, time.monotonic()
@@ -65,14 +81,56 @@ class _Parse:
         finally:
             self.done.set()
 
-    def wait(self, until: float, cancel: threading.Event | None) -> bool:
-        """Wait for the parse until ``until`` (monotonic) or the call's cancellation; True: done."""
-        while not self.done.is_set():
-            left = until - time.monotonic()
-            if left <= 0 or (cancel is not None and cancel.is_set()):
-                return False
-            self.done.wait(min(left, 0.05))
-        return True
+
+BIG_INDEX_ENTRIES = 50_000  # an index of at least this many entries is rebuilt in the background
+CANCEL_CHECK_ENTRIES = 1024  # a background rebuild looks at its stop flag this often
+
+_View = tuple[list[Entry], dict[str, list[int]], list[frozenset[str]], dict[str, float]]
+
+
+def _built(files: list[list[Entry]], stop: threading.Event | None = None) -> _View:
+    """The searchable view of the files' entries: ``(entries, postings, term_sets, idf)``.
+    Raises :class:`Cancelled` once ``stop`` is set (checked every few thousand entries)."""
+    entries = [e for file_entries in files for e in file_entries]
+    postings: dict[str, list[int]] = defaultdict(list)
+    term_sets: list[frozenset[str]] = []
+    for i, entry in enumerate(entries):
+        if stop is not None and not i % CANCEL_CHECK_ENTRIES and stop.is_set():
+            raise Cancelled
+        present = frozenset(entry.terms)
+        term_sets.append(present)
+        for term in present:
+            postings[term].append(i)
+    n = len(entries)
+    idf = {t: math.log(1 + n / (1 + len(ids))) for t, ids in postings.items()}
+    return entries, dict(postings), term_sets, idf
+
+
+class _Rebuild(_Job):
+    """The inverted index of a big memory rebuilt in a background thread after a change.
+
+    Rebuilding half a million entries (one 4 MiB daily note) takes seconds: done in the query that
+    noticed the change, it timed that query out, and so did any later change (an edited
+    MEMORY.md). So a search hands it to a :class:`_Rebuild` over the files' entries as they are,
+    waits for it at most half its budget, and meanwhile answers from the previous view, naming the
+    files not searched yet in the response's ``note``. ``changes`` is the index's change count it
+    reflects: after a newer change a new rebuild replaces it (and this one stops)."""
+
+    __slots__ = ("changes", "stop", "built")
+
+    def __init__(self, files: list[list[Entry]], changes: int) -> None:
+        self.changes = changes
+        self.done, self.stop = threading.Event(), threading.Event()
+        self.built: _View | None = None
+        threading.Thread(target=self._run, args=(files,), name="totalrecall-rebuild", daemon=True).start()
+
+    def _run(self, files: list[list[Entry]]) -> None:
+        try:
+            self.built = _built(files, self.stop)
+        except Cancelled:
+            pass  # replaced by a newer rebuild
+        finally:
+            self.done.set()
 
 
 class MemoryIndex:
@@ -83,7 +141,6 @@ class MemoryIndex:
     __slots__ = (
         "files",
         "skipped",
-        "dirty",
         "entries",
         "postings",
         "idf",
@@ -91,13 +148,16 @@ class MemoryIndex:
         "_by_time",
         "_definitions",
         "indexing",
+        "changes",
+        "built_changes",
+        "changed",
+        "rebuilding",
     )
 
     def __init__(self) -> None:
         self.files: dict[str, tuple[tuple[int, int], list[Entry]]] = {}
         # Files not indexed: rel path -> ((mtime_ns, size, ctime_ns), why). ctime: a chmod retries.
         self.skipped: dict[str, tuple[tuple[int, int, int], str]] = {}
-        self.dirty = False  # files changed but entries were not rebuilt (a cancelled refresh)
         self.entries: list[Entry] = []
         self.postings: dict[str, list[int]] = {}
         self.idf: dict[str, float] = {}
@@ -105,6 +165,12 @@ class MemoryIndex:
         self._by_time: list[Entry] | None = None  # entries newest first, built on first use
         self._definitions: dict[str, dict[int, Definition]] = {}  # symbol -> entry -> where
         self.indexing: dict[str, _Parse] = {}  # big files being parsed in the background
+        # The files' changes are counted; the searchable view (entries, postings...) reflects
+        # `built_changes` of them (0: never built), `changed` names the files changed since.
+        self.changes = 0
+        self.built_changes = 0
+        self.changed: set[str] = set()
+        self.rebuilding: _Rebuild | None = None  # a big index's rebuild in the background
 
     def refresh(  # noqa: C901 - one walk: each changed file is parsed here, in the background or skipped
         self,
@@ -136,23 +202,32 @@ class MemoryIndex:
             entries = self._read(root, tier, rel, st, max_file_bytes, cancel)
             if entries is None:
                 if files.pop(rel, None) is not None:
-                    self.dirty = True
+                    self._touch(rel)
                 continue
             skipped.pop(rel, None)
             files[rel] = (signature, entries)
-            self.dirty = True
+            self._touch(rel)
         for gone in set(self.indexing) - seen:
             self.indexing.pop(gone).stop.set()
         if len(seen) != len(files) + len(skipped):
             for gone in set(files) - seen:
                 del files[gone]
-                self.dirty = True
+                self._touch(gone)
             for gone in set(skipped) - seen:
                 del skipped[gone]
         if self.indexing and wait_until is not None:
             self._collect(wait_until, cancel)
-        if self.dirty or not self.entries and self.files:
-            self._rebuild()
+        if self.changes != self.built_changes or not self.entries and self.files:
+            self._rebuild(wait_until, cancel)
+
+    def _touch(self, rel: str) -> None:
+        """File ``rel`` changed (or is gone): the searchable view must be rebuilt."""
+        self.changes += 1
+        self.changed.add(rel)
+
+    def pending(self) -> bool:
+        """Whether a later refresh has more to merge: a big file still parsing, or a rebuild."""
+        return bool(self.indexing) or self.changes != self.built_changes
 
     def _parse_in_background(self, root: Path, tier: str, rel: str, st: os.stat_result, limit: int) -> None:
         full = (st.st_mtime_ns, st.st_size, st.st_ctime_ns)
@@ -177,23 +252,36 @@ class MemoryIndex:
             if job.entries is not None:
                 self.skipped.pop(rel, None)
                 self.files[rel] = (job.signature[:2], job.entries)
-                self.dirty = True
+                self._touch(rel)
             elif job.why is not None:
                 self.skipped[rel] = (job.signature, job.why)
                 if self.files.pop(rel, None) is not None:
-                    self.dirty = True
+                    self._touch(rel)
 
-    def indexing_note(self) -> str | None:
-        """What this answer left out because it is still being parsed (the response's note)."""
-        if not self.indexing:
-            return None
+    def indexing_note(self, long_lived: bool = True) -> str | None:
+        """What this answer left out because it is still being parsed or merged (the response's
+        note), and when it will be searched: in a long-lived process (the daemon) a later query
+        merges the finished work; a one-shot process exits first, so every one-shot query would
+        leave the file out, and the note says what indexes it once per change instead."""
         now = time.monotonic()
         jobs = sorted(self.indexing.values(), key=lambda j: j.rel)
-        shown = ", ".join(f"{j.rel} ({j.size / (1 << 20):.1f} MiB, {now - j.started:.1f} s so far)" for j in jobs[:3])
-        more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
+        parts = [f"{j.rel} ({j.size / (1 << 20):.1f} MiB, {now - j.started:.1f} s so far)" for j in jobs]
+        if self.changes != self.built_changes:  # parsed, not merged yet: the index is being rebuilt
+            merging = sorted(self.changed - self.indexing.keys())
+            parts += [f"{rel} (parsed; the index is being rebuilt)" for rel in merging]
+        if not parts:
+            return None
+        shown = ", ".join(parts[:3])
+        more = f" and {len(parts) - 3} more" if len(parts) > 3 else ""
+        when = (
+            "a later query includes it once it is parsed"
+            if long_lived
+            else "a one-shot query cannot wait for it: the warm daemon (memory-router daemon start; the OpenClaw "
+            "plugin starts one) parses it once per change and then searches it"
+        )
         return (
             f"still indexing {shown}{more} in the background: not searched in this answer "
-            "(its previous version is, if it had one); the next query includes it"
+            f"(its previous version is, if it had one); {when}"
         )
 
     def _read(
@@ -218,20 +306,30 @@ class MemoryIndex:
         self.skipped[rel] = (full, why)
         return None
 
-    def _rebuild(self) -> None:
-        self.dirty = False
-        self.entries = [e for _, entries in self.files.values() for e in entries]
-        postings: dict[str, list[int]] = defaultdict(list)
-        term_sets: list[frozenset[str]] = []
-        for i, entry in enumerate(self.entries):
-            present = frozenset(entry.terms)
-            term_sets.append(present)
-            for term in present:
-                postings[term].append(i)
-        n = len(self.entries)
-        self.postings = dict(postings)
-        self.term_sets = term_sets
-        self.idf = {t: math.log(1 + n / (1 + len(ids))) for t, ids in postings.items()}
+    def _rebuild(self, wait_until: float | None = None, cancel: threading.Event | None = None) -> None:
+        """Rebuild the searchable view from the files' entries: here, or (a search's refresh of a
+        big index that was built before, so there is a previous view to answer from) in the
+        background (:class:`_Rebuild`), waited for until ``wait_until``."""
+        files = [entries for _, entries in self.files.values()]
+        if wait_until is None or not self.built_changes or sum(map(len, files)) < BIG_INDEX_ENTRIES:
+            self._install(_built(files), self.changes)
+            return
+        job = self.rebuilding
+        if job is None or job.changes != self.changes:
+            if job is not None:
+                job.stop.set()  # files changed again: that rebuild is for an old state
+            job = self.rebuilding = _Rebuild(files, self.changes)
+        if job.wait(wait_until, cancel):
+            self.rebuilding = None
+            if job.built is not None:
+                self._install(job.built, job.changes)
+        elif cancel is not None and cancel.is_set():
+            raise Cancelled
+
+    def _install(self, built: _View, changes: int) -> None:
+        self.entries, self.postings, self.term_sets, self.idf = built
+        self.built_changes = changes
+        self.changed.clear()  # only ever installed for the current change count (the lock is held)
         self._by_time = None
         self._definitions = {}
 
