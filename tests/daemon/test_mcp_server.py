@@ -157,6 +157,44 @@ def test_memory_query_abstains_under_min_relevance_and_budgets_max_chars(workspa
     assert bad.is_error and "min_relevance" in bad.content[0].text
 
 
+def test_memory_query_s_scope_reads_only_that_agent_s_conversations(tmp_path: Path) -> None:
+    """One lcm.db holding alice's and bob's conversations (issue 30): memory_query with a scope
+    answers each agent from its own, and one agent's session key cannot speak for another."""
+    import orjson
+
+    from ..support.lcm_fixtures import ALICE_SAYS, BOB_SAYS, HOUSE, build_two_agents_db
+
+    db = build_two_agents_db(tmp_path / "lcm.db")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "backends.json").write_bytes(orjson.dumps({"backends": {"lossless": {"status": "ready"}}}))
+    config = state / "router-config.json"
+    chain = [{"backend": "lossless"}]
+    backends = {"lossless": {"type": "lossless", "db_path": str(db)}}
+    config.write_bytes(orjson.dumps({"rules": [{"number": 7, "id": "default", "chain": chain}], "backends": backends}))
+
+    async def body(session: ClientSession) -> Any:
+        asked = {}
+        for name, scope in (
+            ("alice", {"agent": "alice"}),
+            ("bob", {"agent": "bob"}),
+            ("bob's key", {"session_key": "agent:bob:main"}),
+            ("crossed", {"agent": "alice", "session_key": "agent:bob:main"}),
+        ):
+            asked[name] = (await session.call_tool("memory_query", {"query": HOUSE, "scope": scope})).structured_content
+        return asked
+
+    asked = with_session(["--state-dir", str(state), "--config", str(config)], body)
+
+    def texts(name: str) -> str:
+        return "\n".join(r["content"] for r in asked[name]["results"])
+
+    assert ALICE_SAYS in texts("alice") and BOB_SAYS not in texts("alice")
+    for bob in ("bob", "bob's key"):
+        assert BOB_SAYS in texts(bob) and "sell the house" not in texts(bob), asked[bob]
+    assert asked["crossed"]["error_code"] == "INVALID_SCOPE" and asked["crossed"]["results"] == []
+
+
 def test_bad_input_is_an_answer_not_a_crash(workspace: tuple[Path, Path]) -> None:
     state, config = workspace
 

@@ -1,5 +1,5 @@
 """One agent's memory stays that agent's, through the CLI and the warm daemon (issue 30, items 3
-and 8-12; the plugin's side is test_faults_agents_plugin.py, the two-agent Gateway
+and 8-13; the plugin's side is test_faults_agents_plugin.py, the two-agent Gateway
 tests/openclaw/test_openclaw_agents.py).
 
 Real processes over real files: an lcm.db with lossless-claw's schema holding two agents'
@@ -22,7 +22,6 @@ import orjson
 import pytest
 
 import memory_router.core
-from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db
 
 from ..support.client import assert_same_answer, wait_for_socket
 from ..support.faults import (
@@ -31,12 +30,11 @@ from ..support.faults import (
     report,
     run_cli,
 )
+from ..support.lcm_fixtures import ALICE_SAYS, BOB_SAYS, HOUSE, UNKEYED_SAYS, build_two_agents_db
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 PACKAGED_CALIBRATION = Path(memory_router.core.__file__).with_name("calibration.json")
-HOUSE = "what did we decide about selling the house"
-ALICE_SAYS = "We decided to sell the house in April and split the proceeds with my sister"
 
 
 def row(key: str, item: str, fault: str, transport: str, outcome: str, measured: str = "") -> None:
@@ -97,44 +95,38 @@ def texts(envelope: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- 3. Lossless per agent
 
 
-def two_agents_lcm(path: Path) -> None:
-    conn = create_lcm_db(path)
-    writer = LcmWriter(conn)
-    alice = writer.conversation("s-alice", session_key="agent:alice:main")
-    writer.message(alice, "user", ALICE_SAYS)
-    writer.message(alice, "assistant", "Noted: the house goes on sale in April, proceeds split two ways.")
-    bob = writer.conversation("s-bob", session_key="agent:bob:main")
-    writer.message(bob, "user", "Remind me to renew the car insurance before the house party")
-    unkeyed = writer.conversation("s-old")  # written before lossless-claw kept session keys
-    writer.message(unkeyed, "user", "An old note: we decided the house colour is blue")
-    conn.close()
-
-
 def test_lossless_answers_each_agent_from_its_own_conversations(tmp_path: Path) -> None:
-    db = tmp_path / "lcm.db"
-    two_agents_lcm(db)
+    db = build_two_agents_db(tmp_path / "lcm.db")
     state, args = write_state(tmp_path, {"lossless": {"type": "lossless", "db_path": str(db)}})
     env = scratch_env(tmp_path)
 
-    def ask(*scope: str, query: str = HOUSE) -> dict[str, Any]:
-        run = run_cli(["query", query, *scope, *args], env=env)
+    def ask(*scope: str, query: str = HOUSE, cli_args: list[str] = args) -> dict[str, Any]:
+        run = run_cli(["query", query, *scope, *cli_args], env=env)
         assert run.returncode == 0, run.stderr.decode()
         return run.envelope
 
     assert ALICE_SAYS in texts(ask("--agent", "alice"))
     bob = ask("--agent", "bob")
     assert "sell the house" not in texts(bob) and "colour is blue" not in texts(bob)
-    assert "car insurance" in texts(bob)
+    assert BOB_SAYS in texts(bob)
     by_key = ask("--session-key", "agent:bob:main")  # the key alone names its agent
     assert "sell the house" not in texts(by_key)
     refused = run_cli(["query", HOUSE, "--agent", "alice", "--session-key", "agent:bob:main", *args], env=env)
     assert refused.returncode == 2 and refused.envelope["error_code"] == "INVALID_SCOPE"
     assert ALICE_SAYS in texts(ask())  # no scope: every conversation, as before agents existed
-    # A conversation with no session key is read by unscoped queries only (unkeyed_agents: none).
-    assert "colour is blue" in texts(ask(query="what colour is the house"))
-    assert "colour is blue" not in texts(ask("--agent", "bob", query="what colour is the house"))
+    # A conversation with no session key is read by unscoped queries only (unkeyed_agents: none)...
+    colour = "what colour is the house"
+    assert UNKEYED_SAYS in texts(ask(query=colour))
+    assert UNKEYED_SAYS not in texts(ask("--agent", "bob", query=colour))
+    # ... and by the agents the config lists (here bob), on purpose.
+    _, listed = write_state(
+        tmp_path / "unkeyed", {"lossless": {"type": "lossless", "db_path": str(db), "unkeyed_agents": ["bob"]}}
+    )
+    assert UNKEYED_SAYS in texts(ask("--agent", "bob", query=colour, cli_args=listed))
+    assert UNKEYED_SAYS not in texts(ask("--agent", "alice", query=colour, cli_args=listed))
+    assert ALICE_SAYS not in texts(ask("--agent", "bob", cli_args=listed))
 
-    # The warm daemon, asked over serve's JSON lines with the same scopes, answers the same.
+    # serve's JSON lines, with the same scopes, answer the same.
     lines = [
         {"id": 1, "query": HOUSE, "scope": {"agent": "bob"}},
         {"id": 2, "query": HOUSE, "scope": {"agent": "alice"}},
@@ -148,16 +140,42 @@ def test_lossless_answers_each_agent_from_its_own_conversations(tmp_path: Path) 
         timeout=60,
     )
     answers = {a["id"]: a for a in map(orjson.loads, served.stdout.splitlines())}
-    assert "sell the house" not in texts(answers[1]) and "car insurance" in texts(answers[1])
+    assert "sell the house" not in texts(answers[1]) and BOB_SAYS in texts(answers[1])
     assert ALICE_SAYS in texts(answers[2])
     assert answers[3]["error_code"] == "INVALID_SCOPE" and answers[3]["results"] == []
+
+    # The warm daemon on its socket, asked by the thin client (--daemon require: no in-process
+    # retry), answers each agent as the in-process path does.
+    daemon = {**env, "MEMORY_ROUTER_DAEMON": "require"}
+    proc = serve_socket(args, env, tmp_path, "--no-reload")
+    try:
+        wait_for_socket(state / "router.sock", proc)
+        assert serves_this_shell(args, env, tmp_path)
+        warm = {}
+        for agent in ("alice", "bob"):
+            run = run_cli(["query", HOUSE, "--agent", agent, *args], env=daemon, cwd=tmp_path)
+            assert run.returncode == 0, run.stderr.decode()
+            warm[agent] = run.envelope
+        crossed = run_cli(
+            ["query", HOUSE, "--agent", "alice", "--session-key", "agent:bob:main", *args], env=daemon, cwd=tmp_path
+        )
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert ALICE_SAYS in texts(warm["alice"]) and "sell the house" not in texts(warm["bob"])
+    for agent, envelope in warm.items():
+        cold = run_cli(["query", HOUSE, "--agent", agent, *args], env=env, cwd=tmp_path).envelope
+        assert_same_answer(envelope, cold, f"{agent}: the daemon over its socket and the in-process path")
+    assert crossed.returncode == 2 and crossed.envelope["error_code"] == "INVALID_SCOPE"
     row(
         "lossless-agents",
         "3",
         f"one lcm.db: alice's conversation (agent:alice:main), bob's, one with no session key; bob asks \"{HOUSE}\"",
-        "query --agent / --session-key; serve's scope",
+        "query --agent / --session-key; serve's scope; serve --socket + thin client",
         "bob: his own conversation only (no alice text, no unkeyed one); alice: hers; alice's agent with bob's "
-        "key: INVALID_SCOPE (exit 2); unscoped: every conversation",
+        "key: INVALID_SCOPE (exit 2); unscoped: every conversation; unkeyed_agents [bob]: the unkeyed one for bob "
+        "only; the socket daemon's answers equal the in-process ones (MCP: tests/daemon/test_mcp_server.py)",
+        "was: bob got alice's conversation (no scope existed)",
     )
 
 

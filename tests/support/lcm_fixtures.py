@@ -113,3 +113,26 @@ def _write_small_db(path: Path, variant: Variant, *, wal: bool) -> Path:
     finally:
         conn.close()
     return path
+
+
+# Two OpenClaw agents' conversations in one lcm.db, as lossless-claw keeps them (issue 30).
+HOUSE = "what did we decide about selling the house"
+ALICE_SAYS = "We decided to sell the house in April and split the proceeds with my sister"
+BOB_SAYS = "Remind me to renew the car insurance before the house party"
+UNKEYED_SAYS = "An old note: we decided the house colour is blue"
+
+
+def build_two_agents_db(path: Path) -> Path:
+    """alice's conversation (``agent:alice:main``), bob's (``agent:bob:main``) and one with no
+    session key (written before lossless-claw kept them), each mentioning the house."""
+    conn = create_lcm_db(path)
+    writer = LcmWriter(conn)
+    alice = writer.conversation("s-alice", session_key="agent:alice:main")
+    writer.message(alice, "user", ALICE_SAYS)
+    writer.message(alice, "assistant", "Noted: the house goes on sale in April, proceeds split two ways.")
+    bob = writer.conversation("s-bob", session_key="agent:bob:main")
+    writer.message(bob, "user", BOB_SAYS)
+    unkeyed = writer.conversation("s-old")
+    writer.message(unkeyed, "user", UNKEYED_SAYS)
+    conn.close()
+    return path
