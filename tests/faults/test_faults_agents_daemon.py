@@ -38,7 +38,9 @@ PACKAGED_CALIBRATION = Path(memory_router.core.__file__).with_name("calibration.
 
 
 def row(key: str, item: str, fault: str, transport: str, outcome: str, measured: str = "") -> None:
-    report("agents", f"core-{key}", item=item, fault=fault, transport=transport, outcome=outcome, measured=measured)
+    cells = {"item": item, "fault": fault, "transport": transport, "outcome": outcome, "measured": measured}
+    # Rows in the issue's order, whichever module ran first (the plugin's rows share the section).
+    report("agents", f"core-{key}", order=f"{int(item.split()[0]):02d} {key}", **cells)
 
 
 def scratch_env(home: Path, **extra: str) -> dict[str, str]:
@@ -482,7 +484,8 @@ def test_one_big_daily_note_never_blinds_total_recall(tmp_path: Path) -> None:
         "every query answered within the budget from MEMORY.md, its note naming the file still being indexed "
         "(one-shot: and that the warm daemon indexes it); the daemon parses it and rebuilds its index once per change "
         "in the background, then searches it; while a changed version is parsed the old one is still searched",
-        f"one-shot answered in {_attempt(oneshot[0])['duration_ms']} / {_attempt(oneshot[1])['duration_ms']} ms; "
-        f"daemon first answer {first_attempt['duration_ms']} ms, note searched {indexed_s:.0f} s later, then "
+        f"one-shot answered in {_attempt(oneshot[0])['duration_ms']} / {_attempt(oneshot[1])['duration_ms']} ms of "
+        f'{budget}, note: "{_attempt(oneshot[0])["note"][:64]}..."; daemon first answer '
+        f"{first_attempt['duration_ms']} ms, the note searched {indexed_s:.0f} s later, then in "
         f"{_attempt(warm)['duration_ms']} ms (was QUERY_TIMEOUT at 5000 ms)",
     )

@@ -58,7 +58,9 @@ HOST = (
 
 def row(key: str, item: str, fault: str, outcome: str, measured: str = "") -> None:
     cells = {"item": item, "fault": fault, "outcome": outcome, "measured": measured}
-    report("agents", f"plugin-{key}", transport="OpenClaw plugin (Node)", **cells)
+    # Rows in the order, whichever module ran first (the daemon's rows share the section).
+    order = f"{int(item.split()[0]):02d} {key}"
+    report("agents", f"plugin-{key}", transport="OpenClaw plugin (Node)", order=order, **cells)
 
 
 def run_host(body: str, data: dict[str, Any], state: Path) -> Any:
