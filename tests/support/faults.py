@@ -5,6 +5,7 @@ leftover processes, and collecting the rows of the generated report (tests/FAULT
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -112,18 +113,26 @@ def run_cli(
 
     with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as rss:
         started = time.perf_counter()
-        proc = subprocess.run(
+        # Its own process group, so a run past the timeout is killed whole (the launcher, the
+        # CLI and whatever the CLI started), not just the launcher.
+        with subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _LAUNCHER, rss.name, *cli_base(), *args],
-            input=stdin,
-            stdin=None if stdin is not None else subprocess.DEVNULL,
-            capture_output=True,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
             cwd=cwd,
-            timeout=timeout,
-        )
+            start_new_session=True,
+        ) as proc:
+            try:
+                out, err = proc.communicate(stdin, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise
         wall = (time.perf_counter() - started) * 1000
         maxrss = int(rss.read() or 0)
-    return CliRun(proc.returncode, proc.stdout, proc.stderr, wall, maxrss)
+    return CliRun(proc.returncode, out, err, wall, maxrss)
 
 
 def group_members(pgid: int) -> list[tuple[int, str]]:
