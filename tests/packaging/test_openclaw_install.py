@@ -3,18 +3,28 @@ checkout, installed in a fresh venv (no checkout: the plugin must come out of th
 HOME holding an OpenClaw agent's memory files, and the real OpenClaw 2026.9.6 from .tools.
 
 One command must leave OpenClaw's memory slot answered by memory-router (`openclaw memory search
---json` returns the plugin's hit from the agent's qmd collection), a second changes nothing, and
-`uninstall` gives memory-core back (the same search is answered by memory-core again).
+--json` returns the plugin's hit from the agent's qmd collection; in a Gateway started afterwards,
+the agent's `memory_search` tool and the `memory.search` RPC too), a second changes nothing, and
+`uninstall` gives memory-core back (the same search is answered by memory-core again). In that
+Gateway, a note written into the agent's memory is found by qmd within seconds (the index follows
+the files), and the tool's floor and budget hold on qmd's answer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +40,8 @@ pytestmark = [
 ]
 
 FACT = "The staging database is named heliotrope-7; we moved it off the old cluster."
+TOKEN = "memory-router-install-test"
+FRESH_WITHIN_S = 30.0  # a note written into the agent's memory, findable through the Gateway (debounce 1.5 s)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +100,80 @@ def openclaw_json(home: Path) -> dict:
     return json.loads((home / ".openclaw" / "openclaw.json").read_text())
 
 
+class Gateway:
+    """A loopback Gateway the user starts after `install` (`openclaw gateway run`), token auth."""
+
+    def __init__(self, env: dict[str, str], home: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.env, self.home, self.log = env, home, home / "gateway.log"
+        argv = ["openclaw", "gateway", "run", "--port", str(self.port), "--bind", "loopback"]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [*argv, "--auth", "token", "--token", TOKEN, "--allow-unconfigured"],
+                env=env,
+                cwd=home,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"the Gateway exited:\n{self.log.read_text()[-3000:]}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        pytest.fail(f"the Gateway did not listen within 240 s:\n{self.log.read_text()[-3000:]}")
+
+    def tool(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The agent's memory_search tool, as a model's tool call reaches it (POST /tools/invoke)."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/tools/invoke",
+            data=json.dumps({"tool": "memory_search", "args": args}).encode(),
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            body = json.loads(response.read())
+        assert body.get("ok") is True, body
+        details: dict[str, Any] = body["result"]["details"]
+        return details
+
+    def rpc(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The Gateway RPC `memory.search` (`openclaw gateway call`)."""
+        call = ["openclaw", "gateway", "call", "memory.search", "--port", str(self.port), "--token", TOKEN]
+        call += ["--params", json.dumps(params), "--json", "--timeout", "90000"]
+        code, out, stderr = cli(self.env, self.home, *call)
+        assert code == 0, stderr[-2000:]
+        return out
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(30)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@contextmanager
+def gateway(env: dict[str, str], home: Path) -> Iterator[Gateway]:
+    g = Gateway(env, home)
+    try:
+        yield g
+    finally:
+        g.stop()
+
+
+def from_qmd(results: list[dict[str, Any]], path_end: str) -> list[dict[str, Any]]:
+    return [r for r in results if r["memoryRouter"]["backend"] == "qmd" and r["path"].endswith(path_end)]
+
+
 def test_one_command_gives_openclaw_memory_router_and_uninstall_gives_memory_core_back(
     venv: Path, tmp_path: Path
 ) -> None:
@@ -144,6 +230,40 @@ def test_one_command_gives_openclaw_memory_router_and_uninstall_gives_memory_cor
         assert "heliotrope-7" in top["snippet"], found
         assert top["memoryRouter"]["backend"] == "qmd" and top["path"].endswith("openclaw-main-memory/MEMORY.md")
         assert found["routing"]["rule"]["id"] == "exact_symbol"
+
+        # A Gateway started afterwards: the tool and the RPC are memory-router's too.
+        started = time.monotonic()
+        with gateway(env, home) as g:
+            timings["gateway"] = time.monotonic() - started
+            tool = g.tool({"query": "search for heliotrope", "maxResults": 3})
+            assert tool["provider"] == "memory-router" and tool["routing"]["rule"]["id"] == "exact_symbol"
+            assert from_qmd(tool["results"], "openclaw-main-memory/MEMORY.md"), tool
+            rpc = g.rpc({"query": "search for heliotrope", "maxResults": 3})
+            assert rpc["provider"] == "memory-router" and from_qmd(rpc["results"], "openclaw-main-memory/MEMORY.md")
+
+            # Freshness: a note the agent writes now is found by qmd through the Gateway.
+            word = f"quokkaplan{os.getpid()}"
+            assert not from_qmd(g.tool({"query": f"search for {word}"})["results"], "2026-12-05.md")
+            written = time.monotonic()
+            (workspace / "memory" / "2026-12-05.md").write_text(f"# 2026-12-05\n\n- Ana named the {word} rollout.\n")
+            while not from_qmd(g.tool({"query": f"search for {word}"})["results"], "memory/2026-12-05.md"):
+                assert time.monotonic() - written < FRESH_WITHIN_S, f"{word} not found by qmd in {FRESH_WITHIN_S} s"
+                time.sleep(0.25)
+            timings["write_to_found"] = time.monotonic() - written
+
+            # The floor and the budget hold on an answer qmd leads (both daily notes name Ana; the
+            # rest is filled from Total Recall), and say what they left out.
+            ana = {"query": "search for Ana", "minScore": 0, "maxResults": 10}
+            everything = g.tool(ana)["results"]
+            assert len(everything) >= 2 and from_qmd(everything[:1], ".md"), everything
+            best = max(r["score"] for r in everything)
+            assert best < 0.99
+            none = g.tool({**ana, "minScore": best + 0.01})
+            assert none["results"] == [] and none["abstained"]["dropped"] == len(everything), none
+            budget = len(everything[0]["snippet"])
+            cut = g.tool({**ana, "maxChars": budget})
+            assert [r["snippet"] for r in cut["results"]] == [everything[0]["snippet"]]
+            assert cut["budget"]["kept"] == 1 and cut["budget"]["cut"] == len(everything) - 1
     finally:
         _run([mr, "daemon", "stop", "--state-dir", str(state)], env=env, cwd=home)
 
