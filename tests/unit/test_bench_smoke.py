@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ..openclaw._support import openclaw_missing
 from ..support.cognee.cognee_server import cognee_python
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -71,6 +72,8 @@ NOT_SCRIPTS |= {"fit_calibration.py"}
 NOT_SCRIPTS |= {"status_truth.py"}
 # Reads router records of real bench runs: tests/unit/test_bench_abstention.py runs it on a tiny set.
 NOT_SCRIPTS |= {"abstention.py"}
+# Three minutes of the real OpenClaw even when tiny: test_locomo_openclaw_quick_run_... runs it once.
+NOT_SCRIPTS |= {"locomo_openclaw.py"}
 # The LoCoMo files in the shared folder beside the checkout, or beside one of its ancestors (a worktree).
 LOCOMO = Path(
     os.environ.get("LOCOMO_DIR")
@@ -202,3 +205,48 @@ def test_locomo_quick_run_scores_every_question_once(tmp_path: Path) -> None:
     maps = parse(json.loads((tmp_path / "calibration.json").read_text()))
     assert set(maps) == {"qmd:search"}  # only what was measured is mapped
     assert all(m.native >= 0 and m.coverage >= 0 for m in maps.values())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (LOCOMO / "30.json").is_file(), reason=f"the LoCoMo development files are not in {LOCOMO}")
+def test_locomo_openclaw_quick_run_asks_memory_core_and_the_plugin_the_same_questions(tmp_path: Path) -> None:
+    """bench/locomo_openclaw.py --quick: one conversation, 4 questions, through the real OpenClaw's
+    memory_search twice, memory-core's (keyword) and the memory-router plugin's. Both tables come
+    from the same scorer; every question has one record per system; memory-core's hits are its
+    notes, labelled, all scored under its own 0.35 floor (its 30-day decay from today on 2023
+    notes); the plugin's come from memory-router's backends and some hold the evidence."""
+    import json
+
+    if openclaw_missing():
+        pytest.skip(openclaw_missing() or "")
+    if not _qmd_installed():
+        pytest.skip("qmd is not installed (.ci/setup.d/20-qmd.sh)")
+    proc = run_bench(
+        "locomo_openclaw.py",
+        *("--quick", "--questions", "4", "--json", str(tmp_path / "r.json"), "--work", str(tmp_path / "work")),
+        *("--records", str(tmp_path / "records"), "--data", str(LOCOMO)),
+        timeout=900,
+    )
+    for title in ("LoCoMo dev half inside OpenClaw", "Evidence found in the first 10 hits", "memory-core: its hits"):
+        assert f"## {title}" in proc.stdout, proc.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert set(report["systems"]) == {"memory-core:keyword", "memory-router"}
+    for name, summary in report["systems"].items():
+        q = summary["overall"]
+        assert q["questions"] == 4, name
+        assert 0 <= q["hit@1"] <= q["hit@5"] <= q["hit@10"] <= 100, (name, q)
+        assert 0 <= q["recall@5"] <= q["recall@10"] <= 100, (name, q)
+        records = [json.loads(line) for line in (tmp_path / "records" / f"{name.replace(':', '_')}.jsonl").open()]
+        assert len({r["qid"] for r in records}) == len(records) == 4
+        for r in records:
+            assert len(r["results"]) <= 10
+            for x in r["results"]:
+                assert x["hit"] == bool(set(x["dia_ids"]) & set(r["evidence"]))
+    core = [json.loads(line) for line in (tmp_path / "records" / "memory-core_keyword.jsonl").open()]
+    hits = [x for r in core for x in r["results"]]
+    assert hits and all(x["path"].startswith("memory/") and x["dia_ids"] for x in hits)
+    assert {r["routed_mode"] for r in core} == {"keyword-only"}  # no embedding provider: keywords only
+    assert report["systems"]["memory-core:keyword"]["memory_core"]["under_floor"] == 100.0
+    router = [json.loads(line) for line in (tmp_path / "records" / "memory-router.jsonl").open()]
+    assert {x["source"] for r in router for x in r["results"]} <= {"qmd", "totalrecall", "lossless"}
+    assert report["systems"]["memory-router"]["overall"]["hit@10"] > 0, "the plugin's hits were never labelled"
