@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header() -> str:
     # Which budgets this run replays: the fast tier's tenth, or every example.
-    n = settings.default.max_examples
+    n = settings().max_examples  # the active profile's
     return f"hypothesis max_examples={n}: a test's budget examples(N) runs N * {n} / 100 (tests/support/budget.py)"
 
 

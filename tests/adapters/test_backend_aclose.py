@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BackendRequest, ClosableBackend
+from memory_router.backends.base import Backend, BackendRequest, ClosableBackend
 from memory_router.backends.lossless.adapter import Settings as LosslessSettings
 from memory_router.backends.lossless.adapter import create as create_lossless
 from memory_router.backends.totalrecall.adapter import Settings as TotalRecallSettings
@@ -23,7 +23,7 @@ def _threads(name: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(f"memory-router-{name}")]
 
 
-def _backend(kind: str, tmp_path: Path):
+def _backend(kind: str, tmp_path: Path) -> Backend:
     context = BackendContext(state_dir=tmp_path / "state", environ={}, cwd=tmp_path)
     if kind == "totalrecall":
         (tmp_path / "CLAUDE.local.md").write_text("- The schema decision: UUID v7 keys.\n")

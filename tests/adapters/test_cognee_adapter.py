@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 import pytest
@@ -15,11 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory_router.backends import BackendContext, DemoUnavailable
-from memory_router.backends.base import BackendRequest, Stopwatch
+from memory_router.backends.base import BackendRequest, BackendResponse, Stopwatch
 from memory_router.backends.cognee import adapter
+from memory_router.backends.cognee.paths import Relationship
 from memory_router.backends.cognee.question import cypher_for
 from memory_router.backends.cognee.results import (
-    Relationship,
     distance_relevance,
     entity_terms,
     parse_connections,
@@ -55,7 +56,7 @@ WRAPPED = [
 ]
 
 
-def backend(**settings) -> adapter.CogneeBackend:
+def backend(**settings: object) -> adapter.CogneeBackend:
     env = {"COGNEE_BASE_URL": "http://127.0.0.1:9", "COGNEE_API_KEY": "sekrit-key-123"}
     return adapter.CogneeBackend("cognee", _settings.validate(adapter.Settings, settings), env)
 
@@ -115,7 +116,7 @@ def test_unwraps_the_per_dataset_shape_and_the_bare_list():
 
 def test_a_dataset_with_no_data_of_that_kind_is_empty_not_failing():
     # real answer: CHUNKS over all datasets, one of which holds only a graph
-    no_chunks = {
+    no_chunks: dict[str, object] = {
         "dataset_id": "9a",
         "dataset_name": "arch",
         "dataset_tenant_id": None,
@@ -236,11 +237,11 @@ def test_a_query_cannot_change_the_cypher_statement(query):
 # --------------------------------------------------------------------------- HTTP answers -> contract
 
 
-def respond(status: int, **kw) -> httpx.Response:
+def respond(status: int, **kw: Any) -> httpx.Response:
     return httpx.Response(status, request=httpx.Request("POST", "http://x/api/v1/search"), **kw)
 
 
-def mapped(status: int, b: adapter.CogneeBackend | None = None, **kw):
+def mapped(status: int, b: adapter.CogneeBackend | None = None, **kw: Any) -> BackendResponse:
     b = b or backend()
     return b._response(BackendRequest("what depends on Postgres"), "graph", respond(status, **kw), Stopwatch(), None)
 
@@ -254,10 +255,13 @@ def test_http_errors_map_to_the_contract():
     r = mapped(404, json={"detail": "No searchable memory in dataset 'arch': No data found [NoDataError]"})
     assert (r.status, r.error_code, r.result_count) == ("empty", None, 0)
     r = mapped(401, json={"detail": "Authentication required"})
-    assert r.error_code == "BACKEND_ERROR" and "COGNEE_API_KEY" in r.error_message and "HTTP 401" in r.error_message
+    message = r.error_message or ""
+    assert r.error_code == "BACKEND_ERROR" and "COGNEE_API_KEY" in message and "HTTP 401" in message
     r = mapped(200, text="<html>proxy</html>")
+    assert r.error_message is not None
     assert r.error_code == "BACKEND_ERROR" and "not JSON" in r.error_message
     r = mapped(200, json=[{"dataset_id": "d", "dataset_name": "arch", "search_result": None, "error": "graph gone"}])
+    assert r.error_message is not None
     assert r.error_code == "BACKEND_ERROR" and "dataset arch: graph gone" in r.error_message
     r = mapped(200, json=WRAPPED)
     assert (r.status, r.result_count, r.normalized_relevance) == ("success", 2, 1.0)
@@ -265,6 +269,7 @@ def test_http_errors_map_to_the_contract():
 
 def test_secrets_are_redacted_even_when_cognee_echoes_them():
     r = mapped(500, json={"detail": "bad header X-Api-Key: sekrit-key-123"})
+    assert r.error_message is not None
     assert "sekrit-key-123" not in r.error_message and "***" in r.error_message
     b = backend(api_key="in-config-key-456")
     assert "in-config-key-456" not in repr(b) + repr(b.settings) + str(b.settings)
@@ -302,6 +307,7 @@ def test_connection_refused_is_backend_unavailable():
     b = adapter.CogneeBackend("cognee", adapter.Settings(base_url="http://127.0.0.1:9"), {})
     r = asyncio.run(b.search(BackendRequest("what depends on Postgres")))
     assert (r.status, r.error_code) == ("error", "BACKEND_UNAVAILABLE")
+    assert r.error_message is not None
     assert "Connection refused" in r.error_message and "COGNEE_BASE_URL" in r.error_message
     probe = b.probe()
     assert not probe.ok and "Connection refused" in probe.detail
@@ -310,7 +316,9 @@ def test_connection_refused_is_backend_unavailable():
 def test_a_base_url_without_a_scheme_from_the_environment_is_a_clear_error():
     b = adapter.CogneeBackend("cognee", adapter.Settings(), {"COGNEE_BASE_URL": "127.0.0.1:8000"})
     r = asyncio.run(b.search(BackendRequest("what depends on Postgres")))
-    assert r.error_code == "BACKEND_ERROR" and "COGNEE_BASE_URL='127.0.0.1:8000' is not an http://" in r.error_message
+    assert r.error_code == "BACKEND_ERROR"
+    assert r.error_message is not None
+    assert "COGNEE_BASE_URL='127.0.0.1:8000' is not an http://" in r.error_message
 
 
 def test_demo_setup_needs_a_reachable_server(monkeypatch):

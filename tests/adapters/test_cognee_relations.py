@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_router.backends.cognee.explore import Explored, explore
+from memory_router.backends.cognee.explore import Explored, GraphSearch, explore
 from memory_router.backends.cognee.paths import Path, Relationship, cypher_path, find_paths, rows_to_paths
 from memory_router.backends.cognee.question import (
     UNKNOWN_CAP,
@@ -119,7 +119,7 @@ def test_direction_is_honoured():
     assert got["BillingService --[calls]--> LedgerService"] == 0.6
     assert got["CheckoutService --[calls]--> BillingService"] == round(0.35 * 0.6, 4)
     got = dict(ranked("what calls BillingService"))
-    assert max(got, key=got.get) == "CheckoutService --[calls]--> BillingService"
+    assert max(got, key=lambda line: got[line]) == "CheckoutService --[calls]--> BillingService"
     assert got["BillingService --[calls]--> LedgerService"] == 0.35
 
 
@@ -153,19 +153,23 @@ EDGES = [
 
 def test_paths_walk_forwards_first_and_never_through_structural_edges():
     q = parse_question("trace the call chain from the web gateway to the ledger")
+    assert q.ends is not None  # a path question: two ends
     [p] = find_paths(EDGES, *q.ends, directed=True)
     assert p.nodes == ("WebGateway", "CheckoutService", "BillingService", "LedgerService") and p.forward
     q = parse_question("path between WebGateway and ShippingService")
+    assert q.ends is not None
     [p] = find_paths(EDGES, *q.ends, directed=False)  # not WebGateway -is_a-> Service <-is_a- ShippingService
     assert p.line == (
         "WebGateway --[calls]--> CheckoutService --[publishes_to]--> OrderEventsTopic <--[reads_from]-- ShippingService"
     )
     q = parse_question("trace the path from ShippingService to the web gateway")
+    assert q.ends is not None
     assert find_paths(EDGES, *q.ends, directed=True)[0].forward is False  # no forward path: any direction
 
 
 def test_a_path_question_answers_one_result_holding_the_whole_path():
     q = parse_question("trace the call chain from the web gateway to the ledger")
+    assert q.ends is not None
     [p] = find_paths(EDGES, *q.ends, directed=True)
     explored = Explored(paths=[p], via="expand")
     context = "Connections:\n" + "\n".join(e.line for e in EDGES)
@@ -217,7 +221,7 @@ def test_a_question_cannot_change_the_path_statement(a, b):
 # --------------------------------------------------------------------------- follow-up searches
 
 
-def _graph_search(edges: list[Relationship], calls: list[str], delay: float = 0.0):
+def _graph_search(edges: list[Relationship], calls: list[str], delay: float = 0.0) -> GraphSearch:
     async def search(text: str, wide: bool = False) -> list[Relationship]:
         calls.append(text)
         await asyncio.sleep(delay)
@@ -266,7 +270,9 @@ def test_cypher_that_finds_no_path_is_the_answer():
     assert out.paths == [] and calls == []  # exact: no expansion after it
 
 
-def _serial_search(edges: list[Relationship], calls: list[tuple[str, bool]], seconds: float, top_k: int = 10):
+def _serial_search(
+    edges: list[Relationship], calls: list[tuple[str, bool]], seconds: float, top_k: int = 10
+) -> GraphSearch:
     """Like Cognee on a loaded machine (measured: four concurrent searches took four times one):
     one search at a time, ``seconds`` each; ``top_k`` triplets incident to a searched name (a wide
     search: four times as many)."""

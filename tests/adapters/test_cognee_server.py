@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pytest
@@ -27,6 +28,9 @@ from memory_router.config.paths import packaged_config
 
 from ..support.cognee import cognee_server as cognee_harness
 from ..support.cognee import relation_questions as rq
+
+if TYPE_CHECKING:
+    from memory_router.backends.cognee.adapter import CogneeBackend
 
 PYTHON = cognee_harness.cognee_python()
 pytestmark = [
@@ -46,6 +50,7 @@ def servers():
     second also keeps Cognee's default of refusing CYPHER searches."""
     from concurrent.futures import ThreadPoolExecutor
 
+    assert PYTHON is not None  # the module is skipped without it
     with ThreadPoolExecutor(2) as pool:
         futures = {
             ac: pool.submit(cognee_harness.start, PYTHON, access_control=ac, allow_cypher=ac) for ac in (True, False)
@@ -157,7 +162,7 @@ def route(
     return orjson.loads(proc.stdout), proc, log.read_text() if log.exists() else ""
 
 
-def key_env(srv) -> dict[str, str]:
+def key_env(srv: cognee_harness.CogneeServer) -> dict[str, str]:
     return {"COGNEE_BASE_URL": srv.base_url, "COGNEE_API_KEY": srv.api_key}
 
 
@@ -168,7 +173,7 @@ def relationships(envelope: dict) -> list[tuple[str, str, str, float]]:
     ]
 
 
-def assert_no_secret(srv, *texts: str) -> None:
+def assert_no_secret(srv: cognee_harness.CogneeServer, *texts: str) -> None:
     for text in texts:
         assert srv.api_key not in text
         assert srv.password not in text
@@ -510,7 +515,7 @@ def services_backend(srv, **settings):
     )
 
 
-def ask(backend, query: str, mode: str = "graph") -> list[dict]:
+def ask(backend: CogneeBackend, query: str, mode: str = "graph") -> list[dict]:
     import asyncio
 
     from memory_router.backends.base import BackendRequest

@@ -123,8 +123,10 @@ def test_markdown_definitions_are_code_only() -> None:
         "```\n"  # 8
         "Use `class ManifestLedger` for it.\n"  # 9
     )
-    assert find_definition(text, "reconcileManifest", markdown=True).line == 7
-    assert find_definition(text, "ManifestLedger", markdown=True).line == 9
+    in_fence = find_definition(text, "reconcileManifest", markdown=True)
+    inline = find_definition(text, "ManifestLedger", markdown=True)
+    assert in_fence is not None and in_fence.line == 7
+    assert inline is not None and inline.line == 9
     assert find_definition("class ManifestLedger keeps it\n", "ManifestLedger", markdown=True) is None
 
 
@@ -274,7 +276,8 @@ def test_pathological_texts_are_bounded() -> None:
     assert find_definition("reconcileManifest(a,\n" * 20000, "reconcileManifest") is None
     assert find_definition("`" * 100000 + " reconcileManifest", "reconcileManifest", markdown=True) is None
     calls = "reconcileManifest(x);\n" * 5000
-    assert find_definition(calls + "function reconcileManifest() {}", "reconcileManifest").line == 5001
+    found = find_definition(calls + "function reconcileManifest() {}", "reconcileManifest")
+    assert found is not None and found.line == 5001
 
 
 def test_collection_files_reads_only_regular_files_inside_the_collection(tmp_path: Path) -> None:

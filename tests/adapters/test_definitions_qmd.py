@@ -16,13 +16,16 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.backends.qmd.parse import split_uri
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
+from memory_router.core.envelope import Envelope
 from memory_router.routing.router import Router
 
-from ..support.definition_corpus import SYMBOLS, definition_line, write_corpus
+from ..support.definition_corpus import SYMBOLS, Symbol, definition_line, write_corpus
 from ..support.qmd import needs_qmd
 
 pytestmark = [pytest.mark.slow, needs_qmd]
@@ -38,10 +41,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "collections": ["port"],
     }
     context = BackendContext(state_dir=base / "state", cwd=base)
-    backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
-    qmd_adapter.build_collection(
-        backend.transport(), base / "port", "port", "**/*.{md,ts}", base / "idx" / "index.lock"
-    )
+    backend = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
+    build_collection(backend.transport(), base / "port", "port", "**/*.{md,ts}", base / "idx" / "index.lock")
     config = json.loads(packaged_config().read_text())
     config["backends"]["qmd"] = {"type": "qmd", **settings}
     config["backends"]["totalrecall"]["root"] = str(base / "no-memory")
@@ -54,7 +55,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"base": base, "files": files, "router": router, "installed": load_installed(base / "backends.json")}
 
 
-def route(project: dict, query: str):
+def route(project: dict, query: str) -> Envelope:
     return asyncio.run(project["router"].route(query, project["installed"]))
 
 
@@ -68,9 +69,10 @@ def test_the_corpus_is_one_where_bm25_prefers_callers(project: dict) -> None:
 
 
 @pytest.mark.parametrize("symbol", SYMBOLS, ids=[s.name for s in SYMBOLS])
-def test_find_x_answers_with_the_definition_first(project: dict, symbol) -> None:
+def test_find_x_answers_with_the_definition_first(project: dict, symbol: Symbol) -> None:
     envelope = route(project, symbol.query)
-    assert envelope.rule["number"] == 1 and (envelope.routed_to, envelope.routed_mode) == ("qmd", "search")
+    assert envelope.rule is not None and envelope.rule["number"] == 1
+    assert (envelope.routed_to, envelope.routed_mode) == ("qmd", "search")
     top = envelope.results[0]
     assert top.path == symbol.path
     line = definition_line(project["base"] / "port", symbol)
@@ -82,7 +84,7 @@ def test_find_x_answers_with_the_definition_first(project: dict, symbol) -> None
 
 def test_find_all_usages_keeps_ranking_usages(project: dict) -> None:
     envelope = route(project, "find all usages of BerthAllocator")
-    assert envelope.rule["number"] == 1 and envelope.routed_to == "qmd"
+    assert envelope.rule is not None and envelope.rule["number"] == 1 and envelope.routed_to == "qmd"
     assert envelope.results[0].path != "src/berths/allocator.ts"
     assert all(not hasattr(r, "definition_line") for r in envelope.results)
     scores = [r.qmd_score for r in envelope.results]
@@ -99,9 +101,7 @@ def test_definition_in_a_markdown_code_block_ranks_below_the_source(project: dic
     )
     try:
         backend = project["router"].backend("qmd")
-        qmd_adapter.build_collection(
-            backend.transport(), base / "port", "port", "**/*.{md,ts}", base / "idx" / "index.lock"
-        )
+        build_collection(backend.transport(), base / "port", "port", "**/*.{md,ts}", base / "idx" / "index.lock")
         response = asyncio.run(backend.search(BackendRequest("find class ManifestLedger", mode="search")))
         paths = [r.path for r in response.results]
         assert paths[0] == "src/manifest/ledger.ts"
@@ -109,6 +109,4 @@ def test_definition_in_a_markdown_code_block_ranks_below_the_source(project: dic
         assert doc.definition_line == 6 and doc.definition_kind == "class"
     finally:
         note.unlink()
-        qmd_adapter.build_collection(
-            backend.transport(), base / "port", "port", "**/*.{md,ts}", base / "idx" / "index.lock"
-        )
+        build_collection(backend.transport(), base / "port", "port", "**/*.{md,ts}", base / "idx" / "index.lock")

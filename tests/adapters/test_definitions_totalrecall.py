@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_router.backends.base import BackendRequest
+from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.totalrecall.adapter import TotalRecallBackend
 from memory_router.backends.totalrecall.parse import parse_file
 
@@ -55,7 +55,7 @@ def memory(root: Path, mentions: int = 6) -> Path:
     return root
 
 
-def search(root: Path, query: str, limit: int = 10):
+def search(root: Path, query: str, limit: int = 10) -> BackendResponse:
     return asyncio.run(TotalRecallBackend("totalrecall", root).search(BackendRequest(query=query, limit=limit)))
 
 

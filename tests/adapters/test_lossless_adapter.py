@@ -9,19 +9,21 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BackendRequest
+from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.lossless import adapter as L
+from memory_router.backends.lossless.schema import LcmWriter, Variant
 
-from ..support.lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, LcmWriter, build_small_db
+from ..support.lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, SCHEMA_LEAF, build_small_db
 
 
 def backend(
-    tmp_path: Path, db: Path | None = None, environ: dict[str, str] | None = None, **settings
+    tmp_path: Path, db: Path | None = None, environ: dict[str, str] | None = None, **settings: object
 ) -> L.LosslessBackend:
     if db is not None:
         settings["db_path"] = str(db)
@@ -32,12 +34,12 @@ def backend(
     )
 
 
-def search(b: L.LosslessBackend, query: str, **kw):
+def search(b: L.LosslessBackend, query: str, **kw: Any) -> BackendResponse:
     return asyncio.run(b.search(BackendRequest(query, **kw)))
 
 
 @pytest.fixture(params=["current", "legacy", "no_fts"])
-def any_db(request, tmp_path: Path) -> Path:
+def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return build_small_db(tmp_path / f"{request.param}.db", request.param)
 
 
@@ -211,13 +213,14 @@ def test_fts_table_this_sqlite_cannot_read_falls_back_to_like(tmp_path: Path) ->
     conn.close()
     resp = search(backend(tmp_path, db), "deleted_at")
     assert resp.results[0].extra["summary_id"] == SCHEMA_LEAF
+    assert resp.query_sent is not None
     assert resp.query_sent.startswith("LIKE")
 
 
 def test_schema_change_while_cached_is_picked_up(tmp_path: Path) -> None:
     db = build_small_db(tmp_path / "lcm.db", "no_fts")
     b = backend(tmp_path, db)
-    assert search(b, "database schema").query_sent.startswith("LIKE")
+    assert (search(b, "database schema").query_sent or "").startswith("LIKE")
     conn = sqlite3.connect(db)
     conn.executescript("""
         CREATE VIRTUAL TABLE messages_fts USING fts5(content, tokenize='porter unicode61');
@@ -288,7 +291,9 @@ def test_missing_database_is_unavailable_names_paths_and_creates_nothing(tmp_pat
     resp = search(b, "database schema")
     assert resp.status == "error" and resp.error_code == "BACKEND_UNAVAILABLE"
     for expected in (str(tmp_path / "x" / "lcm.db"), str(state / "lcm.db"), str(home / ".openclaw" / "lcm.db")):
+        assert resp.error_message is not None
         assert expected in resp.error_message
+    assert resp.error_message is not None
     assert "db_path" in resp.error_message and "lossless-claw" in resp.error_message
     assert not b.probe().ok
     assert not (tmp_path / "x").exists() and not state.exists() and not home.exists()
@@ -299,6 +304,7 @@ def test_configured_path_that_is_missing_is_not_created_and_not_papered_over(tmp
     missing = tmp_path / "typo" / "lcm.db"
     b = backend(tmp_path, missing, environ={"LCM_DATABASE_PATH": str(other)})
     resp = search(b, "database schema")
+    assert resp.error_message is not None
     assert resp.error_code == "BACKEND_UNAVAILABLE" and str(missing) in resp.error_message
     assert not missing.parent.exists()
 
@@ -330,6 +336,7 @@ def test_a_file_that_is_not_a_database_is_a_clear_error_and_untouched(tmp_path: 
     junk.write_bytes(b"this is not sqlite\n" * 100)
     resp = search(backend(tmp_path, junk), "database schema")
     assert resp.status == "error" and resp.error_code == "BACKEND_ERROR"
+    assert resp.error_message is not None
     assert str(junk) in resp.error_message and "not a database" in resp.error_message
     assert junk.read_bytes() == b"this is not sqlite\n" * 100
     assert not backend(tmp_path, junk).probe().ok
@@ -342,6 +349,7 @@ def test_a_sqlite_file_without_lcm_tables_is_named(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     resp = search(backend(tmp_path, other), "database schema")
+    assert resp.error_message is not None
     assert resp.error_code == "BACKEND_ERROR" and "not a lossless-claw database" in resp.error_message
 
 
@@ -364,7 +372,7 @@ def test_a_search_stopped_before_it_starts_does_no_sqlite_work(tmp_path: Path) -
 
 
 def test_deadline_stops_a_long_scan(tmp_path: Path) -> None:
-    from ..support.lcm_fixtures import create_lcm_db, populate_synthetic
+    from memory_router.backends.lossless.schema import create_lcm_db, populate_synthetic
 
     conn = create_lcm_db(tmp_path / "big.db", "no_fts")
     populate_synthetic(conn, messages=3000, summaries=3000)
@@ -374,6 +382,7 @@ def test_deadline_stops_a_long_scan(tmp_path: Path) -> None:
     assert search(b, query).status == "success"
     started = time.perf_counter()
     resp = b.search_blocking(BackendRequest(query, timeout_s=1e-6), threading.Event())
+    assert resp.error_message is not None
     assert resp.status == "error" and resp.error_code == "QUERY_TIMEOUT" and "deadline" in resp.error_message
     assert time.perf_counter() - started < 1.0
 
@@ -404,7 +413,7 @@ def test_cjk_query_inside_a_longer_run_is_found_by_substring(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("variant", ["current", "legacy", "no_fts"])
-def test_session_key_limits_search_to_one_session_family(tmp_path: Path, variant: str) -> None:
+def test_session_key_limits_search_to_one_session_family(tmp_path: Path, variant: Variant) -> None:
     db = build_small_db(tmp_path / "lcm.db", variant)
     conn = sqlite3.connect(db, isolation_level=None)
     w = LcmWriter(conn)
@@ -439,6 +448,7 @@ def test_a_database_locked_by_the_plugin_is_a_clear_error_within_the_busy_timeou
         resp = search(b, "database schema")
         assert time.perf_counter() - started < 3.0
         assert resp.status == "error" and resp.error_code == "BACKEND_ERROR"
+        assert resp.error_message is not None
         assert "locked" in resp.error_message and "busy_timeout_ms" in resp.error_message
     finally:
         writer.execute("ROLLBACK")
@@ -446,7 +456,9 @@ def test_a_database_locked_by_the_plugin_is_a_clear_error_within_the_busy_timeou
     assert search(backend(tmp_path, db), "database schema").status == "success"
 
 
-def test_db_path_expands_variables_and_home_from_the_context_not_the_process(tmp_path: Path, monkeypatch) -> None:
+def test_db_path_expands_variables_and_home_from_the_context_not_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     build_small_db(tmp_path / "lcm.db")
     monkeypatch.setenv("MR_TEST_LCM_DIR", "/nowhere")  # the process environment must not be used
     ctx = BackendContext(

@@ -98,7 +98,7 @@ def test_fts_strings_neutralise_operators() -> None:
 
 
 @pytest.fixture(scope="module", params=["current", "no_fts"])
-def lcm_backend(request, tmp_path_factory) -> L.LosslessBackend:
+def lcm_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> L.LosslessBackend:
     from memory_router.backends import BackendContext
 
     from ..support.lcm_fixtures import build_small_db

@@ -11,8 +11,9 @@ from pathlib import Path
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.lossless import adapter as L
+from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db, sqlite_time
 
-from ..support.lcm_fixtures import NOW, LcmWriter, create_lcm_db, sqlite_time
+from ..support.lcm_fixtures import NOW
 
 # The user states the fact once, in a short message; the assistant's long answer in another
 # session repeats every word of the question that will be asked.

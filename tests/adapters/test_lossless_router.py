@@ -34,7 +34,7 @@ RULE3 = [
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> dict[str, Path]:
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("demo")
     workspace = root / "workspace"
     shutil.copytree(WORKSPACE, workspace)
@@ -67,7 +67,7 @@ def _router(demo: dict[str, Path]) -> Router:
 def test_rule3_queries_are_answered_by_lossless_on_pro_tier(demo: dict[str, Path], query: str) -> None:
     installed = parse_installed(json.loads(demo["backends"].read_text()), demo["backends"])
     env = asyncio.run(_router(demo).route(query, installed))
-    assert env.rule["number"] == 3
+    assert env.rule is not None and env.rule["number"] == 3
     assert env.routed_to == "lossless" and env.fallbacks_used == 0 and env.status == "success"
     assert env.normalized_relevance >= 0.4
     top = env.results[0].as_dict()

@@ -18,8 +18,9 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
-from memory_router.backends.qmd.indexing import index_lock
-from memory_router.config.installed import load_installed
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection, index_lock
+from memory_router.config.installed import Installed, load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
 from memory_router.routing.router import Router
@@ -65,14 +66,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "config_dir": str(base / "idx" / "cfg"),
         "collections": ["kb"],
     }
-    backend = qmd_adapter.QmdBackend(
-        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=state)
-    )
-    qmd_adapter.build_collection(backend.transport(), source, "kb", "**/*.{md,ts}", base / "idx" / "index.lock")
+    backend = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=state))
+    build_collection(backend.transport(), source, "kb", "**/*.{md,ts}", base / "idx" / "index.lock")
     return {"base": base, "state": state, "settings": settings}
 
 
-def make_router(corpus: dict, tmp_path: Path) -> tuple[Router, object]:
+def make_router(corpus: dict, tmp_path: Path) -> tuple[Router, Installed]:
     config = json.loads(packaged_config().read_text())
     config["backends"]["qmd"] = {"type": "qmd", **corpus["settings"]}
     config["backends"]["totalrecall"]["root"] = str(tmp_path / "empty-memory")
@@ -87,16 +86,16 @@ def make_router(corpus: dict, tmp_path: Path) -> tuple[Router, object]:
     return router, load_installed(installed)
 
 
-def backend_for(corpus: dict, **overrides) -> qmd_adapter.QmdBackend:
+def backend_for(corpus: dict, **overrides: object) -> QmdBackend:
     settings = _settings.validate(qmd_adapter.Settings, {**corpus["settings"], **overrides})
-    return qmd_adapter.QmdBackend("qmd", settings, BackendContext(state_dir=corpus["state"]))
+    return QmdBackend("qmd", settings, BackendContext(state_dir=corpus["state"]))
 
 
 @needs_qmd
 def test_symbol_query_is_answered_by_real_qmd_search(corpus: dict, tmp_path: Path) -> None:
     router, installed = make_router(corpus, tmp_path)
     env = asyncio.run(router.route("find the function parseAuthToken", installed))
-    assert env.rule["number"] == 1
+    assert env.rule is not None and env.rule["number"] == 1
     assert (env.routed_to, env.routed_mode, env.status) == ("qmd", "search", "success")
     first = env.attempts[0]
     assert first["query_sent"] == "parseAuthToken"  # trigger words and stopwords dropped
@@ -112,7 +111,7 @@ def test_symbol_query_is_answered_by_real_qmd_search(corpus: dict, tmp_path: Pat
 def test_path_glob_query_finds_files_under_that_path(corpus: dict, tmp_path: Path) -> None:
     router, installed = make_router(corpus, tmp_path)
     env = asyncio.run(router.route("search in src/models/*.ts", installed))
-    assert env.rule["number"] == 6 and env.routed_to == "qmd"
+    assert env.rule is not None and env.rule["number"] == 6 and env.routed_to == "qmd"
     assert env.attempts[0]["query_sent"] == '"src models" ts'
     assert {r.path for r in env.results} == {"src/models/order.ts", "src/models/user.ts"}
 
@@ -149,7 +148,9 @@ def test_unknown_collection_is_a_precise_backend_error(corpus: dict) -> None:
         backend_for(corpus, collections=("nope",)).search(BackendRequest("consensus", mode="search"))
     )
     assert response.status == "error" and response.error_code == "BACKEND_ERROR"
+    assert response.error_message is not None
     assert "Collection not found: nope" in response.error_message
+    assert response.error_message is not None
     assert "backends.qmd.collections" in response.error_message
 
 
@@ -160,7 +161,7 @@ def test_stray_project_qmd_folder_cannot_take_over(corpus: dict, tmp_path: Path)
     project = tmp_path / "project"
     (project / ".qmd").mkdir(parents=True)
     (project / ".qmd" / "index.yml").write_text("collections: {}\n")
-    backend = qmd_adapter.QmdBackend(
+    backend = QmdBackend(
         "qmd", _settings.validate(qmd_adapter.Settings, corpus["settings"]), BackendContext(state_dir=project / "state")
     )
     response = asyncio.run(backend.search(BackendRequest("parseAuthToken", mode="search")))
@@ -179,7 +180,7 @@ def test_probe_reports_versions_and_modes(corpus: dict) -> None:
 
 @needs_qmd
 def test_probe_says_when_the_index_is_not_built(tmp_path: Path) -> None:
-    probe = qmd_adapter.QmdBackend(
+    probe = QmdBackend(
         "qmd", qmd_adapter.Settings(index_path=str(tmp_path / "none.sqlite")), BackendContext(state_dir=tmp_path)
     ).probe()
     assert probe.ok and probe.facts["index_exists"] is False
@@ -198,7 +199,7 @@ def test_demo_setup_indexes_the_demo_workspace(tmp_path: Path) -> None:
     assert settings["collections"] == ["demo"]
     again = qmd_adapter.demo_setup(ws, tmp_path / "state")  # re-run: `qmd update`, not a second add
     assert again == settings
-    backend = qmd_adapter.QmdBackend(
+    backend = QmdBackend(
         "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=tmp_path / "state")
     )
     response = asyncio.run(
@@ -219,16 +220,14 @@ def test_index_writers_wait_for_the_lock(tmp_path: Path) -> None:
     source.mkdir()
     (source / "a.md").write_text("# A\n\nalpha bravo\n")
     settings = {"index_path": str(tmp_path / "i.sqlite"), "config_dir": str(tmp_path / "cfg")}
-    backend = qmd_adapter.QmdBackend(
-        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=tmp_path)
-    )
+    backend = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=tmp_path))
     lock = tmp_path / "index.lock"
     done = threading.Event()
     errors: list[BaseException] = []
 
     def writer() -> None:
         try:
-            qmd_adapter.build_collection(backend.transport(), source, "kb", "**/*.md", lock)
+            build_collection(backend.transport(), source, "kb", "**/*.md", lock)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
@@ -309,13 +308,13 @@ def test_a_scoped_query_searches_only_the_agent_s_collections_and_the_shared_one
         "agent_collections": {"alice": ["alice-notes"], "bob": ["bob-notes"]},
         "shared_collections": ["team"],
     }
-    backend = qmd_adapter.QmdBackend(
+    backend = QmdBackend(
         "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=tmp_path / "state")
     )
     for name, text in notes.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "vault.md").write_text(text)
-        qmd_adapter.build_collection(backend.transport(), tmp_path / name, name, "**/*.md", tmp_path / "idx" / "lock")
+        build_collection(backend.transport(), tmp_path / name, name, "**/*.md", tmp_path / "idx" / "lock")
 
     def found(agent: str | None) -> set[str]:
         request = BackendRequest("vault code", mode="search", scope=parse_scope(agent) if agent else None)

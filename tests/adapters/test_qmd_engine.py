@@ -20,12 +20,15 @@ from pathlib import Path
 import pytest
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest
+from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
+from memory_router.backends.qmd.transports import CliTransport, EngineTransport
 
 from ..support.client import wait_for_socket
-from ..support.qmd import needs_qmd
+from ..support.qmd import needs_qmd, warm_engine
 
 pytestmark = [pytest.mark.slow, needs_qmd]
 
@@ -71,27 +74,27 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "cache_dir": str(base / "cache"),
         "collections": ["kb"],
     }
-    backend = qmd_adapter.QmdBackend(
+    backend = QmdBackend(
         "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base / "s")
     )
-    qmd_adapter.build_collection(backend.transport(), source, "kb", "**/*.md", base / "idx" / "index.lock")
+    build_collection(backend.transport(), source, "kb", "**/*.md", base / "idx" / "index.lock")
     return {"base": base, "source": source, "settings": settings}
 
 
-def warm(corpus: dict, tmp_path: Path, **overrides: object) -> qmd_adapter.QmdBackend:
+def warm(corpus: dict, tmp_path: Path, **overrides: object) -> QmdBackend:
     settings = _settings.validate(qmd_adapter.Settings, {**corpus["settings"], **overrides})
     context = BackendContext(state_dir=tmp_path / "state", environ=ENV, long_lived=True)
-    return qmd_adapter.QmdBackend("qmd", settings, context)
+    return QmdBackend("qmd", settings, context)
 
 
-def engine_pid(backend: qmd_adapter.QmdBackend) -> int:
+def engine_pid(backend: QmdBackend) -> int:
     assert backend._engine is not None
     proc = backend._engine.engine._proc
     assert proc is not None
     return proc.pid
 
 
-async def ask(backend: qmd_adapter.QmdBackend, query: str, mode: str = "search", timeout_s: float = 5.0):
+async def ask(backend: QmdBackend, query: str, mode: str = "search", timeout_s: float = 5.0) -> BackendResponse:
     return await asyncio.wait_for(backend.search(BackendRequest(query, mode=mode, timeout_s=timeout_s)), timeout_s)
 
 
@@ -100,17 +103,17 @@ async def ask(backend: qmd_adapter.QmdBackend, query: str, mode: str = "search",
 
 def test_one_shot_cli_path_keeps_a_process_per_call(corpus: dict, tmp_path: Path) -> None:
     context = BackendContext(state_dir=tmp_path / "s", environ=ENV)  # not long-lived: the CLI
-    backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, corpus["settings"]), context)
-    assert isinstance(backend.answering(), qmd_adapter.CliTransport)
+    backend = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, corpus["settings"]), context)
+    assert isinstance(backend.answering(), CliTransport)
     off = warm(corpus, tmp_path, engine="off")
-    assert isinstance(off.answering(), qmd_adapter.CliTransport)
+    assert isinstance(off.answering(), CliTransport)
 
 
 def test_engine_starts_on_first_call_and_answers_like_the_cli(corpus: dict, tmp_path: Path) -> None:
     async def main() -> None:
         backend = warm(corpus, tmp_path)
         assert (await backend.runtime_facts())["engine"]["state"] == "not started"
-        cli = qmd_adapter.QmdBackend("qmd", backend.settings, BackendContext(state_dir=tmp_path / "cli", environ=ENV))
+        cli = QmdBackend("qmd", backend.settings, BackendContext(state_dir=tmp_path / "cli", environ=ENV))
         try:
             for query in ("leader election", "database migration deadline", "ApiError status", "nothing-matches-this"):
                 got, want = await ask(backend, query), await ask(cli, query)
@@ -136,14 +139,14 @@ def test_keyword_query_does_not_wait_for_an_engine_still_starting(corpus: dict, 
     async def main() -> None:
         backend = warm(corpus, tmp_path)
         transport = backend.answering()
-        assert isinstance(transport, qmd_adapter.EngineTransport)
+        assert isinstance(transport, EngineTransport)
         transport.engine.argv = [sys.executable, "-c", "import time; time.sleep(60)"]  # never says ready
         transport.cwd.mkdir(parents=True)
         starting = asyncio.ensure_future(transport.engine.request({"op": "health"}))  # as warm() does
         await asyncio.sleep(0.2)
         try:
             assert transport.engine.starting
-            cli = qmd_adapter.QmdBackend("qmd", backend.settings, BackendContext(state_dir=tmp_path / "c", environ=ENV))
+            cli = QmdBackend("qmd", backend.settings, BackendContext(state_dir=tmp_path / "c", environ=ENV))
             got, want = await ask(backend, "leader election"), await ask(cli, "leader election")
             assert got.status == "success" and [r.path for r in got.results] == [r.path for r in want.results]
             assert transport.engine.starting and transport.engine.health == {}  # the engine never answered it
@@ -162,7 +165,7 @@ def test_index_updated_by_qmd_update_is_seen_without_restart(corpus: dict, tmp_p
             pid = engine_pid(backend)
             note = corpus["source"] / "notes" / "zeppelin.md"
             note.write_text("# Airships\n\nThe zeppelin hangar lease renews in May.\n")
-            qmd_adapter.build_collection(
+            build_collection(
                 backend.transport(), corpus["source"], "kb", "**/*.md", corpus["base"] / "idx" / "index.lock"
             )
             answer = await ask(backend, "zeppelin hangar")
@@ -210,6 +213,7 @@ def test_engine_crashing_mid_query_fails_that_query_fast_and_recovers(corpus: di
             answer = await pending
             assert time.monotonic() - started < 2.0
             assert answer.status == "error" and answer.error_code == BACKEND_ERROR
+            assert answer.error_message is not None
             assert "qmd engine stopped" in answer.error_message and "-9" in answer.error_message
             assert (await ask(backend, "database migration")).status == "success"
         finally:
@@ -246,15 +250,18 @@ def test_two_crashes_in_a_row_leave_the_engine_down_until_the_backoff(corpus: di
         try:
             for _ in range(2):  # the first start and its one restart both die
                 answer = await ask(backend, "leader election")
+                assert answer.error_message is not None
                 assert answer.error_code == BACKEND_ERROR and "exited with code 3" in answer.error_message
+                assert answer.error_message is not None
                 assert "boom" in answer.error_message  # the engine's stderr tail
             answer = await ask(backend, "leader election")
             assert answer.status == "error" and answer.error_code == BACKEND_UNAVAILABLE
+            assert answer.error_message is not None
             assert "crashed twice in a row" in answer.error_message
-            assert backend._engine.engine.starts == 2  # refused without starting a third
-            backend._engine.engine.clock = lambda: time.monotonic() + 3600  # the backoff has passed
+            assert warm_engine(backend).starts == 2  # refused without starting a third
+            warm_engine(backend).clock = lambda: time.monotonic() + 3600  # the backoff has passed
             await ask(backend, "leader election")
-            assert backend._engine.engine.starts == 3
+            assert warm_engine(backend).starts == 3
         finally:
             await backend.aclose()
 
@@ -296,8 +303,9 @@ def test_engine_printing_garbage_is_a_clear_error_and_killed(corpus: dict, tmp_p
         try:
             answer = await ask(backend, "leader election")
             assert answer.status == "error" and answer.error_code == BACKEND_ERROR
+            assert answer.error_message is not None
             assert "not a protocol line" in answer.error_message and "GARBAGE" in answer.error_message
-            proc = backend._engine.engine._proc
+            proc = warm_engine(backend)._proc
             assert proc is None or wait_gone(proc.pid)
         finally:
             await backend.aclose()
@@ -315,6 +323,7 @@ def test_index_without_embeddings_is_unavailable_with_the_fix(corpus: dict, tmp_
         try:
             answer = await ask(backend, "leader election", mode="vsearch")
             assert answer.status == "error" and answer.error_code == BACKEND_UNAVAILABLE
+            assert answer.error_message is not None
             assert "no embeddings yet" in answer.error_message and "qmd embed" in answer.error_message
             again = await ask(backend, "leader election")
             assert again.status == "success", again.error_message  # the engine is fine
@@ -335,7 +344,9 @@ def test_unreadable_index_yml_is_a_clear_error_naming_it(corpus: dict, tmp_path:
         try:
             answer = await ask(backend, "leader election")
             assert answer.status == "error" and answer.error_code == BACKEND_ERROR
+            assert answer.error_message is not None
             assert "could not open qmd's index or config" in answer.error_message
+            assert answer.error_message is not None
             assert "at Module" not in answer.error_message  # the reason, not a stack trace
         finally:
             await backend.aclose()
@@ -356,7 +367,7 @@ def serve(tmp_path: Path, corpus: dict, name: str) -> tuple[subprocess.Popen, Pa
     return start_serve(state), state
 
 
-def start_serve(state: Path) -> subprocess.Popen:
+def start_serve(state: Path) -> subprocess.Popen[bytes]:
     """`memory-router serve` on stdin/stdout over ``state`` (its router-config.json inside)."""
     argv = ["-m", "memory_router", "serve", "--state-dir", str(state), "--config", str(state / "router-config.json")]
     return subprocess.Popen(
@@ -364,7 +375,7 @@ def start_serve(state: Path) -> subprocess.Popen:
     )
 
 
-def request(proc: subprocess.Popen, payload: dict) -> dict:
+def request(proc: subprocess.Popen[bytes], payload: dict) -> dict:
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(json.dumps(payload).encode() + b"\n")
     proc.stdin.flush()
@@ -393,6 +404,7 @@ def test_daemons_own_their_engines_and_take_them_down_when_they_exit(corpus: dic
         assert wait_gone(pids[0]), "the killed daemon's engine outlived it"
         assert alive(pids[1])
         assert request(two, {"id": 3, "query": "find the function leader election"})["status"] == "success"
+        assert two.stdin is not None
         two.stdin.close()  # EOF: a clean exit stops the engine too
         two.wait(15)
         assert wait_gone(pids[1])
@@ -415,7 +427,7 @@ def free_port() -> int:
 
 def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corpus: dict, tmp_path: Path) -> None:
     port = free_port()
-    cli = qmd_adapter.QmdBackend(
+    cli = QmdBackend(
         "qmd",
         _settings.validate(qmd_adapter.Settings, corpus["settings"]),
         BackendContext(state_dir=tmp_path / "s", environ=ENV),
@@ -460,6 +472,7 @@ def test_http_url_uses_a_running_qmd_server_and_reports_rank_scores_as_weak(corp
     async def down() -> None:
         answer = await ask(warm(corpus, tmp_path, http_url=url), "leader election")
         assert answer.status == "error" and answer.error_code == BACKEND_UNAVAILABLE
+        assert answer.error_message is not None
         assert "qmd mcp --http" in answer.error_message and "s3cret" not in answer.error_message
 
     asyncio.run(down())
@@ -490,8 +503,8 @@ def test_socket_daemon_shows_its_engine_in_status_and_backends_and_stops_it(corp
             [*cli, "query", "find the function leader election"], env=env, capture_output=True, timeout=60
         )
         assert json.loads(answer.stdout)["routed_to"] == "qmd"
-        status = subprocess.run([*cli, "daemon", "status", "--json"], env=env, capture_output=True, timeout=30)
-        engine = json.loads(status.stdout)["stats"]["runtime"]["qmd"]["engine"]
+        as_json = subprocess.run([*cli, "daemon", "status", "--json"], env=env, capture_output=True, timeout=30)
+        engine = json.loads(as_json.stdout)["stats"]["runtime"]["qmd"]["engine"]
         assert engine["state"] == "running" and engine["rss_mib"] > 10 and alive(engine["pid"])
         text = subprocess.run([*cli, "daemon", "status"], env=env, capture_output=True, text=True, timeout=30)
         assert f"qmd: engine running: pid {engine['pid']}, RSS " in text.stdout

@@ -14,17 +14,20 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BACKEND_UNAVAILABLE, BackendRequest
+from memory_router.backends.base import BACKEND_UNAVAILABLE, BackendRequest, BackendResponse
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.backends.qmd.parse import vsearch_relevance
 
-from ..support.qmd import needs_qmd
+from ..support.qmd import needs_qmd, warm_engine
 from .test_qmd_engine import request, start_serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,26 +77,24 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "collections": ["notes"],
         "query_expansion": False,
     }
-    cli = qmd_adapter.QmdBackend(
+    cli = QmdBackend(
         "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base / "s", environ=ENV)
     ).transport()
     cli.env["QMD_EMBED_MODEL"] = str(model)  # written into index.yml's models block by this first run
     cli.env["QMD_EMBED_CONTEXT_SIZE"] = "512"
-    qmd_adapter.build_collection(cli, source, "notes", "**/*.md", base / "idx" / "lock")
+    build_collection(cli, source, "notes", "**/*.md", base / "idx" / "lock")
     done = subprocess.run(cli.argv("embed", []), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode()[-500:]
     assert str(model) in (base / "idx" / "cfg" / "index.yml").read_text()
     return {"base": base, "settings": settings, "model": model}
 
 
-def engine(embedded: dict, tmp_path: Path, **overrides: object) -> qmd_adapter.QmdBackend:
+def engine(embedded: dict, tmp_path: Path, **overrides: object) -> QmdBackend:
     settings = _settings.validate(qmd_adapter.Settings, {**embedded["settings"], **overrides})
-    return qmd_adapter.QmdBackend(
-        "qmd", settings, BackendContext(state_dir=tmp_path / "state", environ=ENV, long_lived=True)
-    )
+    return QmdBackend("qmd", settings, BackendContext(state_dir=tmp_path / "state", environ=ENV, long_lived=True))
 
 
-async def ask(backend: qmd_adapter.QmdBackend, query: str, mode: str, timeout_s: float = 60.0):
+async def ask(backend: QmdBackend, query: str, mode: str, timeout_s: float = 60.0) -> BackendResponse:
     return await backend.search(BackendRequest(query, mode=mode, timeout_s=timeout_s))
 
 
@@ -129,6 +130,7 @@ def test_query_mode_without_reranker_scores_by_retrieval_evidence(embedded: dict
             assert answer.results[0].path == "api-errors.md" and answer.results[0].relevance >= 0.4
             # the others are rank-2.. RRF entries (qmd score 1/rank) with no evidence: not inflated
             assert all(r.relevance < 0.4 for r in answer.results[1:])
+            assert answer.query_sent is not None
             assert answer.query_sent.startswith("lex: ") and "\nvec: " in answer.query_sent
         finally:
             await backend.aclose()
@@ -142,7 +144,7 @@ def test_models_are_unloaded_after_the_idle_period_and_reloaded_on_demand(embedd
         try:
             first = await ask(backend, CONCEPT, "vsearch")
             assert first.status == "success", first.error_message
-            loaded = backend._engine.engine.facts()  # as of the answer (every answer carries it)
+            loaded = warm_engine(backend).facts()  # as of the answer (every answer carries it)
             assert loaded["models"]["embed"] is True
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
@@ -170,7 +172,8 @@ def test_corrupt_model_file_is_unavailable_with_the_fix(embedded: dict, tmp_path
         try:
             answer = await ask(backend, CONCEPT, "vsearch")
             assert answer.status == "error" and answer.error_code == BACKEND_UNAVAILABLE
-            assert "could not load a model" in answer.error_message and "qmd pull" in answer.error_message
+            assert answer.error_message is not None
+            assert "could not load a model" in answer.error_message and "qmd pull" in (answer.error_message or "")
             assert (await ask(backend, "error middleware", "search")).status == "success"  # still serving
         finally:
             await backend.aclose()
@@ -213,9 +216,9 @@ def test_rule_4_is_answered_by_qmd_vsearch_through_the_daemon(embedded: dict, tm
 SKIPPED_EXPANSION = "query expansion skipped: no generate model in "
 
 
-def cli_backend(embedded: dict, tmp_path: Path, **overrides: object) -> qmd_adapter.QmdBackend:
+def cli_backend(embedded: dict, tmp_path: Path, **overrides: object) -> QmdBackend:
     settings = _settings.validate(qmd_adapter.Settings, {**embedded["settings"], **overrides})
-    return qmd_adapter.QmdBackend("qmd", settings, BackendContext(state_dir=tmp_path / "state", environ=ENV))
+    return QmdBackend("qmd", settings, BackendContext(state_dir=tmp_path / "state", environ=ENV))
 
 
 @pytest.mark.parametrize("long_lived", [True, False], ids=["engine", "cli"])
@@ -231,7 +234,9 @@ def test_hybrid_query_with_expansion_on_answers_without_a_generate_model(
             answer = await ask(backend, CONCEPT, "query")
             assert answer.status == "success", answer.error_message
             assert answer.results[0].path == "api-errors.md" and answer.results[0].relevance >= 0.4
+            assert answer.query_sent is not None
             assert answer.query_sent.startswith("lex: ") and "\nvec: " in answer.query_sent
+            assert answer.note is not None
             assert answer.note.startswith(SKIPPED_EXPANSION) and "reranking skipped" in answer.note
         finally:
             await backend.aclose()
@@ -249,7 +254,7 @@ def test_cli_vsearch_answers_without_a_generate_model_by_cosine(embedded: dict, 
         top = answer.results[0]
         assert top.path == "api-errors.md" and top.relevance >= 0.4
         assert top.relevance == pytest.approx(vsearch_relevance(top.qmd_score), abs=0.011)
-        assert all(r.qmd_score >= 0.3 for r in answer.results) and answer.note.startswith(SKIPPED_EXPANSION)
+        assert all(r.qmd_score >= 0.3 for r in answer.results) and (answer.note or "").startswith(SKIPPED_EXPANSION)
         engine_answer = await ask(engine(embedded, tmp_path), CONCEPT, "vsearch")  # same ranking as the engine
         assert [r.path for r in answer.results][:3] == [r.path for r in engine_answer.results][:3]
 
@@ -270,7 +275,9 @@ def test_only_a_missing_embedding_model_makes_vector_modes_unavailable(embedded:
     backend = cli_backend({"settings": settings}, tmp_path)
     for mode in ("vsearch", "query"):
         answer = asyncio.run(ask(backend, CONCEPT, mode))
+        assert answer.error_message is not None
         assert answer.error_code == BACKEND_UNAVAILABLE and "embed: hf:" in answer.error_message
+        assert answer.error_message is not None
         assert "generate" not in answer.error_message and "rerank" not in answer.error_message
     assert backend.probe().facts["modes_ready"] == ["search"]
 
@@ -312,7 +319,7 @@ def daemon_state(embedded: dict, tmp_path: Path, **qmd: object) -> Path:
     return tmp_path
 
 
-def wait_for_warmup(ask_stats, timeout_s: float = 180.0) -> dict:
+def wait_for_warmup(ask_stats: Callable[[], dict], timeout_s: float = 180.0) -> dict:
     deadline = time.monotonic() + timeout_s
     while True:
         qmd = ask_stats()["runtime"]["qmd"]
@@ -441,9 +448,7 @@ def test_documents_not_embedded_yet_are_named_in_the_vector_answer(embedded: dic
     # qmd's CLI counts what lacks vectors for the model its environment names (else its default)
     environ = {**ENV, "QMD_EMBED_MODEL": str(embedded["model"])}
     settings = _settings.validate(qmd_adapter.Settings, copy["settings"])
-    one_shot_backend = qmd_adapter.QmdBackend(
-        "qmd", settings, BackendContext(state_dir=tmp_path / "s", environ=environ)
-    )
+    one_shot_backend = QmdBackend("qmd", settings, BackendContext(state_dir=tmp_path / "s", environ=environ))
 
     async def main() -> None:
         one_shot = await ask(one_shot_backend, CONCEPT, "vsearch")
@@ -455,7 +460,9 @@ def test_documents_not_embedded_yet_are_named_in_the_vector_answer(embedded: dic
         for answer in (one_shot, engined):
             assert answer.status == "success", answer.error_message
             assert answer.results[0].path == "api-errors.md"  # the embedded notes still answer
+            assert answer.note is not None
             assert "1 documents" in answer.note and "no embeddings yet" in answer.note, answer.note
+            assert answer.note is not None
             assert "qmd embed" in answer.note
 
     asyncio.run(main())

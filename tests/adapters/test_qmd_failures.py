@@ -16,31 +16,34 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BackendRequest
+from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.backends.qmd.locate import DEFAULT_MODELS, QmdCommand
+from memory_router.backends.qmd.transports import CliTransport
 
 from ..support.qmd import needs_qmd
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
-def backend(tmp_path: Path, environ: dict[str, str] | None = None, **settings) -> qmd_adapter.QmdBackend:
+def backend(tmp_path: Path, environ: dict[str, str] | None = None, **settings: object) -> QmdBackend:
     base = {
         "index_path": str(tmp_path / "index.sqlite"),
         "config_dir": str(tmp_path / "cfg"),
         "cache_dir": str(tmp_path / "cache"),
     }
     env = dict(os.environ if environ is None else environ)
-    return qmd_adapter.QmdBackend(
+    return QmdBackend(
         "qmd",
         _settings.validate(qmd_adapter.Settings, {**base, **settings}),
         BackendContext(state_dir=tmp_path / "state", environ=env),
     )
 
 
-def ask(b: qmd_adapter.QmdBackend, query: str, mode: str):
+def ask(b: QmdBackend, query: str, mode: str) -> tuple[BackendResponse, float]:
     started = time.perf_counter()
     response = asyncio.run(b.search(BackendRequest(query, mode=mode)))
     return response, time.perf_counter() - started
@@ -50,6 +53,7 @@ def test_qmd_missing_is_unavailable_with_the_install_hint(tmp_path: Path) -> Non
     b = backend(tmp_path, qmd=str(tmp_path / "no-such-qmd.js"))
     response, _ = ask(b, "consensus", "search")
     assert response.status == "error" and response.error_code == "BACKEND_UNAVAILABLE"
+    assert response.error_message is not None
     assert "qmd not found" in response.error_message and "20-qmd.sh" in response.error_message
     assert not b.probe().ok
 
@@ -61,6 +65,7 @@ def test_nothing_installed_anywhere_is_unavailable(tmp_path: Path, monkeypatch: 
     b = backend(tmp_path, environ={"PATH": str(tmp_path / "empty-bin"), "HOME": str(tmp_path)})
     response, _ = ask(b, "consensus", "search")
     assert response.error_code == "BACKEND_UNAVAILABLE"
+    assert response.error_message is not None
     assert "qmd is not installed" in response.error_message and "@tobilu/qmd@2.8.3" in response.error_message
 
 
@@ -108,6 +113,7 @@ def test_node_older_than_22_is_unavailable_not_a_segfault(tmp_path: Path) -> Non
     b = backend(tmp_path, node=str(_fake_node(tmp_path, "v20.20.2")))
     response, _ = ask(b, "consensus", "search")
     assert response.error_code == "BACKEND_UNAVAILABLE"
+    assert response.error_message is not None
     assert "v20.20.2" in response.error_message and ">= 22" in response.error_message
 
 
@@ -116,12 +122,14 @@ def test_node_older_than_22_is_unavailable_not_a_segfault(tmp_path: Path) -> Non
 def test_missing_models_answer_at_once_with_the_fix(tmp_path: Path, mode: str) -> None:
     response, elapsed = ask(backend(tmp_path), "leader election", mode)
     assert response.status == "error" and response.error_code == "BACKEND_UNAVAILABLE"
+    assert response.error_message is not None
     assert "qmd pull" in response.error_message and "embeddinggemma-300M-Q8_0.gguf" in response.error_message
+    assert response.error_message is not None
     assert str(tmp_path / "cache" / "qmd" / "models") in response.error_message
     assert elapsed < 2.0  # qmd itself would retry the download for ~12 minutes
 
 
-def _fake_models(tmp_path: Path, roles=("embed", "generate", "rerank")) -> None:
+def _fake_models(tmp_path: Path, roles: tuple[str, ...] = ("embed", "generate", "rerank")) -> None:
     # Files named as node-llama-cpp stores hf: downloads; the adapter only checks presence.
     models = tmp_path / "cache" / "qmd" / "models"
     models.mkdir(parents=True, exist_ok=True)
@@ -144,6 +152,7 @@ def test_a_missing_reranker_is_skipped_not_unavailable(tmp_path: Path) -> None:
     ]
     assert b.transport().command_for("query", "q", 5, (), True, False)[1][-1] == "--no-rerank"
     response, _ = ask(b, "leader election", "query")
+    assert response.note is not None
     assert "rerank" not in (response.error_message or "") and response.note.startswith("reranking skipped")
     assert response.query_sent == "leader election"  # the generate model is there: qmd expands
 
@@ -154,10 +163,12 @@ def test_ci_refusal_of_model_work_is_a_clean_unavailable(tmp_path: Path) -> None
     # second with an uncaught stack trace; the adapter turns that into one clear sentence.
     _fake_models(tmp_path)
     b = backend(tmp_path, environ={**os.environ, "CI": "true"})
-    qmd_adapter.build_collection(b.transport(), _corpus(tmp_path), "kb", "**/*.md", tmp_path / "lock")
+    build_collection(b.transport(), _corpus(tmp_path), "kb", "**/*.md", tmp_path / "lock")
     response, elapsed = ask(b, "leader election", "query")
     assert response.status == "error" and response.error_code == "BACKEND_UNAVAILABLE"
+    assert response.error_message is not None
     assert "LLM operations are disabled in CI" in response.error_message and "Unset CI" in response.error_message
+    assert response.error_message is not None
     assert "    at " not in response.error_message  # no stack trace in the envelope
     assert elapsed < 10
 
@@ -166,8 +177,9 @@ def test_ci_refusal_of_model_work_is_a_clean_unavailable(tmp_path: Path) -> None
 def test_vsearch_on_an_index_without_embeddings_says_run_embed(tmp_path: Path) -> None:
     _fake_models(tmp_path)
     b = backend(tmp_path)
-    qmd_adapter.build_collection(b.transport(), _corpus(tmp_path), "kb", "**/*.md", tmp_path / "lock")
+    build_collection(b.transport(), _corpus(tmp_path), "kb", "**/*.md", tmp_path / "lock")
     response, _ = ask(b, "leader election", "vsearch")
+    assert response.error_message is not None
     assert response.error_code == "BACKEND_UNAVAILABLE" and "qmd embed" in response.error_message
 
 
@@ -180,6 +192,7 @@ def _corpus(tmp_path: Path) -> Path:
 
 def test_unknown_mode_is_a_backend_error(tmp_path: Path) -> None:
     response, _ = ask(backend(tmp_path), "x", "hybrid")
+    assert response.error_message is not None
     assert response.error_code == "BACKEND_ERROR" and "no mode 'hybrid'" in response.error_message
 
 
@@ -191,7 +204,7 @@ def test_settings_reject_unknown_keys() -> None:
 @given(st.text(max_size=40), st.lists(st.text(min_size=1, max_size=8), max_size=3))
 def test_argv_puts_options_first_then_double_dash_then_the_query(query: str, collections: list[str]) -> None:
     command = QmdCommand(("/n/node", "/q/qmd.js"), Path("/q/qmd.js"), Path("/n/node"), "v22.0.0")
-    transport = qmd_adapter.CliTransport(command, env={}, cwd=Path("/tmp"), index="index")
+    transport = CliTransport(command, env={}, cwd=Path("/tmp"), index="index")
     options = ["--json", "-n", "5"] + [x for c in collections for x in ("-c", c)]
     argv = transport.argv("search", options, query)
     assert argv[:5] == ["/n/node", "/q/qmd.js", "--index", "index", "search"]
@@ -205,15 +218,17 @@ def test_query_without_expansion_needs_no_generate_model_and_sends_a_typed_docum
     # them) qmd accepts the document and gets as far as model work.
     _fake_models(tmp_path, roles=("embed", "rerank"))
     b = backend(tmp_path, environ={**os.environ, "CI": "true"}, query_expansion=False)
-    qmd_adapter.build_collection(b.transport(), _corpus(tmp_path), "kb", "**/*.md", tmp_path / "lock")
+    build_collection(b.transport(), _corpus(tmp_path), "kb", "**/*.md", tmp_path / "lock")
     response, _ = ask(b, "-leader election", "query")
     assert response.query_sent == "lex: leader election\nvec: leader election"
+    assert response.error_message is not None
     assert response.error_code == "BACKEND_UNAVAILABLE" and "disabled in CI" in response.error_message
     # with query_expansion on, the missing generate model is skipped on its own (no download
     # attempt, no BACKEND_UNAVAILABLE for it): the same typed document, and a note
     expanding = backend(tmp_path, environ={**os.environ, "CI": "true"})
     response, _ = ask(expanding, "-leader election", "query")
     assert response.query_sent == "lex: leader election\nvec: leader election"
+    assert response.note is not None
     assert response.note.startswith("query expansion skipped: no generate model in ")
     assert "generate:" not in (response.error_message or "")
 

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
 from memory_router.backends.qmd.locate import QmdCommand
+from memory_router.backends.qmd.transports import CliTransport
 
 from ..support.qmd import QMD, needs_qmd
 
@@ -41,7 +44,7 @@ def marked_pids(marker: str) -> list[int]:
     return pids
 
 
-async def _cancel_mid_flight(b: qmd_adapter.QmdBackend, marker: str, expect: int = 1) -> list[int]:
+async def _cancel_mid_flight(b: QmdBackend, marker: str, expect: int = 1) -> list[int]:
     transport = b.transport()
     env = {k: v for k, v in transport.env.items() if k != "CI"}  # CI would refuse at once
     transport.env = env
@@ -62,15 +65,17 @@ async def _cancel_mid_flight(b: qmd_adapter.QmdBackend, marker: str, expect: int
     return seen
 
 
-def _backend(tmp_path: Path, marker: str, **settings) -> qmd_adapter.QmdBackend:
-    env = {**os.environ, "MR_QMD_TEST_MARKER": marker}
+def _backend(
+    tmp_path: Path, marker: str, *, extra_env: Mapping[str, str] | None = None, **settings: object
+) -> QmdBackend:
+    env = {**os.environ, "MR_QMD_TEST_MARKER": marker, **(extra_env or {})}
     env.pop("CI", None)
     base = {
         "index_path": str(tmp_path / "index.sqlite"),
         "config_dir": str(tmp_path / "cfg"),
         "cache_dir": str(tmp_path / "cache"),
     }
-    return qmd_adapter.QmdBackend(
+    return QmdBackend(
         "qmd",
         _settings.validate(qmd_adapter.Settings, {**base, **settings}),
         BackendContext(state_dir=tmp_path / "state", environ=env),
@@ -96,14 +101,15 @@ def test_cancelled_query_leaves_no_process(tmp_path: Path) -> None:
 def test_cancelled_launcher_leaves_no_node_child(tmp_path: Path) -> None:
     # qmd's bin/qmd launcher spawns a second node process; killing only the launcher would leave
     # that child running (re-parented to PID 1). The whole process group goes.
+    assert QMD is not None and QMD.node is not None  # needs_qmd
     launcher = QMD.qmd.parent.parent.parent / "bin" / "qmd"
     if not launcher.is_file():
         pytest.skip(f"no launcher at {launcher}")
     marker = uuid.uuid4().hex
-    b = _backend(tmp_path, marker)
-    b.context.environ["PATH"] = f"{QMD.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
+    path = f"{QMD.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
+    b = _backend(tmp_path, marker, extra_env={"PATH": path})
     b.settings = dataclasses.replace(b.settings, qmd=str(launcher))
-    b._transport = qmd_adapter.CliTransport(
+    b._transport = CliTransport(
         QmdCommand((str(launcher),), launcher, None, None), env=b.env(), cwd=b.working_dir(), index="index"
     )
     seen = asyncio.run(_cancel_mid_flight(b, marker, expect=2))

@@ -24,6 +24,8 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.backends.qmd.refresh import index_lock_path, try_lock, unlock
 
 from ..support.qmd import QMD, needs_qmd
@@ -49,12 +51,10 @@ def make_index(base: Path, **refresh: Any) -> dict[str, Any]:
         "collections": ["kb"],
         "refresh": {"debounce_ms": 300, **refresh},
     }
-    backend = qmd_adapter.QmdBackend(
+    backend = QmdBackend(
         "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base / "s0")
     )
-    qmd_adapter.build_collection(
-        backend.transport(), ws, "kb", "**/*.md", index_lock_path(base / "idx" / "index.sqlite")
-    )
+    build_collection(backend.transport(), ws, "kb", "**/*.md", index_lock_path(base / "idx" / "index.sqlite"))
     return {"ws": ws, "settings": settings, "index": base / "idx" / "index.sqlite"}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import orjson
 import pytest
 from hypothesis import given
@@ -67,7 +69,9 @@ def test_vsearch_relevance_maps_cosine_with_0_5_at_the_threshold() -> None:
     assert vsearch_relevance(0.8) == 1.0 and vsearch_relevance(0.95) == 1.0
 
 
-def _query_hit(score: float, rerank: float, weight: float, vec=(), fts=()) -> dict:
+def _query_hit(
+    score: float, rerank: float, weight: float, vec: Sequence[float] = (), fts: Sequence[float] = ()
+) -> dict:
     return {
         "docid": "#a",
         "score": score,

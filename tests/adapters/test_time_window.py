@@ -116,6 +116,8 @@ def test_the_router_reports_the_window_and_drops_what_a_backend_could_not_date(t
 @pytest.mark.slow
 def test_qmd_hits_are_dated_by_the_note_date_in_their_file_name(tmp_path: Path) -> None:
     from memory_router.backends.qmd import adapter as qmd
+    from memory_router.backends.qmd.backend import QmdBackend
+    from memory_router.backends.qmd.indexing import build_collection
 
     root = _workspace(tmp_path / "ws")
     settings = {
@@ -123,8 +125,8 @@ def test_qmd_hits_are_dated_by_the_note_date_in_their_file_name(tmp_path: Path) 
         "config_dir": str(tmp_path / "idx" / "cfg"),
         "collections": ["memory"],
     }
-    backend = qmd.QmdBackend("qmd", _settings.validate(qmd.Settings, settings), BackendContext(state_dir=tmp_path))
-    qmd.build_collection(backend.transport(), root, "memory", "**/*.md", tmp_path / "idx" / "lock")
+    backend = QmdBackend("qmd", _settings.validate(qmd.Settings, settings), BackendContext(state_dir=tmp_path))
+    build_collection(backend.transport(), root, "memory", "**/*.md", tmp_path / "idx" / "lock")
     found = asyncio.run(backend.search(BackendRequest("deploy pipeline", mode="search", limit=2, window=WINDOW)))
     assert [r.path for r in found.results] == [f"memory/{YESTERDAY.isoformat()}.md"]
     assert found.note is not None and "undated (no date in the file name) left out" in found.note

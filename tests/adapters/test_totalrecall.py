@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BackendRequest
+from memory_router.backends.base import BackendRequest, BackendResponse
 from memory_router.backends.totalrecall.adapter import (
     Settings,
     TotalRecallBackend,
@@ -62,7 +62,7 @@ def memory(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def search(backend: TotalRecallBackend, query: str, limit: int = 10):
+def search(backend: TotalRecallBackend, query: str, limit: int = 10) -> BackendResponse:
     return asyncio.run(backend.search(BackendRequest(query=query, limit=limit)))
 
 
@@ -75,7 +75,8 @@ def test_entries_follow_the_layout(memory):
     assert len(claims) == 2  # one entry per claim block, not per line
     assert [c.superseded for c in claims] == [True, False]
     daily = [e for e in entries if e.tier == "daily" and "retry" in e.text]
-    assert daily[0].timestamp.hour == 17 and daily[0].timestamp.minute == 30
+    stamp = daily[0].timestamp
+    assert stamp is not None and stamp.hour == 17 and stamp.minute == 30
 
 
 def test_current_claim_outranks_superseded_one(memory):
@@ -91,6 +92,7 @@ def test_recent_daily_entry_outranks_old_identical_one(memory):
     response = search(TotalRecallBackend("totalrecall", memory), "flaky login test")
     assert response.status == "success"
     first, second = response.results[:2]
+    assert first.timestamp is not None
     assert first.timestamp.startswith(TODAY.isoformat()) and first.relevance > second.relevance
 
 
@@ -109,7 +111,7 @@ def test_no_match_is_empty(memory):
 def test_query_of_only_stopwords_returns_recent_entries_as_weak(memory):
     response = search(TotalRecallBackend("totalrecall", memory), "what was the last thing", limit=2)
     assert response.status == "success" and response.normalized_relevance < 0.4
-    assert all(r.timestamp.startswith(TODAY.isoformat()) for r in response.results)
+    assert all((r.timestamp or "").startswith(TODAY.isoformat()) for r in response.results)
 
 
 def test_results_carry_path_line_and_timestamp(memory):
@@ -136,6 +138,7 @@ def test_cache_rereads_only_changed_files(memory):
 
 def test_missing_root_is_unavailable_with_the_fix(tmp_path):
     response = search(TotalRecallBackend("totalrecall", tmp_path / "nope"), "x")
+    assert response.error_message is not None
     assert response.error_code == "BACKEND_UNAVAILABLE" and "OPENCLAW_REPO_ROOT" in response.error_message
 
 
@@ -229,6 +232,7 @@ def test_openclaw_workspace_alone_is_a_valid_memory_root(tmp_path):
     assert search(backend, "staging cluster demos").results[0].extra["tier"] == "longterm"
     assert search(backend, "violin orchestra").results[0].extra["tier"] == "notes"
     slug = search(backend, "release Friday").results[0]
+    assert slug.timestamp is not None
     assert slug.extra["tier"] == "daily" and slug.timestamp.startswith(TODAY.isoformat())
     # OpenClaw's bootstrap files are not memory (memory-core does not index them either)
     assert search(backend, "deployment pipeline").status == "empty"
@@ -259,8 +263,10 @@ def test_a_root_without_memory_files_says_so_instead_of_empty(tmp_path):
     backend = TotalRecallBackend("totalrecall", tmp_path)
     response = search(backend, "anything at all")
     assert (response.status, response.error_code) == ("error", "BACKEND_UNAVAILABLE")
+    assert response.error_message is not None
     assert response.error_message.startswith(f"no memory files under {tmp_path}: ")
-    assert "MEMORY.md" in response.error_message and "backends.totalrecall.root" in response.error_message
+    message = response.error_message or ""
+    assert "MEMORY.md" in message and "backends.totalrecall.root" in message
     probe = backend.probe()
     assert not probe.ok and probe.detail.startswith(f"no memory files under {tmp_path}: ")
     # the first memory written makes it answer
@@ -310,7 +316,7 @@ def test_a_big_index_is_rebuilt_in_the_background_and_the_old_one_answers_meanwh
     write(tmp_path, "memory/2026-11-30.md", "- [09:00] standup moved to ten\n- [10:00] lunch\n")
     backend = TotalRecallBackend("tr", tmp_path)
 
-    def ask(query: str):
+    def ask(query: str) -> BackendResponse:
         return asyncio.run(backend.search(BackendRequest(query, timeout_s=1.0)))
 
     assert [r.content for r in ask("auth tokens").results] == ["- auth tokens rotate every 30 days"]

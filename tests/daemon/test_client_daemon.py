@@ -150,7 +150,9 @@ def log_lines(ws: Workspace) -> list[str]:
     ]
 
 
-def test_the_15_spec_queries_give_identical_envelopes_through_the_daemon_and_in_process(ws: Workspace, daemon) -> None:
+def test_the_15_spec_queries_give_identical_envelopes_through_the_daemon_and_in_process(
+    ws: Workspace, daemon: subprocess.Popen[bytes]
+) -> None:
     warm_answers = []
     for example in SPEC_EXAMPLES:
         before = len(log_lines(ws))
@@ -178,7 +180,7 @@ def _mask_numbers(stdout: bytes) -> bytes:
     return re.sub(rb'"(\w*duration_ms|relevance|normalized_relevance)":[0-9.e-]+', rb'"\1":0', stdout)
 
 
-def test_options_errors_stdin_and_pretty_match_in_process(ws: Workspace, daemon) -> None:
+def test_options_errors_stdin_and_pretty_match_in_process(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
     cases: list[tuple[tuple[str, ...], bytes | None]] = [
         (("auth", "--limit", "2", "--timeout-ms", "3000"), None),
         (("find the function parseAuthToken", "--pretty"), None),
@@ -201,7 +203,7 @@ def test_options_errors_stdin_and_pretty_match_in_process(ws: Workspace, daemon)
     assert bad.code == 2 and bad.envelope["error_code"] == "INVALID_UTF8"
 
 
-def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daemon) -> None:
+def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
     answer = ws.query("find the function parseAuthToken")
     assert answer.code == 0 and answer.envelope["status"] == "success"
     heavy = {
@@ -219,7 +221,7 @@ def test_the_client_path_imports_no_click_pydantic_or_router(ws: Workspace, daem
     assert pretty.by_daemon and not {"click", "pydantic", "regex"} & pretty.imported
 
 
-def test_socket_is_private_and_a_second_daemon_is_refused(ws: Workspace, daemon) -> None:
+def test_socket_is_private_and_a_second_daemon_is_refused(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
     mode = ws.socket.lstat().st_mode
     assert oct(mode & 0o777) == "0o600"
     second = ws.serve_refused()
@@ -246,7 +248,7 @@ def test_stale_socket_is_cleaned_and_a_foreign_file_is_not_replaced(ws: Workspac
     assert ws.socket.read_text() == "not a socket"
 
 
-def test_many_clients_at_once(ws: Workspace, daemon) -> None:
+def test_many_clients_at_once(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
     queries = [ex.query for ex in SPEC_EXAMPLES] * 2
     results: dict[int, dict] = {}
     errors: list[BaseException] = []
@@ -270,7 +272,7 @@ def test_many_clients_at_once(ws: Workspace, daemon) -> None:
         assert results[i]["id"] == i and results[i]["query_echo"] == text
 
 
-def test_hostile_clients_cannot_take_the_daemon_down(ws: Workspace, daemon) -> None:
+def test_hostile_clients_cannot_take_the_daemon_down(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
     path = str(ws.socket)
 
     def raw(payload: bytes, *, read: bool = True, shutdown: bool = True) -> list[dict]:
@@ -328,7 +330,7 @@ def test_hostile_clients_cannot_take_the_daemon_down(ws: Workspace, daemon) -> N
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
-def test_another_user_cannot_connect(ws: Workspace, daemon) -> None:
+def test_another_user_cannot_connect(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
     pid = os.fork()
     if pid == 0:  # the child becomes 'nobody' and tries the socket
         code = 1
@@ -348,7 +350,9 @@ def test_another_user_cannot_connect(ws: Workspace, daemon) -> None:
     assert ws.query("auth").by_daemon
 
 
-def test_a_daemon_with_another_context_is_not_used(ws: Workspace, daemon, tmp_path: Path) -> None:
+def test_a_daemon_with_another_context_is_not_used(
+    ws: Workspace, daemon: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     moved = ws.query("auth", cwd=elsewhere)
@@ -516,7 +520,7 @@ def _daemon_requests(ws: Workspace) -> int:
         return conn.request({"op": "stats"}, timeout=5.0)["stats"]["requests"]
 
 
-def test_arguments_the_fast_parser_declines_route_in_process(ws: Workspace, daemon) -> None:
+def test_arguments_the_fast_parser_declines_route_in_process(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
     # click reads " 2" as 2; the console script's stdlib parser does not, so click parses the
     # arguments and the query routes in-process, without a second try at the daemon.
     before = _daemon_requests(ws)

@@ -5,6 +5,7 @@ it changes."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from memory_router.backends.base import BackendRequest
 from memory_router.backends.totalrecall import adapter as totalrecall
 from memory_router.backends.totalrecall import index as totalrecall_index
+from memory_router.backends.totalrecall.scan import scan_tree
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import read_json
 from memory_router.daemon.service import Service
@@ -33,13 +35,12 @@ def memory_tree(root: Path) -> Path:
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every walk of a memory tree (Total Recall's MemoryIndex.refresh lists files through scan_tree)."""
     seen: list[Path] = []
-    real = totalrecall_index.scan_tree
 
-    def counting(root: Path):
+    def counting(root: Path) -> list[tuple[str, str, os.stat_result]]:
         seen.append(root)
-        return real(root)
+        return scan_tree(root)  # the real one
 
-    monkeypatch.setattr(totalrecall_index, "scan_tree", counting)
+    monkeypatch.setattr(totalrecall_index, "scan_tree", counting)  # where MemoryIndex looks it up
     return seen
 
 
@@ -118,6 +119,7 @@ def test_daemon_watches_the_memory_tree_and_sees_edits(tmp_path: Path, walks: li
         finally:
             await service.aclose()
         instance = service.router.instances()["totalrecall"]
+        assert isinstance(instance, totalrecall.TotalRecallBackend)
         assert instance._watched is False  # closing the service stops relying on the watcher
 
     asyncio.run(run())

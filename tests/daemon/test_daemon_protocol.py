@@ -71,8 +71,10 @@ def test_any_bytes_parse_or_fail_cleanly(line: bytes) -> None:
     limit=st.none() | st.integers(1, 1000),
     explain=st.booleans(),
 )
-def test_valid_requests_round_trip(rid, query, timeout_ms, limit, explain) -> None:
-    data = {"id": rid, "query": query, "explain": explain}
+def test_valid_requests_round_trip(
+    rid: object, query: str, timeout_ms: int | None, limit: int | None, explain: bool
+) -> None:
+    data: dict[str, object] = {"id": rid, "query": query, "explain": explain}
     if timeout_ms is not None:
         data["timeout_ms"] = timeout_ms
     if limit is not None:
@@ -92,7 +94,7 @@ def test_valid_requests_round_trip(rid, query, timeout_ms, limit, explain) -> No
 
 
 @given(value=json_values)
-def test_any_json_value_is_a_request_or_invalid_request(value) -> None:
+def test_any_json_value_is_a_request_or_invalid_request(value: object) -> None:
     result = outcome(orjson.dumps(value))
     if isinstance(value, str):
         assert isinstance(result, Request) and result.query == value and result.id is None
@@ -107,10 +109,10 @@ def test_any_json_value_is_a_request_or_invalid_request(value) -> None:
 
 @given(
     rid=st.integers(-(10**17), 10**17)
-    | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+    | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40),
     junk=st.binary(max_size=50),
 )
-def test_id_is_recovered_from_broken_lines_when_it_comes_first(rid, junk) -> None:
+def test_id_is_recovered_from_broken_lines_when_it_comes_first(rid: int | str, junk: bytes) -> None:
     prefix = b'{"id": ' + orjson.dumps(rid) + b', "query": "'
     line = prefix + b"\xff\xfe" + junk  # invalid UTF-8 and (usually) broken JSON
     result = outcome(line)
@@ -118,20 +120,27 @@ def test_id_is_recovered_from_broken_lines_when_it_comes_first(rid, junk) -> Non
     assert result.id == rid
 
 
+def refused(line: bytes) -> BadRequest:
+    """The daemon's answer to a line it must refuse (the test fails if it took the line)."""
+    result = outcome(line)
+    assert isinstance(result, BadRequest), result
+    return result
+
+
 def test_each_kind_of_bad_line_has_its_code() -> None:
-    assert outcome(b"").code == INVALID_REQUEST
-    assert outcome(b"   ").code == INVALID_REQUEST
-    assert outcome(b"{not json").code == INVALID_JSON
-    bad_utf8 = outcome(b'{"id": 4, "query": "caf\xe9"}')
+    assert refused(b"").code == INVALID_REQUEST
+    assert refused(b"   ").code == INVALID_REQUEST
+    assert refused(b"{not json").code == INVALID_JSON
+    bad_utf8 = refused(b'{"id": 4, "query": "caf\xe9"}')
     assert (bad_utf8.code, bad_utf8.id) == (INVALID_UTF8, 4)
-    assert outcome(b'{"id": 5}').code == INVALID_REQUEST and outcome(b'{"id": 5}').id == 5
-    assert outcome(b'{"id": 6, "query": 3}').code == INVALID_REQUEST
-    assert outcome(b'{"id": 7, "query": "a", "timout_ms": 5}').message.startswith("unknown key 'timout_ms'")
-    assert outcome(b'{"id": 8, "query": "a", "timeout_ms": true}').code == INVALID_REQUEST
-    assert outcome(b'{"id": 9, "query": "a", "limit": 0}').code == INVALID_REQUEST
-    assert outcome(b'{"id": 10, "op": "reboot"}').code == INVALID_REQUEST
-    assert outcome(b"[1, 2]").code == INVALID_REQUEST
-    big = outcome(b'{"id": 11, "query": "' + b"x" * LIMIT + b'"}')
+    assert refused(b'{"id": 5}').code == INVALID_REQUEST and refused(b'{"id": 5}').id == 5
+    assert refused(b'{"id": 6, "query": 3}').code == INVALID_REQUEST
+    assert refused(b'{"id": 7, "query": "a", "timout_ms": 5}').message.startswith("unknown key 'timout_ms'")
+    assert refused(b'{"id": 8, "query": "a", "timeout_ms": true}').code == INVALID_REQUEST
+    assert refused(b'{"id": 9, "query": "a", "limit": 0}').code == INVALID_REQUEST
+    assert refused(b'{"id": 10, "op": "reboot"}').code == INVALID_REQUEST
+    assert refused(b"[1, 2]").code == INVALID_REQUEST
+    big = refused(b'{"id": 11, "query": "' + b"x" * LIMIT + b'"}')
     assert (big.code, big.id) == (REQUEST_TOO_LARGE, 11)
 
 
@@ -155,7 +164,9 @@ def test_sniff_id_ignores_a_later_id_key() -> None:
     trailing_newline=st.booleans(),
     chunk=st.integers(1, 50),
 )
-def test_read_lines_splits_any_stream_and_flags_long_lines(lines, max_line, trailing_newline, chunk) -> None:
+def test_read_lines_splits_any_stream_and_flags_long_lines(
+    lines: list[bytes], max_line: int, trailing_newline: bool, chunk: int
+) -> None:
     data = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
     read_fd, write_fd = os.pipe()
 
@@ -165,10 +176,15 @@ def test_read_lines_splits_any_stream_and_flags_long_lines(lines, max_line, trai
         os.close(write_fd)
 
     got: list[object] = []
+
+    def keep(item: object) -> bool:
+        got.append(item)
+        return True  # read on
+
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        read_lines(read_fd, max_line, lambda item: got.append(item) or True)
+        read_lines(read_fd, max_line, keep)
     finally:
         thread.join()
         os.close(read_fd)
@@ -190,7 +206,7 @@ def test_read_lines_splits_any_stream_and_flags_long_lines(lines, max_line, trai
     max_line=st.integers(1, 100),
     chunk=st.integers(1, 50),
 )
-def test_the_socket_reads_the_same_lines_as_stdin(lines, max_line, chunk) -> None:
+def test_the_socket_reads_the_same_lines_as_stdin(lines: list[bytes], max_line: int, chunk: int) -> None:
     """Both transports split with wire.LineSplitter; the socket also drops a "\\r" before "\\n"."""
     from memory_router.daemon.socket_server import _lines
 

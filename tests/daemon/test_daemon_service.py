@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ def make_service(
     backends: Mapping[str, MockBackend],
     *,
     concurrency: int = 8,
-    clock: FakeClock | None = None,
+    clock: Callable[[], float] = time.monotonic,
     **config: Any,
 ) -> Service:
     state = tmp_path / "state"
@@ -65,7 +65,7 @@ def make_service(
         backends=backends,
         concurrency=concurrency,
         diagnostics=lambda message: None,
-        **({"clock": clock} if clock is not None else {}),
+        clock=clock,
     )
 
 
@@ -92,7 +92,8 @@ def test_query_response_is_the_envelope_plus_id(tmp_path: Path) -> None:
         "qmd",
         "query",
     )
-    assert service.router.instances()["qmd"].requests[0].limit == 3
+    qmd = service.router.instances()["qmd"]
+    assert isinstance(qmd, MockBackend) and qmd.requests[0].limit == 3
 
 
 def test_bare_string_is_a_query_with_null_id(tmp_path: Path) -> None:
@@ -410,7 +411,7 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 def test_a_reload_swaps_in_a_new_snapshot_whole_and_never_edits_the_one_a_request_holds(tmp_path: Path) -> None:
-    qmd = MockBackend("qmd", answer(Result(title="q", content="q", source="s", relevance=0.9)))
+    qmd = MockBackend("qmd", answer(0.9))
     service = make_service(tmp_path, {"qmd": qmd}, threshold=0.4)
     try:
         first = service.snapshot

@@ -19,7 +19,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_router.backends.base import BackendRequest, BackendResponse
-from memory_router.backends.mock import MockBackend, answer, hang
+from memory_router.backends.mock import Handler, MockBackend, answer, hang
 from memory_router.daemon.lifecycle import ExitState, Lifecycle
 from memory_router.daemon.service import SHUTTING_DOWN, Service
 from memory_router.daemon.socket_server import SocketServer
@@ -110,7 +109,7 @@ class ClosingMock(MockBackend):
         self.closed = True
 
 
-def backends(qmd: Callable[[BackendRequest], Awaitable[BackendResponse]]) -> dict[str, MockBackend]:
+def backends(qmd: Handler) -> dict[str, MockBackend]:
     return {
         "qmd": ClosingMock("qmd", qmd),
         "totalrecall": ClosingMock("totalrecall", answer(0.9)),
@@ -211,7 +210,7 @@ async def in_flight(harness: Harness, count: int) -> None:
         await asyncio.sleep(0.01)
 
 
-def play(harness: Harness, scenario: Callable[[Harness], Awaitable[None]]) -> Harness:
+def play(harness: Harness, scenario: Callable[[Harness], Coroutine[Any, Any, None]]) -> Harness:
     """Run ``scenario`` on a fresh event loop over ``harness``, then release the transport; the
     harness is returned for what the test checks afterwards (which backends were closed)."""
     try:

@@ -89,7 +89,9 @@ def test_the_budget_keeps_whole_hits_in_rank_order_and_says_what_was_cut(ws: Wor
     assert tiny["budget"]["truncated"] is True and tiny["budget"]["chars"] == 5
 
 
-def test_the_daemon_answers_the_same_trimmed_envelope(ws: Workspace, plain: dict, daemon) -> None:
+def test_the_daemon_answers_the_same_trimmed_envelope(
+    ws: Workspace, plain: dict, daemon: subprocess.Popen[bytes]
+) -> None:
     sizes = [len(h["content"]) for h in plain["results"]]
     floor = round(sorted(h["relevance"] for h in plain["results"])[1], 4)
     args = (QUERY, "--min-relevance", str(floor), "--max-chars", str(sizes[0] + 1))
@@ -101,7 +103,9 @@ def test_the_daemon_answers_the_same_trimmed_envelope(ws: Workspace, plain: dict
     assert "budget" in warm.envelope
 
 
-def test_the_socket_op_takes_the_keys_and_refuses_bad_values(ws: Workspace, plain: dict, daemon) -> None:
+def test_the_socket_op_takes_the_keys_and_refuses_bad_values(
+    ws: Workspace, plain: dict, daemon: subprocess.Popen[bytes]
+) -> None:
     with client.Connection(str(ws.socket)) as conn:
         conn.hello()
         conn.send(json.dumps({"id": 1, "query": QUERY, "min_relevance": 1.0, "max_chars": 100}).encode())

@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import pytest
 
 from ..support.faults import (
     FAULT_PROGRAM,
+    CliRun,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
@@ -39,7 +40,9 @@ TIMEOUT_MS = 800
 QUERY = "how is the session token refreshed"
 
 
-def ask(tmp_path: Path, spec: dict[str, Any], *, env: dict[str, str] | None = None):
+def ask(
+    tmp_path: Path, spec: dict[str, Any], *, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], str, CliRun]:
     state, config = write_setup(
         tmp_path, {"adapter": spec, "good": command_backend("ok")}, ["adapter", "good"], timeout_ms=TIMEOUT_MS
     )
@@ -54,7 +57,7 @@ def ask(tmp_path: Path, spec: dict[str, Any], *, env: dict[str, str] | None = No
 
 
 def check_and_report(
-    key: str, adapter: str, fault: str, attempt: dict, line: str, run, code: str, fragment: str
+    key: str, adapter: str, fault: str, attempt: dict, line: str, run: CliRun, code: str, fragment: str
 ) -> None:
     assert attempt["error_code"] == code, attempt
     assert fragment in attempt["error_message"], attempt["error_message"]
@@ -100,7 +103,9 @@ def test_qmd_adapter_faults(tmp_path: Path, fault: str, code: str, fragment: str
     assert wait_no_leftovers(piddir) == []
 
 
-def ask_mode(tmp_path: Path, spec: dict[str, Any], mode: str, *, env: dict[str, str]):
+def ask_mode(
+    tmp_path: Path, spec: dict[str, Any], mode: str, *, env: dict[str, str]
+) -> tuple[dict[str, Any], str, CliRun]:
     import orjson
 
     good = command_backend("ok", env={"FAULT_MODE": ""})  # FAULT_MODE is for the fake qmd only
@@ -151,7 +156,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def fake_cognee() -> Iterator[Any]:
+def fake_cognee() -> Iterator[Callable[[str], str]]:
+    """``start(behaviour)``: a FAKE Cognee HTTP server misbehaving as named (``_Handler``); its base URL."""
     servers = []
 
     def start(behaviour: str) -> str:
@@ -185,7 +191,9 @@ def _closed_port() -> int:
         ("garbage", "BACKEND_ERROR", ""),
     ],
 )
-def test_cognee_adapter_faults(tmp_path: Path, fake_cognee, fault: str, code: str, fragment: str) -> None:
+def test_cognee_adapter_faults(
+    tmp_path: Path, fake_cognee: Callable[[str], str], fault: str, code: str, fragment: str
+) -> None:
     url = f"http://127.0.0.1:{_closed_port()}" if fault == "closed_port" else fake_cognee(fault)
     attempt, line, run = ask(tmp_path, {"type": "cognee", "base_url": url})
     names = {

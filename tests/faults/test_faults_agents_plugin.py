@@ -83,7 +83,7 @@ def demo(root: Path) -> Path:
 
 def host_data(state: Path, agents: dict[str, Path], **plugin: Any) -> dict[str, Any]:
     names = list(agents)
-    listed = [{"id": n, "workspace": str(w)} for n, w in agents.items()]
+    listed: list[dict[str, object]] = [{"id": n, "workspace": str(w)} for n, w in agents.items()]
     listed[0]["default"] = True
     return {
         "cfg": {"agents": {"defaults": {"workspace": str(agents[names[0]])}, "list": listed}},
@@ -218,7 +218,9 @@ def _index_collection(state: Path, source: Path, name: str) -> None:
     """`qmd collection add` into the demo's qmd index (as memory-router demo does)."""
     from memory_router.backends import BackendContext
     from memory_router.backends.common.settings import settings_from_json
-    from memory_router.backends.qmd.adapter import QmdBackend, Settings, build_collection
+    from memory_router.backends.qmd.adapter import Settings
+    from memory_router.backends.qmd.backend import QmdBackend
+    from memory_router.backends.qmd.indexing import build_collection
 
     home = state / "qmd"
     settings = {"index_path": str(home / "index.sqlite"), "config_dir": str(home / "config"), "collections": [name]}
@@ -375,7 +377,7 @@ def test_expected_context_follows_the_config_precedence(tmp_path: Path) -> None:
     script = (
         f'import {{ expectedContext }} from "{LIB}/wire.js";output = input.map((s) => expectedContext(s, {{}}).config);'
     )
-    base = {"memoryRoot": str(tmp_path), "stateDir": str(state), "config": None, "env": {}}
+    base: dict[str, object] = {"memoryRoot": str(tmp_path), "stateDir": str(state), "config": None, "env": {}}
     before = node(script, [base])
     (state / "router-config.json").write_text("{}")
     after = node(

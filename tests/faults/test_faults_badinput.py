@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from memory_router.core.envelope import Envelope
 
 from ..support.faults import (
+    CliRun,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
     log_lines,
@@ -38,7 +40,9 @@ def setup_dirs(tmp_path: Path, **config: Any) -> tuple[Path, Path]:
     return write_setup(tmp_path, backends, ["primary", "echo"], timeout_ms=5000, **config)
 
 
-def query(state: Path, config: Path, text: str | None = None, *, stdin: bytes | None = None, cwd: Path | None = None):
+def query(
+    state: Path, config: Path, text: str | None = None, *, stdin: bytes | None = None, cwd: Path | None = None
+) -> tuple[CliRun, dict[str, Any]]:
     run = run_cli(
         ["query", "-" if stdin is not None else text or "", "--state-dir", str(state), "--config", str(config)],
         stdin=stdin,
@@ -55,7 +59,7 @@ def echoed_query(data: dict) -> str:
     return args[args.index("--adapter") + 1]
 
 
-def row(key: str, description: str, run, data: dict, answered: bool, note: str = "") -> None:
+def row(key: str, description: str, run: CliRun, data: dict, answered: bool, note: str = "") -> None:
     message = run.stderr.decode("utf-8", "replace").strip().splitlines()
     report(
         "bad_input",
@@ -113,7 +117,7 @@ def row(key: str, description: str, run, data: dict, answered: bool, note: str =
     ),
 )
 def test_unanswerable_queries_are_exit_2_with_a_precise_message(
-    tmp_path: Path, key, description, argv, stdin, code, fragment
+    tmp_path: Path, key: str, description: str, argv: str | None, stdin: bytes | None, code: str, fragment: str
 ) -> None:
     state, config = setup_dirs(tmp_path)
     run, data = query(state, config, argv, stdin=stdin)
@@ -253,7 +257,9 @@ def test_backtracking_query_is_cut_by_the_regex_timeout(tmp_path: Path) -> None:
         ),
     ),
 )
-def test_bad_backends_json(tmp_path: Path, key, description, content, exit, code, fragment) -> None:
+def test_bad_backends_json(
+    tmp_path: Path, key: str, description: str, content: bytes, exit: int, code: str, fragment: str
+) -> None:
     state, config = setup_dirs(tmp_path)
     (state / "backends.json").write_bytes(content)
     run, data = query(state, config, "auth middleware")
@@ -325,7 +331,9 @@ def test_unknown_status_skips_that_backend_and_still_answers(tmp_path: Path) -> 
         ),
     ),
 )
-def test_bad_router_config(tmp_path: Path, key, description, change, fragment) -> None:
+def test_bad_router_config(
+    tmp_path: Path, key: str, description: str, change: Callable[[dict[str, Any]], object], fragment: str
+) -> None:
     state, config = setup_dirs(tmp_path)
     cfg = orjson.loads(config.read_bytes())
     if change(cfg) == "LIST":
@@ -348,7 +356,9 @@ def test_bad_router_config(tmp_path: Path, key, description, change, fragment) -
         (["query", "x", "--state-dir", "{tmp}/nowhere"], None, "BACKENDS_JSON_MISSING"),
     ],
 )
-def test_odd_invocations_get_an_envelope_not_a_traceback(tmp_path: Path, args, stdin, code) -> None:
+def test_odd_invocations_get_an_envelope_not_a_traceback(
+    tmp_path: Path, args: list[str], stdin: bytes | None, code: str
+) -> None:
     state, config = setup_dirs(tmp_path)
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     defaults = [] if any(a.startswith("--") for a in args) else ["--state-dir", str(state), "--config", str(config)]

@@ -203,7 +203,7 @@ def _leaks(text: str, secret: str) -> list[str]:
     return found
 
 
-SECRET_CASES = {
+SECRET_CASES: dict[str, tuple[str, dict[str, object], str]] = {
     "cut": ("an API key echoed in a detail that the 400-character cut splits", {"api_key": API_KEY}, API_KEY),
     "login_echo": (
         "a login error echoing the form body (password URL-encoded, also JSON- and HTML-escaped)",
@@ -216,7 +216,8 @@ SECRET_CASES = {
 
 @pytest.mark.parametrize("case", list(SECRET_CASES))
 def test_cognee_secrets_never_leave_the_adapter(tmp_path: Path, echoing_cognee: int, case: str) -> None:
-    description, settings, secret = SECRET_CASES[case]
+    description, case_settings, secret = SECRET_CASES[case]
+    settings = dict(case_settings)  # a copy: the case stays as written for the next run
     host = f"127.0.0.1:{echoing_cognee}"
     url = f"http://bob:{URL_PASSWORD}@{host}" if settings.pop("userinfo", False) else f"http://{host}"
     backends = {"cognee": {"type": "cognee", "base_url": url, **settings}, "good": command_backend("ok")}
@@ -348,7 +349,7 @@ def test_a_stuck_total_recall_cannot_starve_lossless_in_the_daemon(tmp_path: Pat
 
     root = _memory_tree(tmp_path / "project", big_lines=110_000)
     db = build_small_db(tmp_path / "lcm.db")
-    backends = {
+    backends: dict[str, dict[str, Any]] = {
         "tr": {"type": "totalrecall", "root": str(root), "max_file_bytes": 1 << 30},  # parse it all
         "lcm": {"type": "lossless", "db_path": str(db)},
     }
@@ -367,15 +368,16 @@ def test_a_stuck_total_recall_cannot_starve_lossless_in_the_daemon(tmp_path: Pat
         bufsize=0,  # unbuffered: select() then sees every line that is not read yet
     )
     assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
 
     def ask(*requests: dict[str, Any]) -> dict[Any, dict[str, Any]]:
-        proc.stdin.write(b"".join(orjson.dumps(r) + b"\n" for r in requests))  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
+        stdin.write(b"".join(orjson.dumps(r) + b"\n" for r in requests))
+        stdin.flush()
         out = {}
         for _ in requests:
-            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            ready, _, _ = select.select([stdout], [], [], 60)
             assert ready, "serve did not answer within 60 s"
-            response = orjson.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            response = orjson.loads(stdout.readline())
             out[response["id"]] = response
         return out
 

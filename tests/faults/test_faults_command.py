@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -16,7 +17,14 @@ from hypothesis import strategies as st
 
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BACKEND_ERROR, BACKEND_UNAVAILABLE, BackendRequest, BackendResponse
-from memory_router.backends.command.adapter import ContractError, Settings, build_argv, create, parse_contract
+from memory_router.backends.command.adapter import (
+    CommandBackend,
+    ContractError,
+    Settings,
+    build_argv,
+    create,
+    parse_contract,
+)
 from memory_router.backends.common import settings as _settings
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config
@@ -34,12 +42,14 @@ from ..support.faults import (
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
 
-def backend(tmp_path: Path, argv: list, **settings):
+def backend(tmp_path: Path, argv: list[Any], **settings: object) -> CommandBackend:
     context = BackendContext(state_dir=tmp_path / "state", environ={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     return create("fx", _settings.validate(Settings, {"argv": argv, **settings}), context)
 
 
-def search(b, query: str = "auth middleware", mode: str | None = None, timeout_s: float = 10.0) -> BackendResponse:
+def search(
+    b: CommandBackend, query: str = "auth middleware", mode: str | None = None, timeout_s: float = 10.0
+) -> BackendResponse:
     async def go() -> BackendResponse:
         return await asyncio.wait_for(b.search(BackendRequest(query, mode, limit=7, timeout_s=timeout_s)), timeout_s)
 
@@ -87,7 +97,9 @@ def test_the_query_is_always_exactly_one_argument(query: str) -> None:
         (["prog", []], "backends.fx.argv", "empty group"),
     ],
 )
-def test_bad_argv_templates_are_refused_when_the_config_loads(tmp_path: Path, argv, where, problem) -> None:
+def test_bad_argv_templates_are_refused_when_the_config_loads(
+    tmp_path: Path, argv: list[Any], where: str, problem: str
+) -> None:
     data = {
         "rules": [{"number": 1, "id": "default", "chain": [{"backend": "fx"}]}],
         "backends": {"fx": {"type": "command", "argv": argv}},
@@ -160,9 +172,11 @@ def test_mode_limit_env_cwd_and_stdin_reach_the_program(tmp_path: Path) -> None:
 @settings(max_examples=12, deadline=None)
 @given(
     st.sampled_from(["'''", "$(touch PWNED)", "`touch PWNED`", "a\nb", '"; rm -rf ~ #', "--fault", "x' OR '1'='1"])
-    | st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40)
+    | st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=40)
 )
-def test_hostile_queries_are_one_verbatim_argument_and_run_nothing(tmp_path_factory, query: str) -> None:
+def test_hostile_queries_are_one_verbatim_argument_and_run_nothing(
+    tmp_path_factory: pytest.TempPathFactory, query: str
+) -> None:
     tmp_path = tmp_path_factory.mktemp("hostile")
     b = backend(tmp_path, fault_argv("echo"), stdin="query")
     response = search(b, query)
@@ -260,7 +274,9 @@ def test_hostile_queries_are_one_verbatim_argument_and_run_nothing(tmp_path_fact
         "error_contract_nonzero_exit",
     ],
 )
-def test_each_failure_is_a_precise_error(tmp_path: Path, argv, settings, code, fragments) -> None:
+def test_each_failure_is_a_precise_error(
+    tmp_path: Path, argv: list[str], settings: dict[str, Any], code: str, fragments: list[str]
+) -> None:
     response = search(backend(tmp_path, argv, **settings))
     assert response.status == "error" and response.results == ()
     assert response.error_code == code
@@ -325,7 +341,7 @@ def test_probe_reports_whether_the_program_can_run(tmp_path: Path) -> None:
         }
     )
 )
-def test_contract_parser_accepts_only_the_contract(data) -> None:
+def test_contract_parser_accepts_only_the_contract(data: dict[str, Any]) -> None:
     """Whatever JSON a program prints, the parser returns a valid contract or a ContractError."""
     try:
         contract = parse_contract(json.dumps(data).encode())

@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from ..support.faults import (
+    CliRun,
     cli_base,
     command_backend,
     faults_report,  # noqa: F401  (writes tests/FAULTS.md with MR_WRITE_REPORT=1)
@@ -70,7 +71,7 @@ def test_concurrent_processes_write_only_whole_lines(tmp_path: Path) -> None:
     )
 
 
-def _answer(tmp_path: Path, state: Path, config: Path, backends_json: Path | None = None):
+def _answer(tmp_path: Path, state: Path, config: Path, backends_json: Path | None = None) -> CliRun:
     args = ["query", "auth middleware", "--state-dir", str(state), "--config", str(config)]
     if backends_json:
         args += ["--backends-json", str(backends_json)]

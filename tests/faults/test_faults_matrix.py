@@ -187,7 +187,7 @@ def daemon_setup(root: Path, **config: Any) -> tuple[Path, Path, list[Cell], Cel
 
 
 @pytest.fixture(scope="module")
-def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
+def daemon_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Answer]:
     """One long-lived ``memory-router serve`` answers every cell in turn (a rule per cell picks
     its chain), so the daemon must survive all 16 faults; its peak RSS is read after each answer."""
     root = tmp_path_factory.mktemp("daemon")
@@ -213,7 +213,9 @@ def daemon_answers(tmp_path_factory) -> dict[tuple[str, str], Answer]:
 
 
 @pytest.fixture(scope="module")
-def healthy_rss_kb(tmp_path_factory, daemon_answers) -> dict[str, int]:
+def healthy_rss_kb(
+    tmp_path_factory: pytest.TempPathFactory, daemon_answers: dict[tuple[str, str], Answer]
+) -> dict[str, int]:
     """Peak RSS of each transport after answering a healthy query: the baseline of the cells."""
     slow = next(f for f in FAULTS if f.name == "slow")
     runs = []
@@ -346,7 +348,11 @@ def test_every_backend_failing_is_an_error_envelope_with_exit_1(tmp_path: Path) 
     )
     assert f"Check {state / 'router.log'} for details" in data["error_message"]
     kinds = [LINE.match(line) for line in log_lines(state)]
-    assert [(m["fb"], m["fnext"]) if m["fb"] else (m["tb"], m["tnext"]) for m in kinds] == [("a", "b"), ("b", "none")]
+    assert all(kinds), log_lines(state)
+    assert [(m["fb"], m["fnext"]) if m["fb"] else (m["tb"], m["tnext"]) for m in kinds if m] == [
+        ("a", "b"),
+        ("b", "none"),
+    ]
     assert "all backends" in run.stderr.decode().lower() or "All backends" in run.stderr.decode()
     assert wait_no_leftovers(piddir) == []
     report(

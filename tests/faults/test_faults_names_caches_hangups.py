@@ -9,8 +9,11 @@ tests/FAULTS.md; docs/reliability.md (*Audited defects*) describes each item."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -26,6 +29,9 @@ from ..support.faults import (
     run_daemon,
     write_setup,
 )
+
+if TYPE_CHECKING:
+    from ..support.cognee.cognee_server import CogneeServer
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
@@ -115,7 +121,6 @@ def test_a_file_name_that_is_not_utf8_is_reported_escaped(tmp_path: Path) -> Non
 
 def test_a_name_that_is_not_utf8_through_the_socket_daemon_and_the_thin_client(tmp_path: Path) -> None:
     import signal
-    import subprocess
 
     state, config, args = _totalrecall_setup(tmp_path)
     env = _env(MEMORY_ROUTER_DAEMON="require")
@@ -178,9 +183,7 @@ def test_a_flag_naming_a_path_that_is_not_utf8_gets_an_envelope(tmp_path: Path, 
 # --------------------------------------------------------------------------- 8. a client that goes away
 
 
-def _socket_daemon(args: list[str]):
-    import subprocess
-
+def _socket_daemon(args: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_router", "serve", "--socket", "--no-reload", *args],
         env=_env(),
@@ -262,7 +265,7 @@ def test_a_socket_client_that_disconnects_has_its_backend_killed(tmp_path: Path)
 # --------------------------------------------------------------------------- 7. the config cache
 
 
-def _cache_setup(tmp_path: Path, **config: object) -> tuple[Path, Path, list[str]]:
+def _cache_setup(tmp_path: Path, **config: Any) -> tuple[Path, Path, list[str]]:
     """Rule 1 (strong signal `auth`) -> backend `rule1`; the default rule -> backend `default`."""
     backends = {"rule1": command_backend("ok"), "default": command_backend("ok", "--relevance", "0.5")}
     state, path = write_setup(tmp_path, backends, ["default"], **config)
@@ -354,7 +357,6 @@ def test_a_cache_with_the_right_key_and_a_bad_body_is_not_trusted(tmp_path: Path
 
 def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path: Path) -> None:
     import statistics
-    import subprocess
 
     from memory_router.config import cache as config_cache
 
@@ -402,7 +404,7 @@ def test_a_config_of_800_kb_is_cached_and_not_rewritten_on_every_query(tmp_path:
 
 
 @pytest.fixture(scope="module")
-def cognee_server():
+def cognee_server() -> Iterator[CogneeServer]:
     """A REAL Cognee 1.6.5 API server (tests/support/cognee: FAKE hashed embeddings, no LLM) with
     the 16-entity "services" graph, refusing Cypher as Cognee does by default: paths are found by
     the adapter's expansion."""
@@ -419,7 +421,7 @@ def cognee_server():
     shutil.rmtree(srv.root, ignore_errors=True)
 
 
-def test_a_cognee_path_beyond_the_first_frontier_comes_back_whole(tmp_path: Path, cognee_server) -> None:
+def test_a_cognee_path_beyond_the_first_frontier_comes_back_whole(tmp_path: Path, cognee_server: CogneeServer) -> None:
     from ..support.cognee import relation_questions as rq
 
     backends = {"cognee": {"type": "cognee", "base_url": cognee_server.base_url, "datasets": ["services"]}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -58,6 +59,8 @@ OUTCOME = st.one_of(
     st.tuples(st.just("not_a_contract"), st.sampled_from([None, {}, "ok", 42])),
     st.tuples(st.just("bad_relevance"), st.sampled_from([float("nan"), 1.5, -0.1, float("inf")])),
 )
+Outcome = tuple[str, Any]
+"""One backend's behaviour as OUTCOME draws it: (kind, its argument)."""
 QUERY = st.text(max_size=60) | st.sampled_from(["", "   ", "\x00", "auth middleware", "'''$(rm -rf ~)`x`\n\"q\""])
 
 KINDS_SEEN: dict[str, int] = {}
@@ -108,7 +111,7 @@ async def _claim(handler_coro, request, claimed):
     return response.replace(normalized_relevance=claimed)
 
 
-def make_router(tmp: Path, outcomes, *, blocking: bool = False) -> Router:
+def make_router(tmp: Path, outcomes: list[Outcome], *, blocking: bool = False) -> Router:
     names = [f"b{i}" for i in range(len(outcomes))]
     data = {
         "threshold": THRESHOLD,
@@ -137,7 +140,7 @@ def _raw(fn):
     return search
 
 
-def _route(tmp: Path, outcomes, query: str, driver: str) -> Envelope:
+def _route(tmp: Path, outcomes: list[Outcome], query: str, driver: str) -> Envelope:
     """The envelope of ``query`` through the daemon's driver (``async``: ``Router.route``) or the
     one-shot CLI's (``blocking``: ``Router.route_blocking``, no event loop)."""
     router = make_router(tmp, outcomes, blocking=driver == "blocking")
@@ -151,7 +154,9 @@ def _route(tmp: Path, outcomes, query: str, driver: str) -> Envelope:
 @pytest.mark.parametrize("driver", ["async", "blocking"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(OUTCOME, min_size=1, max_size=5), QUERY)
-def test_envelope_properties(tmp_path_factory, driver, outcomes, query) -> None:
+def test_envelope_properties(
+    tmp_path_factory: pytest.TempPathFactory, driver: str, outcomes: list[Outcome], query: str
+) -> None:
     tmp = tmp_path_factory.mktemp("prop")
     env = _route(tmp, outcomes, query, driver)
 
@@ -218,7 +223,9 @@ def _timeless(value):
 @pytest.mark.slow  # hundreds of generated examples: the slow tier (the fast one stays under 30 s)
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(OUTCOME, min_size=1, max_size=5), QUERY)
-def test_the_one_shot_driver_answers_exactly_as_the_daemons(tmp_path_factory, outcomes, query) -> None:
+def test_the_one_shot_driver_answers_exactly_as_the_daemons(
+    tmp_path_factory: pytest.TempPathFactory, outcomes: list[Outcome], query: str
+) -> None:
     """Same outcomes, same envelope and the same router.log lines: the CLI's blocking driver and
     the daemon's async one carry out one fallback machine (fallback.Fallback) and differ only in
     how a call is made and timed out."""

@@ -20,6 +20,9 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.engine import QmdEngine
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
 from memory_router.routing.router import Router
@@ -32,7 +35,7 @@ from ..support.faults import (
     report,
     write_setup,
 )
-from ..support.qmd import needs_qmd
+from ..support.qmd import needs_qmd, qmd_backend, warm_engine
 
 pytestmark = [pytest.mark.slow, needs_qmd]
 TIMEOUT_MS = 1500
@@ -41,15 +44,13 @@ ENV = {k: v for k, v in os.environ.items() if k != "CI"}
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("enginefaults")
     (base / "notes").mkdir()
     (base / "notes" / "raft.md").write_text("# Raft\n\nLeader election uses randomized timeouts.\n")
     settings = {"index_path": str(base / "index.sqlite"), "config_dir": str(base / "cfg"), "collections": ["kb"]}
-    backend = qmd_adapter.QmdBackend(
-        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base)
-    )
-    qmd_adapter.build_collection(backend.transport(), base / "notes", "kb", "**/*.md", base / "lock")
+    backend = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base))
+    build_collection(backend.transport(), base / "notes", "kb", "**/*.md", base / "lock")
     return settings
 
 
@@ -65,10 +66,15 @@ def router(tmp_path: Path, spec: dict[str, Any], mode: str = "search") -> tuple[
     return Router(load_config(config), context=context), load_installed(state / "backends.json"), state
 
 
-def engine_of(r: Router) -> Any:
-    backend = r.backend("adapter")
-    assert isinstance(backend, qmd_adapter.QmdBackend) and backend._engine is not None
-    return backend._engine.engine
+def engine_of(r: Router) -> QmdEngine:
+    return warm_engine(r.backend("adapter"))
+
+
+def engine_pid(r: Router) -> int:
+    """The warm engine's process id (it has a process once it has answered)."""
+    proc = engine_of(r)._proc
+    assert proc is not None, "the engine has no process"
+    return proc.pid
 
 
 def check(key: str, fault: str, envelope: Any, state: Path, code: str, fragment: str, recovery: str) -> None:
@@ -102,7 +108,7 @@ def test_engine_killed_mid_query(index: dict, tmp_path: Path) -> None:
     async def main() -> None:
         assert (await route(r, installed)).routed_to == "adapter"
         engine = engine_of(r)
-        pid = engine._proc.pid
+        pid = engine_pid(r)
         os.kill(pid, signal.SIGSTOP)
         task = asyncio.create_task(route(r, installed))
         await asyncio.sleep(0.3)
@@ -119,8 +125,8 @@ def test_engine_killed_mid_query(index: dict, tmp_path: Path) -> None:
         )
         again = await route(r, installed)
         assert again.routed_to == "adapter" and engine.starts == 2
-        new_pid = engine._proc.pid
-        await r.backend("adapter").aclose()
+        new_pid = engine_pid(r)
+        await qmd_backend(r.backend("adapter")).aclose()
         assert wait_gone(new_pid) and wait_gone(pid)
 
     asyncio.run(main())
@@ -131,8 +137,7 @@ def test_engine_hung(index: dict, tmp_path: Path) -> None:
 
     async def main() -> None:
         assert (await route(r, installed)).routed_to == "adapter"
-        engine = engine_of(r)
-        hung = engine._proc.pid
+        hung = engine_pid(r)
         os.kill(hung, signal.SIGSTOP)
         envelope = await route(r, installed)
         check(
@@ -148,7 +153,7 @@ def test_engine_hung(index: dict, tmp_path: Path) -> None:
         again = await route(r, installed)
         assert again.routed_to == "adapter" and time.monotonic() - started < TIMEOUT_MS / 1000
         assert wait_gone(hung)
-        await r.backend("adapter").aclose()
+        await qmd_backend(r.backend("adapter")).aclose()
 
     asyncio.run(main())
 
@@ -168,7 +173,7 @@ def test_fake_engine_faults(index: dict, tmp_path: Path, mode: str, fragment: st
         fault = "FAKE node: garbage on stdout" if mode.startswith("garbage") else "FAKE node: dies at start (exit 3)"
         check(f"fake-{mode}", fault, envelope, state, "BACKEND_ERROR", fragment, recovery)
         proc = engine_of(r)._proc
-        await r.backend("adapter").aclose()
+        await qmd_backend(r.backend("adapter")).aclose()
         assert proc is None or not alive(proc.pid)
 
     asyncio.run(main())
@@ -210,6 +215,6 @@ def test_index_without_embeddings(index: dict, tmp_path: Path) -> None:
             "qmd embed",
             "engine keeps serving search",
         )
-        await r.backend("adapter").aclose()
+        await qmd_backend(r.backend("adapter")).aclose()
 
     asyncio.run(main())

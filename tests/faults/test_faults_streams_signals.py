@@ -19,6 +19,8 @@ import pytest
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.config.installed import load_installed
 from memory_router.config.router_config import load_config
 from memory_router.routing.router import Router
@@ -31,7 +33,7 @@ from ..support.faults import (
     run_cli,
     write_setup,
 )
-from ..support.qmd import needs_qmd
+from ..support.qmd import needs_qmd, qmd_backend, warm_engine
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
@@ -66,10 +68,8 @@ def emoji_index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (notes / "raft.md").write_text("# Raft\n\nLeader election in raft uses terms.\n")
     (notes / "ledger.md").write_text("# Ledger\n\nThe billing ledger closes monthly.\n")
     settings = {"index_path": str(base / "index.sqlite"), "config_dir": str(base / "cfg"), "collections": ["kb"]}
-    backend = qmd_adapter.QmdBackend(
-        "qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base)
-    )
-    qmd_adapter.build_collection(backend.transport(), notes, "kb", "**/*.md", base / "lock")
+    backend = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), BackendContext(state_dir=base))
+    build_collection(backend.transport(), notes, "kb", "**/*.md", base / "lock")
     return {"settings": settings, "base": base, "notes": notes}
 
 
@@ -101,7 +101,9 @@ def the_emoji_hit(envelope: dict[str, Any]) -> dict[str, Any]:
 
 
 @needs_qmd
-def test_1_a_split_emoji_in_qmds_json_is_replaced_not_a_lost_query_cli(emoji_index, tmp_path: Path) -> None:
+def test_1_a_split_emoji_in_qmds_json_is_replaced_not_a_lost_query_cli(
+    emoji_index: dict[str, Any], tmp_path: Path
+) -> None:
     state, config = qmd_setup(tmp_path, emoji_index["settings"])
     run = run_cli(["query", QUERY, "--state-dir", str(state), "--config", str(config)], env=CLI_ENV)
     assert run.returncode == 0, run.stderr
@@ -121,16 +123,16 @@ def test_1_a_split_emoji_in_qmds_json_is_replaced_not_a_lost_query_cli(emoji_ind
 
 
 @needs_qmd
-def test_1_a_split_emoji_keeps_the_warm_engine_up(emoji_index, tmp_path: Path) -> None:
+def test_1_a_split_emoji_keeps_the_warm_engine_up(emoji_index: dict[str, Any], tmp_path: Path) -> None:
     r, installed = warm_router(tmp_path, emoji_index["settings"])
 
     async def main() -> None:
         try:
             answers = [(await r.route(q, installed)).as_dict() for q in (QUERY, QUERY, "billing ledger")]
         finally:
-            engine = r.backend("qmd")._engine.engine
+            engine = warm_engine(r.backend("qmd"))
             starts = engine.starts
-            await r.backend("qmd").aclose()
+            await qmd_backend(r.backend("qmd")).aclose()
         assert [a["routed_to"] for a in answers] == ["qmd", "qmd", "qmd"], [a["attempts"] for a in answers]
         for answer in answers[:2]:
             assert the_emoji_hit(answer)["content"].endswith("a" + REPLACEMENT + "...")
@@ -170,7 +172,7 @@ for line in sys.stdin:
 
 
 @needs_qmd  # the FAKE engine stands in for qmd's engine, but the backend still resolves qmd.js
-def test_1_an_unreadable_engine_line_fails_only_its_own_call(emoji_index, tmp_path: Path) -> None:
+def test_1_an_unreadable_engine_line_fails_only_its_own_call(emoji_index: dict[str, Any], tmp_path: Path) -> None:
     fake = tmp_path / "fake-node-unreadable-line"
     fake.write_text(FAKE_ENGINE.format(python=sys.executable))
     fake.chmod(0o755)
@@ -180,10 +182,10 @@ def test_1_an_unreadable_engine_line_fails_only_its_own_call(emoji_index, tmp_pa
         try:
             first = (await r.route(QUERY, installed)).as_dict()
             second = (await r.route(QUERY, installed)).as_dict()
-            engine = r.backend("qmd")._engine.engine
+            engine = warm_engine(r.backend("qmd"))
             starts, pid = engine.starts, engine._proc.pid if engine._proc else None
         finally:
-            await r.backend("qmd").aclose()
+            await qmd_backend(r.backend("qmd")).aclose()
         attempt = first["attempts"][0]
         assert first["routed_to"] == "good" and attempt["error_code"] == "BACKEND_ERROR", first["attempts"]
         assert "could not be read" in attempt["error_message"], attempt["error_message"]
@@ -205,7 +207,9 @@ def test_1_an_unreadable_engine_line_fails_only_its_own_call(emoji_index, tmp_pa
 
 
 @needs_qmd
-def test_4_a_replaced_index_restarts_the_engine_once_for_concurrent_queries(emoji_index, tmp_path: Path) -> None:
+def test_4_a_replaced_index_restarts_the_engine_once_for_concurrent_queries(
+    emoji_index: dict[str, Any], tmp_path: Path
+) -> None:
     import shutil
     import time
 
@@ -215,10 +219,11 @@ def test_4_a_replaced_index_restarts_the_engine_once_for_concurrent_queries(emoj
     r, installed = warm_router(tmp_path, settings, timeout_ms=timeout_ms)
 
     async def main() -> None:
-        backend = r.backend("qmd")
+        backend = qmd_backend(r.backend("qmd"))
         try:
             assert (await r.route(QUERY, installed)).routed_to == "qmd"
-            engine = backend._engine.engine
+            engine = warm_engine(backend)
+            assert engine._proc is not None  # it answered
             old_pid = engine._proc.pid
             # A fresh index file in its place (new inode), as `qmd collection add` after deleting it.
             fresh = tmp_path / "index.sqlite.new"
@@ -492,7 +497,9 @@ def serve_qmd(emoji_index: dict[str, Any], tmp_path: Path) -> tuple[list[str], s
 
 
 @needs_qmd
-def test_3_serve_exits_after_a_failed_stdout_write_and_closes_its_engine(emoji_index, tmp_path: Path) -> None:
+def test_3_serve_exits_after_a_failed_stdout_write_and_closes_its_engine(
+    emoji_index: dict[str, Any], tmp_path: Path
+) -> None:
     import subprocess
     import time
 
@@ -527,7 +534,9 @@ def test_3_serve_exits_after_a_failed_stdout_write_and_closes_its_engine(emoji_i
 
 
 @needs_qmd
-def test_3_sigterm_is_honoured_with_stderr_broken_and_the_engine_is_closed(emoji_index, tmp_path: Path) -> None:
+def test_3_sigterm_is_honoured_with_stderr_broken_and_the_engine_is_closed(
+    emoji_index: dict[str, Any], tmp_path: Path
+) -> None:
     import select
     import signal
     import subprocess

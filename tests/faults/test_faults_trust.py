@@ -308,7 +308,7 @@ def _lossless_db(path: Path, text: str) -> None:
     """A lossless-claw database (the real schema) holding one summary with ``text``."""
     from datetime import datetime, timezone
 
-    from ..support.lcm_fixtures import LcmWriter, create_lcm_db
+    from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db
 
     conn = create_lcm_db(path)
     try:

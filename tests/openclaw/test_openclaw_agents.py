@@ -88,7 +88,9 @@ def _index_team_docs(state: Path, team: Path) -> None:
     """`qmd collection add` the shared folder into the demo's qmd index (as the demo does)."""
     from memory_router.backends import BackendContext
     from memory_router.backends.common.settings import settings_from_json
-    from memory_router.backends.qmd.adapter import QmdBackend, Settings, build_collection
+    from memory_router.backends.qmd.adapter import Settings
+    from memory_router.backends.qmd.backend import QmdBackend
+    from memory_router.backends.qmd.indexing import build_collection
 
     home = state / "qmd"
     settings = {"index_path": str(home / "index.sqlite"), "config_dir": str(home / "config")}

@@ -29,7 +29,7 @@ FIXED = {"pid": 4242, "started": 1767225600.0, "uptime_s": 12.5, "clients": 1}
 class _Fixed(SocketServer):
     """A socket server that was never started, serving a fixed context: enough to answer `hello`."""
 
-    context = context(  # type: ignore[assignment]  # the property needs a live service
+    context = context(  # in place of the property, which needs a live service
         cwd="/ws",
         environ=ENV,
         state_dir="/ws/state",

@@ -17,6 +17,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ PACKAGE_FILES = {
 pytestmark = pytest.mark.slow
 
 
-def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
+def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False, **kw)
 
 

@@ -21,5 +21,8 @@ def examples(budget: int, profile: settings | None = None) -> int:
     """``budget`` scaled by the profile's ``max_examples`` (the active one's unless given) against
     the default's 100: as written under ``default`` and ``ci``, a tenth under ``fast``, twenty
     times under ``hunt``."""
-    scaled = budget * (profile or settings.default).max_examples // DEFAULT_EXAMPLES
+    # settings() is the active profile's values (settings.default is typed Optional, for the moment
+    # between two profiles).
+    max_examples: int = (profile or settings()).max_examples
+    scaled = budget * max_examples // DEFAULT_EXAMPLES
     return max(scaled, min(budget, FLOOR))

@@ -96,10 +96,10 @@ RELEVANCE_TOLERANCE = 2e-4
 _RELEVANCE_KEYS = ("relevance", "normalized_relevance")
 
 
-def without_timings(envelope: dict) -> dict:
+def without_timings(envelope: dict[str, Any]) -> dict[str, Any]:
     """The envelope minus what legitimately differs between two runs of the same query:
     durations, and relevance values rounded (compare those with :func:`relevances`)."""
-    env = json.loads(json.dumps(envelope))
+    env: dict[str, Any] = json.loads(json.dumps(envelope))
     env.pop("router_duration_ms", None)
     env.pop("backend_duration_ms", None)
     for attempt in env.get("attempts") or []:
@@ -112,14 +112,14 @@ def without_timings(envelope: dict) -> dict:
     return env
 
 
-def relevances(envelope: dict) -> list[float]:
+def relevances(envelope: dict[str, Any]) -> list[float]:
     values = [envelope.get("normalized_relevance", 0.0)]
     values += [a.get("normalized_relevance", 0.0) for a in envelope.get("attempts") or []]
     values += [r.get("relevance", 0.0) for r in envelope.get("results") or []]
     return values
 
 
-def assert_same_answer(a: dict, b: dict, what: str = "") -> None:
+def assert_same_answer(a: dict[str, Any], b: dict[str, Any], what: str = "") -> None:
     """Identical envelopes apart from timings (see :func:`without_timings`)."""
     assert without_timings(a) == without_timings(b), what
     assert list(a) == list(b), f"{what}: field order differs"

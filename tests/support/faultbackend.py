@@ -27,11 +27,12 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 HUGE_BYTES = 50 * 1024 * 1024
 
 
-def contract(query: str, results: list[dict], status: str | None = None, **extra: object) -> dict:
+def contract(query: str, results: list[dict[str, Any]], status: str | None = None, **extra: object) -> dict[str, Any]:
     return {
         "query_echo": query,
         "results": results,

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +81,8 @@ class CliRun:
 
     @property
     def envelope(self) -> dict[str, Any]:
-        return orjson.loads(self.stdout)
+        envelope: dict[str, Any] = orjson.loads(self.stdout)
+        return envelope
 
 
 def cli_base() -> list[str]:
@@ -238,7 +239,9 @@ def run_daemon(
     drainer = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
     drainer.start()
     assert proc.stdin is not None and proc.stdout is not None
-    responses, peaks, extra = [], [], []
+    responses: list[dict[str, Any]] = []
+    peaks: list[int] = []
+    extra: list[Any] = []
     try:
         if concurrent:  # all at once, then read every answer (they come back as they complete)
             proc.stdin.write(b"".join(orjson.dumps(r) + b"\n" for r in requests))
@@ -407,7 +410,7 @@ def write_report() -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def faults_report():
+def faults_report() -> Iterator[None]:
     """Imported by each tests/faults/test_faults_*.py: writes the report once the whole session is done."""
     yield
     write_report()

@@ -2,7 +2,7 @@
 
 The DDL and the row writer live in the package (``memory_router.backends.lossless.schema``, also
 used by the demo); this module adds the small hand-written corpora the Lossless tests share.
-Benchmarks build big ones with ``populate_synthetic(conn, messages=100_000, summaries=10_000)``.
+Benchmarks build big ones with the package's ``populate_synthetic(conn, messages=100_000, summaries=10_000)``.
 """
 
 from __future__ import annotations
@@ -11,15 +11,7 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from memory_router.backends.lossless.schema import (  # noqa: F401 - re-exported for other tests
-    VARIANTS,
-    LcmWriter,
-    Variant,
-    create_lcm_db,
-    js_iso,
-    populate_synthetic,
-    sqlite_time,
-)
+from memory_router.backends.lossless.schema import LcmWriter, Variant, create_lcm_db
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 

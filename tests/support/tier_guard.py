@@ -65,7 +65,7 @@ def install() -> None:
     guard is off (slow tests, collection, session start and finish)."""
     if getattr(subprocess.Popen._execute_child, "__wrapped__", None) is not None:  # type: ignore[attr-defined]
         return
-    subprocess.Popen._execute_child = _wrap(  # type: ignore[attr-defined,method-assign]
+    subprocess.Popen._execute_child = _wrap(  # type: ignore[attr-defined]
         subprocess.Popen._execute_child,  # type: ignore[attr-defined]
         lambda self, args, *rest, **kw: f"subprocess {args!r}",
     )

@@ -38,15 +38,18 @@ def test_each_built_in_adapter_module_has_the_declared_shape(type_name: str) -> 
     module = adapter_module(type_name)
     missing = [name for name in ("Settings", "create", "MODES", "demo_setup") if not hasattr(module, name)]
     assert missing == [], f"{type_name}: missing {missing}"
-    assert dataclasses.is_dataclass(module.Settings) and module.Settings.__dataclass_params__.frozen
-    assert module.Settings.__pydantic_config__ == {"extra": "forbid", "strict": True}
+    # read before is_dataclass() narrows the type to one without these attributes
+    dataclass_params, pydantic_config = module.Settings.__dataclass_params__, module.Settings.__pydantic_config__
+    assert dataclasses.is_dataclass(module.Settings) and dataclass_params.frozen
+    assert pydantic_config == {"extra": "forbid", "strict": True}
     assert module.MODES is None or (isinstance(module.MODES, frozenset) and all(module.MODES))
     assert module.demo_setup is None or callable(module.demo_setup)
 
 
 def test_only_the_adapters_with_modes_declare_them() -> None:
     assert adapter_module("qmd").MODES == frozenset({"search", "vsearch", "query"})
-    assert adapter_module("cognee").MODES and "graph" in adapter_module("cognee").MODES
+    cognee_modes = adapter_module("cognee").MODES
+    assert cognee_modes and "graph" in cognee_modes
     assert [t for t in BUILT_IN if adapter_module(t).MODES is None] == ["totalrecall", "lossless", "command"]
 
 
@@ -145,7 +148,7 @@ def test_register_adapter_refuses_to_replace_a_type(registered: str) -> None:
 
 def test_a_module_without_the_shape_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     module = _fake_module("memory_router_test_seam_shapeless")
-    del module.MODES  # type: ignore[attr-defined]
+    del module.MODES
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr("memory_router.backends.ADAPTER_MODULES", dict(ADAPTER_MODULES))
     register_adapter("shapeless", module.__name__)

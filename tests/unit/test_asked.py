@@ -11,12 +11,12 @@ from memory_router.backends.base import Result
 from memory_router.backends.common.words import stem
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
-from memory_router.core.asked import asked, exact, path_matches
+from memory_router.core.asked import Asked, asked, exact, path_matches
 
 RULES = load_config(packaged_config()).rules
 
 
-def read(query: str):
+def read(query: str) -> Asked:
     return asked(query, RULES.match(query).rule)
 
 

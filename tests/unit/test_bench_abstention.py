@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import abstention  # noqa: E402
@@ -37,7 +38,7 @@ def test_the_four_shares_at_a_floor() -> None:
     assert zero["unanswerable_no_hits"] == 0.0 and zero["answerable_keep_hits"] == 75.0
 
 
-def test_the_report_reads_records_and_tells_the_kinds_apart(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_the_report_reads_records_and_tells_the_kinds_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     answerable, unanswerable = tmp_path / "a.jsonl", tmp_path / "u.jsonl"
     answerable.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [*ANSWERABLE, *UNANSWERABLE]))
     unanswerable.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [*UNANSWERABLE, ANSWERABLE[0]]))
@@ -52,7 +53,7 @@ def test_the_report_reads_records_and_tells_the_kinds_apart(tmp_path: Path, caps
     assert [m["floor"] for m in report["t"]] == list(abstention.FLOORS)
 
 
-def test_missing_records_measure_nothing_and_exit_0(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_missing_records_measure_nothing_and_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sys.argv = ["abstention.py", "--answerable", f"t={tmp_path}/a", "--unanswerable", f"t={tmp_path}/u"]
     assert abstention.main() == 0
     assert "nothing measured" in capsys.readouterr().out

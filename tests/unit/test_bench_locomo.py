@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -127,7 +128,7 @@ def test_hit_and_recall_count_evidence_among_the_first_k_results(tmp_path: Path)
         {"content": "- a [D9:1]", "path": "x.md", "relevance": 0.9, "source": "qmd"},
         {"content": "Ann: hi", "message_id": 41, "relevance": 0.5, "source": "lossless"},
     ]
-    record = {"evidence": ["D3:7", "D4:4"], "results": labelled_results(results, ws, ["D3:7", "D4:4"])}
+    record: dict[str, Any] = {"evidence": ["D3:7", "D4:4"], "results": labelled_results(results, ws, ["D3:7", "D4:4"])}
     assert [r["hit"] for r in record["results"]] == [False, True]
     assert record["results"][1]["message_id"] == 41  # the result's own keys are kept
     assert (hit_at(record, 1), hit_at(record, 10)) == (False, True)

@@ -30,9 +30,9 @@ sys.path.insert(0, str(BENCH))
 from _locomo_data import Conversation, Session, Turn  # noqa: E402
 from _locomo_score import labelled_results  # noqa: E402
 from _locomo_workspace import Workspace  # noqa: E402
+from locomo import MODEL  # noqa: E402
 from locomo_openclaw import (  # noqa: E402
     EMBEDDINGS_SERVER,
-    MODEL,
     QMD_NODE_LLAMA,
     SYSTEMS,
     answer_of,
@@ -70,7 +70,13 @@ def test_a_memory_core_chunk_is_labelled_by_its_note_even_when_cut(tmp_path: Pat
     citation: the bullets it shows count, a cut-off one through its note's line."""
     ws = workspace(tmp_path)
     snippet = "# 2023-05-08\n\n## Session 1, 13:56\n\n- Caroline went to a support group. [D1:3]\n- Melanie pai"
-    hit = {"path": "memory/2023-05-08.md", "startLine": 1, "endLine": 6, "score": 1e-13, "snippet": snippet}
+    hit: dict[str, Any] = {
+        "path": "memory/2023-05-08.md",
+        "startLine": 1,
+        "endLine": 6,
+        "score": 1e-13,
+        "snippet": snippet,
+    }
     hit["snippet"] += "\n\nSource: memory/2023-05-08.md#L1-L6"
     [result] = labelled_results(as_results(SYSTEMS["memory-core:keyword"], [hit]), ws, ["D1:5"])
     assert result["dia_ids"] == ["D1:3", "D1:5"] and result["hit"] is True
@@ -142,7 +148,7 @@ def test_evidence_is_bucketed_by_the_age_of_its_session() -> None:
     ages = evidence_age([_conversation()])
     assert ages["c"] == {"D1:1": 330, "D2:1": 130, "D3:1": 30, "D4:1": 0}
     found = {"dia_ids": ["D4:1", "D1:1"]}
-    records = [
+    records: list[dict[str, Any]] = [
         {"conv": "c", "evidence": ["D4:1", "D3:1"], "results": [found]},
         {"conv": "c", "evidence": ["D2:1", "D1:1", "D9:9"], "results": []},  # D9:9: no such turn, not counted
     ]

@@ -43,7 +43,7 @@ def history(qid: str = "q-dog", *, same_minute: bool = False) -> dict[str, Any]:
         {"role": "user", "content": "Can you suggest a pasta recipe?"},
         {"role": "assistant", "content": "Try cacio e pepe.<|im_end|>"},
     ]
-    long_session = [
+    long_session: list[dict[str, object]] = [
         {"role": "user" if k % 2 == 0 else "assistant", "content": f"filler message {k}"} for k in range(20)
     ]
     long_session[1] = {"role": "assistant", "content": "early evidence about Biscuit the greyhound", "has_answer": True}

@@ -140,4 +140,5 @@ def test_signal_with_its_own_groups_is_still_named() -> None:
     for query in ("alpha", "alphabeta x", "gamma", "zeta", "x zeta alpha", "nothing"):
         assert as_tuple(table.match(query)) == as_tuple(reference_match(table, query))
     assert table.match("alpha").signal == r"\b(?P<word>alpha)(beta)?\b"
-    assert regex.compile(r"\b(?P<word>alpha)(beta)?\b").search("alpha").lastgroup == "word"
+    found = regex.compile(r"\b(?P<word>alpha)(beta)?\b").search("alpha")
+    assert found is not None and found.lastgroup == "word"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -36,7 +37,7 @@ def test_agreement_counts_other_stores_only_and_never_the_gold_labels() -> None:
     assert status_truth.agreement([first, labels_only]) == 0.0
 
 
-def test_the_report_reads_router_records(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_the_report_reads_router_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     records = tmp_path / "locomo"
     records.mkdir()
     rows = [

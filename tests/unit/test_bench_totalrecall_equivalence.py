@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import re
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from memory_router.backends.common.words import identifier_parts, stem
 from memory_router.backends.totalrecall import score as totalrecall_score
 from memory_router.backends.totalrecall.index import MemoryIndex
-from memory_router.backends.totalrecall.parse import _WORD, QUOTED, index_terms, query_terms
+from memory_router.backends.totalrecall.parse import _WORD, QUOTED, Entry, index_terms, query_terms
 from memory_router.backends.totalrecall.scan import memory_files
 from memory_router.backends.totalrecall.score import (
     NO_TERMS_RELEVANCE,
@@ -67,7 +68,7 @@ words = st.one_of(
             "ǅemal",
         ]
     ),
-    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=12),
 )
 
 
@@ -78,8 +79,8 @@ def test_index_terms_equals_reference(text: str) -> None:
     assert index_terms(text) == reference_index_terms(text)  # and again, from the cache
 
 
-def reference_memory_files(root: Path):  # noqa: C901 - the specification, written out plainly
-    found = []
+def reference_memory_files(root: Path) -> Iterator[tuple[str, Path]]:  # noqa: C901 - the specification, written out plainly
+    found: list[tuple[str, Path]] = []
     working = root / "CLAUDE.local.md"
     if working.is_file():
         found.append(("working", working))
@@ -119,7 +120,7 @@ def reference_memory_files(root: Path):  # noqa: C901 - the specification, writt
     yield from (item for item in found if item in kept)
 
 
-def reference_score(index: MemoryIndex, query: str, limit: int, now: datetime):
+def reference_score(index: MemoryIndex, query: str, limit: int, now: datetime) -> list[tuple[float, Entry]]:
     terms = query_terms(query)
     if not terms:
         recent = sorted(  # written dates before mtimes (1b3bc74), then newest first
@@ -134,7 +135,7 @@ def reference_score(index: MemoryIndex, query: str, limit: int, now: datetime):
     for term in terms:
         candidates.update(index.postings.get(term, ()))
     quoted = [a or b for a, b in QUOTED.findall(query)]
-    scored = []
+    scored: list[tuple[float, Entry]] = []
     for i in candidates:
         entry = index.entries[i]
         present = set(entry.terms)

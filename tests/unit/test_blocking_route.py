@@ -19,11 +19,11 @@ import orjson
 import pytest
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BackendRequest, BackendResponse, BlockingBackend, Probe, Result
+from memory_router.backends.base import Backend, BackendRequest, BackendResponse, BlockingBackend, Probe, Result
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer
 from memory_router.backends.totalrecall import adapter as totalrecall
-from memory_router.config.installed import load_installed, parse_installed
+from memory_router.config.installed import Installed, load_installed, parse_installed
 from memory_router.config.router_config import load_config, parse_config
 from memory_router.demo import SPEC_EXAMPLES, materialize
 from memory_router.routing.router import Router
@@ -83,7 +83,7 @@ class Stubborn:
         return Probe(True, "stubborn")
 
 
-def _two_step_router(tmp_path: Path, first, second) -> tuple[Router, object]:
+def _two_step_router(tmp_path: Path, first: Backend, second: Backend) -> tuple[Router, Installed]:
     data = {
         "timeout_ms": 200,
         "rules": [{"number": 1, "id": "default", "chain": [{"backend": "slow"}, {"backend": "next"}]}],

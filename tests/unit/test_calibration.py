@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
 from memory_router.backends.common.words import stem
-from memory_router.backends.mock import MockBackend, answer
+from memory_router.backends.mock import Handler, MockBackend, answer
 from memory_router.config.calibration import load, packaged_path
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
@@ -25,6 +25,7 @@ from memory_router.core.calibration import (
     parse,
     query_terms,
 )
+from memory_router.routing.router import Router
 
 from ..conftest import STARTER, installed, make_router, write_json
 
@@ -32,7 +33,7 @@ from ..conftest import STARTER, installed, make_router, write_json
 class CalibratedMock(MockBackend):
     """A mock that names a calibration key, as the built-in adapters do."""
 
-    def __init__(self, name: str, handler, key: str) -> None:
+    def __init__(self, name: str, handler: Handler, key: str) -> None:
         super().__init__(name, handler)
         self.key = key
 
@@ -109,7 +110,7 @@ unit = st.floats(0, 1)
 
 
 @st.composite
-def models(draw):
+def models(draw: st.DrawFn) -> Model:
     """A valid map: non-negative native and coverage weights, and a non-decreasing first-result step map."""
     size = draw(st.integers(0, 6))
     first_x = tuple(sorted(draw(st.lists(unit, min_size=size, max_size=size))))
@@ -170,7 +171,7 @@ def test_coverage_is_the_share_of_query_terms_a_result_holds():
 # ---------------------------------------------------------------------------- in the router
 
 
-def _router(tmp_path: Path, calibration: str, backends: dict):
+def _router(tmp_path: Path, calibration: str, backends: dict) -> Router:
     config = parse_config({**read_json(packaged_config()), "calibration": calibration}, packaged_config())
     return make_router(config, tmp_path, backends)
 
@@ -240,11 +241,13 @@ def test_the_request_is_unchanged_by_calibration(tmp_path):
 
 def test_qmd_names_its_embedding_model_and_reranker_in_its_calibration_key(tmp_path):
     from memory_router.backends import BackendContext, adapter_module
+    from memory_router.backends.base import CalibratedBackend
 
     qmd_module = adapter_module("qmd")
     cache = tmp_path / "cache"
     env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(cache), "QMD_EMBED_MODEL": f"/models/{MINILM}.gguf"}
     backend = qmd_module.create("qmd", qmd_module.Settings(), BackendContext(tmp_path / "state", env, tmp_path))
+    assert isinstance(backend, CalibratedBackend)
     assert backend.calibration_key("search") == "qmd:search"
     assert backend.calibration_key("vsearch") == f"qmd:vsearch:{MINILM}"
     assert backend.calibration_key("query") == f"qmd:query:{MINILM}"
@@ -255,6 +258,7 @@ def test_qmd_names_its_embedding_model_and_reranker_in_its_calibration_key(tmp_p
     default = qmd_module.create(
         "qmd", qmd_module.Settings(), BackendContext(tmp_path / "s", {"HOME": str(tmp_path)}, tmp_path)
     )
+    assert isinstance(default, CalibratedBackend)
     assert default.calibration_key("vsearch") == "qmd:vsearch:embeddinggemma-300M-Q8_0"
     assert load("packaged").model_for(default.calibration_key("vsearch"))[0] == "native"
 

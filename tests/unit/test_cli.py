@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/t
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> Path:
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = materialize(tmp_path_factory.mktemp("demo") / "ws", log=lambda m: None)
     return ws.state_dir
 

@@ -4,21 +4,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from memory_router.client import thin as client
 
 
+def context(cwd: Path, environ: dict[str, str]) -> dict[str, Any]:
+    """The context of a client in ``cwd`` with ``environ``, for the same (relative) files."""
+    return client.context(
+        cwd=str(cwd), environ=environ, state_dir="s", backends_json="s/backends.json", config="c.json"
+    )
+
+
 def test_context_covers_what_changes_an_answer(tmp_path: Path) -> None:
-    base = dict(cwd=str(tmp_path), state_dir="s", backends_json="s/backends.json", config="c.json")
     env = {"OPENCLAW_REPO_ROOT": "/r", "PATH": "/bin", "HOME": "/h", "TERM": "xterm", "MEMORY_ROUTER_DAEMON": "auto"}
-    mine = client.context(environ=env, **base)
+    mine = context(tmp_path, env)
     assert mine["state_dir"] == str(tmp_path / "s")  # relative paths resolve against the cwd
     # TERM and the daemon switch do not matter; the others are hashes, never the values
     assert {k for k, v in mine["env"].items() if v is not None} == {"OPENCLAW_REPO_ROOT", "PATH", "HOME"}
     assert not {"/r", "/bin", "/h"} & set(mine["env"].values())
-    assert client.context_diff(mine, client.context(environ={**env, "TERM": "dumb"}, **base)) == []
-    other = client.context(environ={**env, "OPENCLAW_REPO_ROOT": "/elsewhere", "INDEX_PATH": "x"}, **base)
+    assert client.context_diff(mine, context(tmp_path, {**env, "TERM": "dumb"})) == []
+    other = context(tmp_path, {**env, "OPENCLAW_REPO_ROOT": "/elsewhere", "INDEX_PATH": "x"})
     assert client.context_diff(mine, other) == ["env.INDEX_PATH", "env.OPENCLAW_REPO_ROOT"]
-    moved = client.context(environ=env, **{**base, "cwd": str(tmp_path / "sub")})
+    moved = context(tmp_path / "sub", env)
     assert client.context_diff(mine, moved) == ["cwd", "state_dir", "backends_json", "config"]
     assert client.context_diff(mine, "garbage") == ["context"]

@@ -22,6 +22,7 @@ from ..support.client import assert_same_answer
 @pytest.mark.parametrize("limit", [20, 45, 60, 80, 200])
 def test_the_static_short_help_is_the_commands_own(name, limit):
     real = main.get_command(click.Context(main), name)
+    assert real is not None
     stub = click.Command(name, help=LAZY_COMMANDS[name][1])
     assert stub.get_short_help_str(limit) == real.get_short_help_str(limit)
 
@@ -253,7 +254,9 @@ def _query_imports(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[sub
 
     import memory_router
 
-    folders = {str(Path(m.__file__).resolve().parents[1]) for m in (memory_router, orjson, regex)}
+    files = [m.__file__ for m in (memory_router, orjson, regex)]
+    assert None not in files, files  # packages on disk, each in its site folder
+    folders = {str(Path(f).resolve().parents[1]) for f in files if f is not None}
     proc = subprocess.run(
         [sys.executable, "-S", "-X", "importtime", "-c", _NO_SITE_MAIN, os.pathsep.join(sorted(folders)), *argv],
         capture_output=True,

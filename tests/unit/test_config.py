@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +26,7 @@ def test_packaged_default_is_the_repository_file():
     assert set(config.backends) == {"qmd", "totalrecall", "cognee", "lossless"}
 
 
-def broken(mutate) -> str:
+def broken(mutate: Callable[[dict[str, Any]], object]) -> str:
     data = copy.deepcopy(BASE)
     mutate(data)
     with pytest.raises(InvalidConfig) as info:
@@ -127,7 +129,7 @@ def test_plain_list_shapes_mean_ready():
 
 def test_unknown_status_is_unusable_and_says_so():
     inst = parse_installed({"backends": {"qmd": "purple"}}, P)
-    assert inst.usable == [] and "unknown status 'purple'" in inst.unusable_reason("qmd")
+    assert inst.usable == [] and "unknown status 'purple'" in (inst.unusable_reason("qmd") or "")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -16,9 +17,9 @@ from memory_router.config import cache as config_cache
 from memory_router.config.cache import CACHE_NAME, load_config_cached
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
-from memory_router.config.router_config import load_config
+from memory_router.config.router_config import RouterConfig, load_config
 from memory_router.core.errors import InvalidConfig
-from memory_router.demo import SPEC_EXAMPLES, materialize
+from memory_router.demo import SPEC_EXAMPLES, DemoWorkspace, materialize
 from memory_router.routing.router import Router
 
 from ..conftest import cli
@@ -36,7 +37,7 @@ def state(tmp_path: Path) -> Path:
     return tmp_path / "state"
 
 
-def route_all(config, ws) -> list[dict]:
+def route_all(config: RouterConfig, ws: DemoWorkspace) -> list[dict]:
     router = Router(config, context=BackendContext(state_dir=ws.state_dir, cwd=ws.root))
     installed = load_installed(ws.backends_path)
 
@@ -157,12 +158,12 @@ def test_values_beside_the_right_key_are_never_used(state, body):
     assert_same_config(load_config_cached(None, state), load_config(packaged_config()))
 
 
-def assert_same_config(a, b) -> None:
+def assert_same_config(a: RouterConfig, b: RouterConfig) -> None:
     assert a.replace(rules=None) == b.replace(rules=None)  # a RuleTable compares by identity
     assert a.rules.rules == b.rules.rules and a.rules.regex_timeout_s == b.rules.regex_timeout_s
 
 
-CONFIG_VARIANTS = {
+CONFIG_VARIANTS: dict[str, dict[str, Any]] = {
     "cooldown-null": {"cooldown": None},
     "cooldown-disabled": {"cooldown": {"enabled": False}},
     "cooldown-partial": {"cooldown": {"seconds": 5}},
@@ -191,9 +192,14 @@ def test_the_config_compiled_from_the_cache_equals_the_validated_one(state, tmp_
 
 def test_a_cache_over_its_cap_is_not_written_so_never_rewritten(state, tmp_path, monkeypatch):
     monkeypatch.setattr(config_cache, "MAX_CACHE_BYTES", 1024)  # the packaged config is larger
-    writes = []
+    writes: list[int] = []
     real_write = os.write
-    monkeypatch.setattr(config_cache.os, "write", lambda fd, data: writes.append(len(data)) or real_write(fd, data))
+
+    def counting_write(fd: int, data: bytes) -> int:
+        writes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counting_write)  # the os module config_cache writes through
     for _ in range(3):
         assert load_config_cached(None, state).rules.default.id
     assert writes == [] and not (state / CACHE_NAME).exists()
@@ -283,7 +289,8 @@ def test_a_file_whose_values_validation_coerces_is_never_answered_from_the_cache
 
 class VouchingRecorder:
     def __init__(self, vouches: bool) -> None:
-        self.vouches, self.recorded = vouches, []
+        self.vouches = vouches
+        self.recorded: list[bytes] = []
 
     def vouches_for(self, raw: bytes) -> bool:
         return self.vouches

@@ -32,7 +32,14 @@ from memory_router.core.envelope import Envelope, error_envelope
 
 from ..support.budget import examples
 
-QUERY_COMMAND = cli.main.get_command(click.Context(cli.main), "query")
+
+def _command(name: str) -> click.Command:
+    command = cli.main.get_command(click.Context(cli.main), name)
+    assert command is not None, name
+    return command
+
+
+QUERY_COMMAND = _command("query")
 _QUERY_TEXT = st.one_of(
     st.just("-"),
     st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20).filter(

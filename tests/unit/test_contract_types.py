@@ -186,7 +186,7 @@ def test_responses_and_envelopes_replace_compare_hash_and_pickle() -> None:
     assert response.as_dict()["results"] == [hits[1].as_dict(), hits[0].as_dict()]
     assert repr(response).startswith("BackendResponse(query_echo='q', results=(Result(content='b'")
     with pytest.raises(TypeError):
-        BackendResponse("q", status="empty", backend="b")  # type: ignore[misc]
+        BackendResponse("q", status="empty", backend="b")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         response.replace(nope=1)
     with pytest.raises(AttributeError, match="immutable"):

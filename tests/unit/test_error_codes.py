@@ -44,7 +44,7 @@ def test_every_row_is_one_code_named_by_its_constant_and_cannot_change() -> None
         assert row.meaning and "\n" not in row.meaning and "|" not in row.meaning
         assert (row.exit is None) == (row.origin == contract.PLUGIN), row  # only the plugin's never reach `query`
     with pytest.raises(AttributeError):
-        ERROR_CODES[0].retry = True  # type: ignore[misc]
+        ERROR_CODES[0].retry = True  # a Frozen row
     constants = {v for k, v in vars(contract).items() if k.isupper() and isinstance(v, str) and k == v}
     assert constants == set(codes), "a code constant in contract.py without a row (or the reverse)"
 
@@ -108,7 +108,7 @@ def test_the_docs_table_is_the_generated_one() -> None:
 class _Bare(SocketServer):
     """A socket server that was never started: enough to answer the transport's ops."""
 
-    context = {"cwd": "/"}  # type: ignore[assignment]  # the property needs a live service
+    context = {"cwd": "/"}  # in place of the property, which needs a live service
 
 
 def test_hello_carries_the_table_for_the_plugin() -> None:

@@ -147,6 +147,7 @@ def test_no_usable_backend_in_chain(config, tmp_path):
     router = make_router(config, tmp_path, {})
     env = asyncio.run(router.route("how does auth relate to sessions", installed("lossless")))
     assert env.status == "error" and env.error_code == "NO_BACKEND_AVAILABLE"
+    assert env.error_message is not None
     assert "cognee: not listed in backends.json" in env.error_message and env.fallback_chain == ()
 
 

@@ -124,7 +124,8 @@ def test_the_deadline_cuts_the_timeout_then_stops_the_chain():
     clock.now += 5.0
     machine.receive([(error("qmd", QUERY_TIMEOUT, "slow"), 5000)])
     second = machine.next_calls(clock())
-    assert [(c.backend, c.timeout_s) for c in second] == [("totalrecall", pytest.approx(2.0))]  # cut to the rest
+    assert [c.backend for c in second] == ["totalrecall"]
+    assert [c.timeout_s for c in second] == pytest.approx([2.0])  # cut to the rest
     clock.now += 2.0
     machine.receive([(error("totalrecall", QUERY_TIMEOUT, "slow"), 2000)])
     assert machine.next_calls(clock()) == ()
@@ -141,7 +142,9 @@ def test_a_deadline_spent_before_a_step_records_it_as_not_tried():
     run(machine, {"qmd": good("qmd", 0.1)}, clock, spend=1.5)
     attempts = machine.attempts
     assert [a.step.backend for a in attempts] == ["qmd", "totalrecall"]
-    assert attempts[1].response.error_code == DEADLINE_EXCEEDED and "not tried" in attempts[1].response.error_message
+    assert attempts[1].response.error_code == DEADLINE_EXCEEDED
+    assert attempts[1].response.error_message is not None
+    assert "not tried" in attempts[1].response.error_message
     assert machine.envelope(1500).status == "partial"  # qmd's answer is still the best found
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_router.backends.base import BackendResponse, Result
-from memory_router.backends.mock import BlockingMockBackend, MockBackend, answer, fail
+from memory_router.backends.base import BackendRequest, BackendResponse, Result
+from memory_router.backends.mock import BlockingMockBackend, Handler, MockBackend, answer, fail
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.attempts import Attempt
@@ -25,8 +25,8 @@ def fused_config(**extra):
     return parse_config(data, packaged_config())
 
 
-def hits(source: str, *items: tuple[str, float]):
-    def handler(request):
+def hits(source: str, *items: tuple[str, float]) -> Handler:
+    def handler(request: BackendRequest) -> BackendResponse:
         results = [Result(text, rel, source, path=f"{text}.md") for text, rel in items]
         return BackendResponse.from_results(source, request.query, results)
 

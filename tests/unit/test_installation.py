@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memory_router.config import installation
 
 
@@ -12,7 +14,9 @@ def test_this_checkout_is_recognised_as_one() -> None:
     assert installation.kind() == "checkout"
 
 
-def test_pipx_and_uv_tool_environments_are_told_their_own_command(tmp_path: Path, monkeypatch) -> None:
+def test_pipx_and_uv_tool_environments_are_told_their_own_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(installation, "checkout_root", lambda: None)  # as an installed wheel
     pipx = tmp_path / "pipx"
     pipx.mkdir()

@@ -31,13 +31,13 @@ def repaired(value):
 
 
 @given(values)
-def test_every_json_text_is_read_with_only_its_lone_surrogates_replaced(value) -> None:
+def test_every_json_text_is_read_with_only_its_lone_surrogates_replaced(value: object) -> None:
     document = json.dumps(value, ensure_ascii=True)  # lone surrogates as \udXXX escapes, like Node
     assert _lenient_json.loads(document.encode()) == repaired(value)
 
 
 @given(values)
-def test_a_well_formed_document_reads_exactly_as_orjson_reads_it(value) -> None:
+def test_a_well_formed_document_reads_exactly_as_orjson_reads_it(value: object) -> None:
     document = orjson.dumps(repaired(value))
     assert _lenient_json.loads(document) == orjson.loads(document)
 

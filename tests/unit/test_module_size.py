@@ -51,3 +51,15 @@ def test_the_count_is_of_lines_as_an_editor_shows_them(tmp_path: Path) -> None:
     assert line_count(module) == MAX_LINES
     module.write_text("a = 1\n" * MAX_LINES + "b = 2")  # a last line without a newline counts too
     assert line_count(module) == MAX_LINES + 1
+
+
+def test_what_qmd_s_adapter_offered_before_its_split_still_imports_from_it() -> None:
+    """``adapter.QmdBackend``, ``adapter.build_collection``, the transports: an importer of the old
+    names gets the moved objects themselves (the tests import them from their new modules)."""
+    import importlib
+
+    from memory_router.backends.qmd import adapter
+
+    for name, module in adapter._MOVED.items():
+        home = importlib.import_module(f"memory_router.backends.qmd.{module}")
+        assert getattr(adapter, name) is getattr(home, name), name

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_a_reader_that_is_gone_is_a_broken_pipe_at_once() -> None:
 
 
 @pytest.mark.slow
-def test_query_exits_1_with_the_reason_when_its_reader_takes_nothing(tmp_path) -> None:
+def test_query_exits_1_with_the_reason_when_its_reader_takes_nothing(tmp_path: Path) -> None:
     """The one-shot CLI's answer path, with the 30 s write timeout shortened to 0.5 s."""
     code = (
         "import sys, memory_router.output.outwrite as o; o.WRITE_TIMEOUT_S = 0.5\n"

@@ -148,7 +148,10 @@ def test_each_agent_s_workspace_is_read_from_either_roster_shape(tmp_path: Path,
     workspace, and the agent marked default owns ``agents.defaults.workspace``."""
     from memory_router.config.openclaw import agent_workspace
 
-    agents = {"alice": {"default": True, "workspace": "~/alice"}, "Bob": {"workspace": str(tmp_path / "bob")}}
+    agents: dict[str, dict[str, object]] = {
+        "alice": {"default": True, "workspace": "~/alice"},
+        "Bob": {"workspace": str(tmp_path / "bob")},
+    }
     agents["carol"] = {}
     roster = agents if shape == "entries" else [{"id": k, **v} for k, v in agents.items()]
     (tmp_path / "openclaw.json").write_text(

@@ -12,6 +12,7 @@ import pytest
 
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
 from memory_router.backends.qmd.collection_scan import (
     CollectionSpec,
     collection_specs,
@@ -230,9 +231,9 @@ def test_refresh_settings_are_validated_like_the_others() -> None:
 def test_a_one_shot_router_never_refreshes(tmp_path: Path) -> None:
     from memory_router.backends import BackendContext
 
-    one_shot = qmd_adapter.QmdBackend("qmd", qmd_adapter.Settings(), BackendContext(state_dir=tmp_path))
+    one_shot = QmdBackend("qmd", qmd_adapter.Settings(), BackendContext(state_dir=tmp_path))
     assert one_shot.refresher() is None and one_shot.watch_paths() == []
-    off = qmd_adapter.QmdBackend(
+    off = QmdBackend(
         "qmd",
         _settings.validate(qmd_adapter.Settings, {"refresh": {"enabled": False}}),
         BackendContext(state_dir=tmp_path, long_lived=True),
@@ -245,7 +246,7 @@ def test_watched_collections_are_every_collection_the_backend_searches() -> None
         qmd_adapter.Settings,
         {"collections": ["kb"], "shared_collections": ["team"], "agent_collections": {"alice": ["alice-mem", "kb"]}},
     )
-    backend = qmd_adapter.QmdBackend("qmd", settings, _context())
+    backend = QmdBackend("qmd", settings, _context())
     assert backend.watched_collections() == ("kb", "team", "alice-mem")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
 from hypothesis import given
@@ -13,9 +14,9 @@ from hypothesis import strategies as st
 
 from memory_router.backends.common.redact import Redactor, strip_userinfo, userinfo_secrets
 
-secrets = st.text(st.characters(blacklist_categories=("Cs",)), min_size=4, max_size=40)
+secrets = st.text(st.characters(blacklist_categories=["Cs"]), min_size=4, max_size=40)
 around = st.text(max_size=30)
-ENCODINGS = {
+ENCODINGS: dict[str, Callable[[str], str]] = {
     "raw": lambda s: s,
     "percent": lambda s: quote(s, safe=""),
     "percent-lower": lambda s: quote(s, safe="").replace("%2F", "%2f").replace("%40", "%40"),

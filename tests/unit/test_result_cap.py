@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_router.backends.base import BackendRequest, BackendResponse, Result
-from memory_router.backends.mock import BlockingMockBackend, MockBackend
+from memory_router.backends.mock import BlockingMockBackend, Handler, MockBackend
 
 from ..conftest import STARTER, installed, make_router
 from ..support.budget import examples
@@ -17,7 +17,7 @@ from ..support.budget import examples
 RELEVANCES = st.lists(st.integers(0, 100).map(lambda n: n / 100), min_size=1, max_size=25)
 
 
-def unsorted(relevances: list[float]):
+def unsorted(relevances: list[float]) -> Handler:
     """A backend that ignores the limit and answers in its own order (not by relevance)."""
 
     def handler(request: BackendRequest) -> BackendResponse:

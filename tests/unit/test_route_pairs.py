@@ -96,7 +96,15 @@ def make_router(tmp_path: Path, backends: dict[str, MockBackend]) -> tuple[Route
     return router, parse_installed({"backends": list(backends)}, tmp_path / "backends.json")
 
 
-def both_ways(router: Router, installed: Installed, query: str, **options: int) -> dict[str, tuple[dict, list[str]]]:
+def both_ways(
+    router: Router,
+    installed: Installed,
+    query: str,
+    *,
+    timeout_ms: int | None = None,
+    limit: int | None = None,
+    deadline_ms: int | None = None,
+) -> dict[str, tuple[dict, list[str]]]:
     """The envelope (minus durations) and the router.log lines (minus time stamp and duration) of
     ``query`` through each driver of the same Router."""
     log = router.log.path
@@ -105,9 +113,13 @@ def both_ways(router: Router, installed: Installed, query: str, **options: int) 
     for driver in ("async", "blocking"):
         log.unlink(missing_ok=True)
         if driver == "async":
-            envelope = asyncio.run(router.route(query, installed, **options))
+            envelope = asyncio.run(
+                router.route(query, installed, timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms)
+            )
         else:
-            envelope = router.route_blocking(query, installed, **options)
+            envelope = router.route_blocking(
+                query, installed, timeout_ms=timeout_ms, limit=limit, deadline_ms=deadline_ms
+            )
         text = log.read_text() if log.exists() else ""
         lines = [re.sub(r"duration_ms=\d+", "duration_ms=N", ln.split("] ", 1)[1]) for ln in text.splitlines()]
         seen[driver] = (_timeless(envelope), lines)

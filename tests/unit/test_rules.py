@@ -50,7 +50,8 @@ def test_the_default_rule_asks_lossless_last_on_pro_and_never_on_starter():
         ("totalrecall", None, False),
         ("lossless", None, True),
     ]
-    assert pro.as_dict()["chain"][-1] == {"backend": "lossless", "mode": None, "extension": True}
+    chain = pro.as_dict()["chain"]
+    assert isinstance(chain, list) and chain[-1] == {"backend": "lossless", "mode": None, "extension": True}
     starter = make_plan(CONFIG.rules.match("database"), installed(*STARTER).unusable_reason)
     assert starter.fallback_chain == ["qmd", "totalrecall"]
 

@@ -41,7 +41,8 @@ def pydantic_built(cls: type, raw: dict[str, Any]) -> Any:
 
 
 def assert_same(cls: type, raw: dict[str, Any]) -> None:
-    ours, theirs = settings_from_json(cls, raw), pydantic_built(cls, raw)
+    ours: object = settings_from_json(cls, raw)
+    theirs = pydantic_built(cls, raw)
     assert ours == theirs
     for field in dataclasses.fields(cls):  # equal *and* of the same types (a tuple, not a list)
         mine, pyd = getattr(ours, field.name), getattr(theirs, field.name)

@@ -75,6 +75,7 @@ def test_the_budget_is_never_passed_and_keeps_whole_hits_in_rank_order(hits: lis
         whole = whole[1:]
     assert whole == hits[len(out.results) - len(whole) : len(out.results)]  # a prefix, untouched
     if len(out.results) < len(hits):  # stopped because the next hit would pass the budget
+        assert out.budget is not None  # a cut is always reported
         assert total + len(hits[len(out.results)].content) > max_chars or out.budget["truncated"]
         assert out.budget == {
             "max_chars": max_chars,

@@ -17,7 +17,7 @@ installed by ``.ci/setup.d/40-cognee.sh``):
 
 By hand (one command; prints the base URL and API key, Ctrl-C stops everything)::
 
-    python3 tests/support/cognee/server.py
+    python3 tests/support/cognee/cognee_server.py
 """
 
 from __future__ import annotations
@@ -36,14 +36,15 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]  # tests/support/cognee -> the repository
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))  # run by hand (`python3 tests/support/cognee/cognee_server.py`) or from bench/
 
-import fake_embeddings  # noqa: E402
+from tests.support.cognee import fake_embeddings  # noqa: E402
 
 DIM = 64
 DATASET = "arch"
@@ -52,7 +53,7 @@ USER = "default_user@example.com"
 TOKENIZER_MODEL = "local/fake-tok"
 # A minimal word-level tokenizer in the `tokenizers` library's JSON format: Cognee only counts
 # tokens with it (chunk sizing), so every word mapping to [UNK] is fine.
-TOKENIZER_JSON = {
+TOKENIZER_JSON: dict[str, object] = {
     "version": "1.0",
     "truncation": None,
     "padding": None,
@@ -76,7 +77,8 @@ def cognee_python() -> Path | None:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class BlackHole:
@@ -120,8 +122,8 @@ def http_json(
     url: str,
     *,
     body: object = None,
-    form: dict | None = None,
-    headers: dict | None = None,
+    form: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
     timeout: float = 10.0,
 ) -> tuple[int, object]:
     data = None
@@ -152,10 +154,10 @@ class CogneeServer:
     password: str
     dataset: str
     root: Path
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     log_path: Path
     timings: dict[str, float] = field(default_factory=dict)
-    _closers: list = field(default_factory=list)
+    _closers: list[Callable[[], None]] = field(default_factory=list)
 
     def log_tail(self, n: int = 40) -> str:
         try:

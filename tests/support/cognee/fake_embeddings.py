@@ -21,6 +21,7 @@ import re
 import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 DEFAULT_DIM = 64
 _WORD = re.compile(r"[A-Za-z0-9]+")
@@ -56,7 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # quiet: tests read stdout
         pass
 
-    def _send(self, status: int, body: dict) -> None:
+    def _send(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -91,9 +92,10 @@ class _Handler(BaseHTTPRequestHandler):
                 text = " ".join(map(str, text))
             used += len(tokens(text))
             vector = embed(text, dim)
+            embedding: list[float] | str = vector
             if body.get("encoding_format") == "base64":  # what the openai client asks for by default
-                vector = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode()
-            data.append({"object": "embedding", "index": index, "embedding": vector})
+                embedding = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
         self._send(
             200,
             {

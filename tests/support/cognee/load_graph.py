@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from typing import Any
 
 # The graph: (name, description, depends_on). Every edge is a depends_on relationship.
 COMPONENTS: list[tuple[str, str, list[str]]] = [
@@ -95,14 +96,14 @@ CHUNKS: list[str] = [
 ]
 
 
-async def _write(dataset_name: str, points: list, user) -> str:  # noqa: ANN001
+async def _write(dataset_name: str, points: list[object], user: object) -> str:
     from cognee.modules.data.methods import load_or_create_datasets
     from cognee.modules.pipelines import Task, run_tasks
     from cognee.tasks.storage import add_data_points
 
     [dataset] = await load_or_create_datasets([dataset_name], [], user)
 
-    async def build(_data: object) -> list:
+    async def build(_data: object) -> list[object]:
         return points
 
     tasks = [Task(build, needs_llm=False), Task(add_data_points, needs_llm=False)]
@@ -111,13 +112,15 @@ async def _write(dataset_name: str, points: list, user) -> str:  # noqa: ANN001
     return str(dataset.id)
 
 
-def _services_points() -> list:
+def _services_points() -> list[object]:
     """The services graph as Cognee DataPoints: typed relation fields become edges of that name."""
     from cognee.modules.chunking.models import DocumentChunk
     from cognee.modules.data.processing.document_types import TextDocument
     from cognee.modules.engine.models import Entity, EntityType
 
-    class Service(Entity):  # an Entity, as cognify makes them, so a chunk can ``contains`` it
+    # An Entity, as cognify makes them, so a chunk can ``contains`` it. (Cognee's classes are Any
+    # to mypy: Cognee is installed in its own venv only.)
+    class Service(Entity):  # type: ignore[misc]
         calls: list[Service] = []
         depends_on: list[Service] = []
         owns: list[Service] = []
@@ -147,17 +150,17 @@ def _services_points() -> list:
     return [*by_name.values(), chunk]
 
 
-async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> dict:
+async def load(graph_dataset: str = "arch", chunk_dataset: str = "runbooks") -> dict[str, dict[str, object]]:
     from cognee.low_level import DataPoint, setup
     from cognee.modules.chunking.models import DocumentChunk
     from cognee.modules.data.processing.document_types import TextDocument
     from cognee.modules.users.methods import get_default_user
 
-    class Component(DataPoint):
+    class Component(DataPoint):  # type: ignore[misc]  # Any to mypy, as Entity above
         name: str
         description: str
         depends_on: list[Component] = []
-        metadata: dict = {"index_fields": ["name"]}
+        metadata: dict[str, Any] = {"index_fields": ["name"]}
 
     Component.model_rebuild()
 

@@ -8,6 +8,7 @@ an entity the graph does not know (so the answer must be weak and the chain fall
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 Edge = tuple[str, str, str]
 
@@ -158,11 +159,11 @@ UNKNOWN_QUESTIONS: tuple[UnknownQuestion, ...] = (
 )
 
 
-def edge_of(result: dict) -> Edge | None:
+def edge_of(result: dict[str, Any]) -> Edge | None:
     rel = result.get("relationship")
     return (rel["source"], rel["relation"], rel["target"]) if rel else None
 
 
-def path_of(result: dict) -> tuple[str, ...] | None:
+def path_of(result: dict[str, Any]) -> tuple[str, ...] | None:
     nodes = result.get("path_nodes")
     return tuple(nodes) if nodes else None

@@ -12,8 +12,10 @@ import json
 import os
 import socket
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -21,10 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def main(datasets: list[str]) -> None:
     import uvicorn
     from cognee.api.client import app, lifespan
-    from load_graph import load
+
+    if TYPE_CHECKING:  # what the import below finds, beside this file (sys.path above)
+        from tests.support.cognee.load_graph import load
+    else:  # Cognee's venv has none of the tests package's dependencies: load_graph alone
+        from load_graph import load
 
     @asynccontextmanager
-    async def lifespan_with_graph(application):  # noqa: ANN001
+    async def lifespan_with_graph(application: object) -> AsyncIterator[None]:
         async with lifespan(application):
             info = await load(*datasets)
             print("LOADED " + json.dumps(info), flush=True)
