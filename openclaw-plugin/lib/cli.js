@@ -58,16 +58,19 @@ export function registerMemoryCli(plugin, { program, config }, streams = process
     .option("--agent <id>", "Agent id (default: the default agent)")
     .option("--max-results <n>", "Max results", positiveInt("--max-results"))
     .option("--min-score <n>", "Minimum score (relevance 0..1)", number("--min-score"))
+    .option("--since <when>", "Only memory written from then on (2026-11-30, yesterday, last week, 3 days ago)")
+    .option("--until <when>", "Only memory written up to then (same forms)")
     .option("--json", "Print JSON")
-    .action(async (/** @type {string | undefined} */ queryArg, /** @type {{query?: string, agent?: string, maxResults?: number, minScore?: number, json?: boolean}} */ opts) => {
+    .action(async (/** @type {string | undefined} */ queryArg, /** @type {{query?: string, agent?: string, maxResults?: number, minScore?: number, since?: string, until?: string, json?: boolean}} */ opts) => {
       const query = (opts.query ?? queryArg ?? "").trim();
       if (!query) return fail("memory search: give a query (openclaw memory search \"what did we decide\")", opts.json);
       try {
         const scope = plugin.scopeFor(config, { agentId: opts.agent });
         const settings = plugin.settingsFor(config, scope.agent);
-        const { results, envelope, via } = await plugin.search(settings, query, { maxResults: opts.maxResults, minScore: opts.minScore, scope });
+        const { maxResults, minScore, since, until } = opts;
+        const { results, envelope, via } = await plugin.search(settings, query, { maxResults, minScore, since, until, scope });
         if (opts.json) {
-          writeJson({ results, routing: { ...routingFacts(envelope), via } });
+          writeJson({ results, routing: { ...routingFacts(envelope), via }, ...(envelope.window ? { window: envelope.window } : {}) });
         } else if (!results.length) {
           streams.stdout.write(`No matches (rule ${envelope.rule?.id ?? "?"}, tried ${(envelope.fallback_chain ?? []).join(" -> ")}).\n`);
         } else {

@@ -45,6 +45,8 @@ import { effectiveConfig, isInteger, resolveScope, resolveSettings, settingsKey 
  * @property {number} [maxResults]
  * @property {number} [minScore]
  * @property {number} [maxChars]
+ * @property {unknown} [since] only memory written from then on (memory_router/core/window.py's forms)
+ * @property {unknown} [until] only memory written up to then
  * @property {number} [timeoutMs]
  * @property {Scope} [scope]
  * @property {AbortSignal} [signal]
@@ -153,7 +155,7 @@ export class MemoryRouterPlugin {
    * @param {unknown} query
    * @param {SearchOptions} [options]
    * @returns {Promise<{results: SearchResult[], envelope: Envelope, via: "daemon" | "exec"}>} */
-  async search(settings, query, { maxResults, minScore, maxChars, timeoutMs, scope } = {}) {
+  async search(settings, query, { maxResults, minScore, maxChars, since, until, timeoutMs, scope } = {}) {
     const text = typeof query === "string" ? query.trim() : "";
     if (!text) throw new RouterError("query must be a non-empty string", CODES.EMPTY_QUERY);
     const who = scope ?? this.scopeFor(undefined);
@@ -168,6 +170,9 @@ export class MemoryRouterPlugin {
       scope: who,
       minRelevance: floor,
       maxChars: budget,
+      // memory-router reads and checks them (INVALID_TIME_RANGE), relative to the query's time.
+      since: typeof since === "string" && since.trim() ? since.trim() : undefined,
+      until: typeof until === "string" && until.trim() ? until.trim() : undefined,
     });
     this.lastByAgent.set(who.agent, { ...routingFacts(envelope), via, at: new Date().toISOString() });
     const seen = this.indexFor(settings);

@@ -51,6 +51,7 @@ const CACHE_LIMIT = 512; // hits remembered for readFile (least recently returne
  * @property {Record<string, unknown>} [abstained]
  * @property {Record<string, unknown>} [floor]
  * @property {Record<string, unknown>} [budget]
+ * @property {{since?: string, until?: string}} [window] the time window the hits were kept to (ISO instants)
  */
 
 /**

@@ -132,6 +132,8 @@ export function errorFacts(err) {
  * @property {Scope} [scope]
  * @property {number} [minRelevance]
  * @property {number | null} [maxChars]
+ * @property {string} [since] the time window, as the caller wrote it (memory-router parses it)
+ * @property {string} [until]
  */
 
 export class RouterClient {
@@ -158,16 +160,19 @@ export class RouterClient {
    * @param {string} query
    * @param {QueryOptions} [options]
    * @returns {Promise<{envelope: Envelope, via: "daemon" | "exec"}>} */
-  async query(query, { limit, timeoutMs, scope, minRelevance, maxChars } = {}) {
+  async query(query, { limit, timeoutMs, scope, minRelevance, maxChars, since, until } = {}) {
     const perBackend = timeoutMs ?? this.settings.timeoutMs;
     /** @type {Record<string, unknown>} */
     const request = { query, timeout_ms: perBackend };
     if (limit) request.limit = Math.min(1000, limit);
     // The floor and the budget are memory-router's (memory_router/core/trim.py): the envelope says
     // what they left out (abstained, floor, budget), on the daemon and the exec path alike.
-    const trim = { minRelevance, maxChars };
+    const trim = { minRelevance, maxChars, since, until };
     if (typeof minRelevance === "number") request.min_relevance = minRelevance;
     if (Number.isInteger(maxChars)) request.max_chars = maxChars;
+    // The time window: memory-router reads it relative to the query's time (core/window.py).
+    if (since) request.since = since;
+    if (until) request.until = until;
     // Whose memory: the asking agent (and session). memory-router's backends read only that.
     if (scope?.agent) request.scope = scope;
     // A chain tries up to three backends, each up to timeout_ms; leave the daemon room to answer.
@@ -427,7 +432,7 @@ export class RouterClient {
    * @param {number | undefined} limit
    * @param {number} timeoutMs
    * @param {Scope | undefined} scope
-   * @param {{minRelevance?: number, maxChars?: number | null}} [trim]
+   * @param {{minRelevance?: number, maxChars?: number | null, since?: string, until?: string}} [trim]
    * @returns {Promise<Envelope>} */
   #exec(query, limit, timeoutMs, scope, trim = {}) {
     const s = this.settings;
@@ -438,6 +443,9 @@ export class RouterClient {
     if (scope?.session_key) argv.push("--session-key", scope.session_key);
     if (typeof trim.minRelevance === "number") argv.push("--min-relevance", String(trim.minRelevance));
     if (Number.isInteger(trim.maxChars)) argv.push("--max-chars", String(trim.maxChars));
+    // One token each (--since=VALUE): a value that starts with "-" is still the value.
+    if (trim.since) argv.push(`--since=${trim.since}`);
+    if (trim.until) argv.push(`--until=${trim.until}`);
     argv.push("--", query);
     const wait = Math.max(10000, 4 * timeoutMs + 5000);
     return new Promise((resolve, reject) => {

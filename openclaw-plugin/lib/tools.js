@@ -36,6 +36,17 @@ const SEARCH_PARAMETERS = {
         "Budget of the hits' total text (characters): hits are kept whole, best first, while they fit " +
         "(a first hit alone larger is cut to it); `budget` says what was cut (default: the plugin's maxChars, none).",
     },
+    since: {
+      type: "string",
+      description:
+        "Only memory written from then on: an ISO date (2026-11-30) or date and time, or today, yesterday, " +
+        "last week, last month, N days ago (a date is its whole day). Undated memory is left out; `window` " +
+        "says what was applied.",
+    },
+    until: {
+      type: "string",
+      description: "Only memory written up to then (same forms; until a date includes that day).",
+    },
   },
   required: ["query"],
   additionalProperties: false,
@@ -90,6 +101,8 @@ export function createSearchTool(plugin, ctx) {
           maxResults: params?.maxResults,
           minScore: params?.minScore,
           maxChars: params?.maxChars,
+          since: params?.since,
+          until: params?.until,
           scope,
         });
         return jsonResult({
@@ -98,13 +111,17 @@ export function createSearchTool(plugin, ctx) {
           mode: "routed",
           routing: { ...routingFacts(envelope), via },
           ...trimFacts(envelope),
+          ...(envelope.window ? { window: envelope.window } : {}),
         });
       } catch (err) {
+        const { message, code } = errorFacts(err);
+        // A since/until memory-router cannot read is the caller's to fix, not memory being down.
+        if (code === CODES.INVALID_TIME_RANGE) return jsonResult({ results: [], error: message, code });
         return jsonResult({
           results: [],
           disabled: true,
           unavailable: true,
-          error: errorFacts(err).message,
+          error: message,
           warning: "Memory search through memory-router is unavailable.",
           action: `Run: memory-router query --state-dir ${settings.stateDir} "<query>" to see why, then retry memory_search.`,
           ...(plugin.lastFor(scope.agent) ? { routing: plugin.lastFor(scope.agent) } : {}),

@@ -75,6 +75,12 @@ test("search --json prints the results and the routing", async () => {
   assert.ok(!process.exitCode, "exit code 0");
 });
 
+test("search --since/--until ask memory-router for that window", async () => {
+  await output(() => program.run(["memory", "search"], ["what did we decide"], { json: true, since: "yesterday", until: "today" }));
+  assert.deepEqual([daemon.requests.at(-1)?.since, daemon.requests.at(-1)?.until], ["yesterday", "today"]);
+  assert.ok(!process.exitCode, "exit code 0");
+});
+
 test("search in text: score, path and lines, or that nothing matched and what was tried", async () => {
   const hit = await output(() => program.run(["memory", "search"], [], { query: "decision" }));
   assert.match(hit.stdout, /^rule 3 \(decision_recall\) -> totalrecall, success\n\n0\.800 MEMORY\.md:3-3\nwe chose Postgres\n$/);

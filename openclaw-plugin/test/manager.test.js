@@ -64,6 +64,8 @@ before(async () => {
     answer: (r) => {
       if (r.op === "stats") return { op: "stats", stats: { runtime: { qmd: { refresh: { collections: { docs: { pending: 0 } } } } } } };
       if (r.query === "broken") return envelope({ status: "error", error_code: CODES.BACKENDS_JSON_MISSING, error_message: "no backends.json; run the installer", results: [] });
+      if (r.since === "someday") return envelope({ status: "error", error_code: CODES.INVALID_TIME_RANGE, error_message: "since 'someday' cannot be read", results: [] });
+      if (r.since) return envelope({ query_echo: r.query, results: HITS.decision.slice(0, 1), window: { since: `${r.since}T00:00:00+00:00` } });
       return envelope({ query_echo: r.query, results: HITS[/** @type {keyof HITS} */ (r.query)] ?? [], abstained: r.query === "nothing" ? { min_relevance: 0.2, best: 0.1, dropped: 2 } : undefined });
     },
   });
@@ -172,6 +174,16 @@ describe("the tools", () => {
     assert.deepEqual([failed.results, failed.disabled, failed.unavailable], [[], true, true]);
     assert.match(failed.error, /BACKENDS_JSON_MISSING/);
     assert.match(failed.action, /^Run: memory-router query --state-dir .*state "<query>"/);
+  });
+
+  test("memory_search's since/until reach memory-router, the payload says the window, a bad one is the caller's error", async () => {
+    const tool = createSearchTool(plugin, { agentId: "alice" });
+    const found = /** @type {any} */ ((await tool.execute("t6", { query: "decision", since: " 2026-11-30 ", until: "" })).details);
+    const request = daemon.requests.at(-1);
+    assert.deepEqual([request?.since, "until" in (request ?? {})], ["2026-11-30", false]);
+    assert.deepEqual([found.results.length, found.window], [1, { since: "2026-11-30T00:00:00+00:00" }]);
+    const bad = /** @type {any} */ ((await tool.execute("t7", { query: "decision", since: "someday" })).details);
+    assert.deepEqual(bad, { results: [], error: "memory-router: since 'someday' cannot be read (INVALID_TIME_RANGE)", code: CODES.INVALID_TIME_RANGE });
   });
 
   test("memory_get's errors carry their code", async () => {

@@ -88,7 +88,7 @@ async function daemon(socketPath, s, options = {}) {
 }
 
 describe("over the daemon", () => {
-  test("a query is one request on the daemon's socket, carrying the scope, limits, floor and budget", async () => {
+  test("a query is one request on the daemon's socket, carrying the scope, limits, floor, budget and window", async () => {
     const s = settings();
     const d = await daemon(path.join(s.stateDir, "router.sock"), s);
     const c = client(s);
@@ -97,6 +97,8 @@ describe("over the daemon", () => {
       scope: { agent: "alice", session_key: "agent:alice:main" },
       minRelevance: 0.3,
       maxChars: 900,
+      since: "last week",
+      until: "2026-11-30",
     });
     assert.equal(via, "daemon");
     assert.equal(env.query_echo, "what did we decide");
@@ -109,6 +111,8 @@ describe("over the daemon", () => {
       limit: 1000,
       min_relevance: 0.3,
       max_chars: 900,
+      since: "last week",
+      until: "2026-11-30",
       scope: { agent: "alice", session_key: "agent:alice:main" },
     });
     assert.deepEqual(c.describe().transport, "daemon");
@@ -267,7 +271,15 @@ describe("the exec fallback", () => {
   test("memory-router query gets the same question, flags and memory root as the daemon would", async () => {
     const s = unusable(settings({ config: "/etc/rc.json" }));
     const c = client(s);
-    const { envelope: env } = await c.query("--help", { limit: 3, timeoutMs: 700, scope: { agent: "bob", session_key: "agent:bob:x" }, minRelevance: 0, maxChars: 50 });
+    const { envelope: env } = await c.query("--help", {
+      limit: 3,
+      timeoutMs: 700,
+      scope: { agent: "bob", session_key: "agent:bob:x" },
+      minRelevance: 0,
+      maxChars: 50,
+      since: "-3 days",
+      until: "yesterday",
+    });
     const called = /** @type {any} */ (env).called;
     assert.deepEqual(called.argv, [
       "--timeout-ms",
@@ -286,6 +298,8 @@ describe("the exec fallback", () => {
       "0",
       "--max-chars",
       "50",
+      "--since=-3 days", // one token: a value starting with "-" is not taken for an option
+      "--until=yesterday",
       "--",
       "--help",
     ]);

@@ -7,7 +7,8 @@ One command must leave OpenClaw's memory slot answered by memory-router (`opencl
 the agent's `memory_search` tool and the `memory.search` RPC too), a second changes nothing, and
 `uninstall` gives memory-core back (the same search is answered by memory-core again). In that
 Gateway, a note written into the agent's memory is found by qmd within seconds (the index follows
-the files), and the tool's floor and budget hold on qmd's answer.
+the files), the tool's floor and budget hold on qmd's answer, and its time window keeps the notes
+of the days asked for (`memory_search` and `openclaw memory search`, `since` / `until`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import urllib.request
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +266,37 @@ def test_one_command_gives_openclaw_memory_router_and_uninstall_gives_memory_cor
             cut = g.tool({**ana, "maxChars": budget})
             assert [r["snippet"] for r in cut["results"]] == [everything[0]["snippet"]]
             assert cut["budget"]["kept"] == 1 and cut["budget"]["cut"] == len(everything) - 1
+
+            # Time windows: yesterday's note, not the one of ten days ago. qmd dates a note by its
+            # file name, Total Recall by its own; the fill keeps one hit per file.
+            yesterday, older = date.today() - timedelta(days=1), date.today() - timedelta(days=10)
+            tag = f"walrusplan{os.getpid()}"
+            for day, verb in ((yesterday, "chose"), (older, "dropped")):
+                (workspace / "memory" / f"{day}.md").write_text(f"# {day}\n\n- Ana {verb} the {tag}.\n")
+            ask = {"query": f"search for {tag}", "minScore": 0, "maxResults": 10}
+
+            def days(results: list[dict[str, Any]]) -> set[str]:
+                return {d for r in results for d in (str(yesterday), str(older)) if f"/{d}.md" in f"/{r['path']}"}
+
+            written = time.monotonic()
+            while days(found := g.tool(ask)["results"]) != {str(yesterday), str(older)} or not from_qmd(found, ".md"):
+                assert time.monotonic() - written < FRESH_WITHIN_S, [
+                    (r["memoryRouter"]["backend"], r["path"]) for r in found
+                ]
+                time.sleep(0.25)
+            window = g.tool({**ask, "since": "yesterday", "until": "yesterday"})
+            assert set(window["window"]) == {"since", "until"} and window["window"]["since"].startswith(str(yesterday))
+            assert window["routing"]["routed_to"] == "qmd" and days(window["results"]) == {str(yesterday)}, window
+            assert all(str(yesterday) in r["path"] for r in window["results"])
+            assert days(g.tool({**ask, "since": "last week"})["results"]) == {str(yesterday)}
+            assert days(g.tool({**ask, "until": str(older)})["results"]) == {str(older)}
+            bad = g.tool({**ask, "since": "someday"})
+            assert bad["results"] == [] and bad["code"] == "INVALID_TIME_RANGE" and "disabled" not in bad, bad
+            code, cli_window, stderr = cli(
+                env, home, "openclaw", "memory", "search", "--json", "--since", "yesterday", f"search for {tag}"
+            )
+            assert code == 0 and cli_window["window"]["since"].startswith(str(yesterday)), stderr[-2000:]
+            assert cli_window["results"] and all(str(yesterday) in r["path"] for r in cli_window["results"])
     finally:
         _run([mr, "daemon", "stop", "--state-dir", str(state)], env=env, cwd=home)
 
