@@ -52,6 +52,7 @@ router keeps the native values and ``memory-router backends`` says why; a query 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -68,6 +69,11 @@ FEATURES = ("native", "coverage", "rank", "exact")
 _WORD = re.compile(r"[0-9A-Za-z]+")
 # Enough of a result's text to judge it; a huge hit costs no more than this to score.
 _SCAN_CHARS = 4000
+# Every result of every query is read word by word: in the daemon the same words come back query
+# after query (the same memory files and conversations), and stemming each again was 4.3M of the
+# 15M instructions the daemon spent on the bench's warm query (docs/benchmarks.md, *Cold start*).
+# Bounded: a long-lived daemon's vocabulary can be large.
+_stem = functools.lru_cache(maxsize=1 << 14)(stem)
 
 
 class Model(Frozen):
@@ -166,7 +172,7 @@ def coverage(terms: frozenset[str], content: str) -> float:
     nothing to judge by, neither a match nor a miss)."""
     if not terms:
         return 0.5
-    words = {stem(w) for w in _WORD.findall(content[:_SCAN_CHARS].lower())}
+    words = {_stem(w) for w in set(_WORD.findall(content[:_SCAN_CHARS].lower()))}
     return len(terms & words) / len(terms)
 
 
