@@ -19,6 +19,7 @@ from memory_router.config.paths import Options as Options
 from memory_router.config.paths import Resolved
 from memory_router.contract import EXIT_OK, exit_code, say
 from memory_router.core.errors import InvalidQuery, RouterError, UnsafeStateDir
+from memory_router.output.outwrite import emit, leave
 
 if TYPE_CHECKING:  # imported when the backends are first read
     from memory_router.client.invocation import QueryArgs
@@ -27,9 +28,7 @@ if TYPE_CHECKING:  # imported when the backends are first read
 
 
 def write_json(data: bytes) -> None:
-    from memory_router.output.outwrite import emit  # whole, even to a non-blocking pipe; else exit 1 with the reason
-
-    emit(data + b"\n")
+    emit(data + b"\n")  # whole, even to a non-blocking pipe; else exit 1 with the reason
 
 
 class Session:
@@ -115,8 +114,8 @@ def run_query(args: QueryArgs, files: Resolved, text: str | InvalidQuery) -> NoR
     write_json(envelope.to_json(pretty=args.pretty))
     if envelope.status == "error":
         say(envelope.error_message or "all backends failed")
-        _leave(exit_code(envelope.error_code))
-    _leave(EXIT_OK)
+        leave(exit_code(envelope.error_code))
+    leave(EXIT_OK)
 
 
 def main(args: QueryArgs, files: Resolved, text: str | InvalidQuery) -> NoReturn:
@@ -133,17 +132,3 @@ def main(args: QueryArgs, files: Resolved, text: str | InvalidQuery) -> NoReturn
             raise
         sys.stderr.flush()
         os._exit(1)
-
-
-def _leave(code: int) -> NoReturn:
-    """Exit as soon as the answer is out, without the interpreter's teardown.
-
-    Finalising the ~300 modules a query imported costs 20-30 ms, a fifth of a cold query
-    (docs/benchmarks.md, *Cold start*), and nothing here needs it: router.log is written with ``os.write``,
-    the config cache is renamed into place before routing, SQLite is opened read-only, and
-    subprocess backends are reaped or killed by the time the envelope exists. Abandoned backend
-    threads are not joined either: the caller waits for our exit, not for work the router has
-    already given up on. So: flush what the caller reads, then ``os._exit``."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

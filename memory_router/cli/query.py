@@ -14,7 +14,6 @@ more; the in-process one imports the router).
 from __future__ import annotations
 
 import os
-import sys
 
 from memory_router.client.invocation import read_query
 from memory_router.config.paths import resolve
@@ -44,7 +43,9 @@ def answer(args: QueryArgs, *, ask_daemon: bool = True) -> NoReturn:
 
         code = route_via_daemon(args, files, text)
         if code is not None:
-            sys.exit(code)
+            from memory_router.output.outwrite import leave
+
+            leave(code)  # the daemon's envelope is out: no teardown (outwrite.leave says why)
     from memory_router.cli.oneshot import main as in_process
 
     in_process(args, files, text)

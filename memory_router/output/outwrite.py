@@ -21,6 +21,7 @@ from memory_router.contract import say
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import NoReturn
 
 WRITE_TIMEOUT_S = 30.0
 """How long a reader of our stdout may take no byte at all before we give up on it."""
@@ -98,3 +99,23 @@ def emit(data: bytes) -> None:
         except (OSError, ValueError):
             pass
         os._exit(1)
+
+
+def leave(code: int) -> NoReturn:
+    """Exit as soon as the answer is out, without the interpreter's teardown: flush what the
+    caller reads, then ``os._exit``.
+
+    A one-shot ``query`` (the thin client's answer from a daemon, and the in-process route) has
+    nothing left to finalise once its envelope is written, and the teardown is not free:
+    finalising the modules a cold query imported costs 20-30 ms, a fifth of it, and even the
+    thin client's teardown costs ~8M instructions, a fifth of ``python -c pass``
+    (docs/benchmarks.md, *Cold start*). Nothing a query leaves behind needs it: router.log is
+    written with ``os.write``, the config cache is renamed into place before routing, SQLite is
+    opened read-only, subprocess backends are reaped or killed by the time the envelope exists,
+    the daemon's socket is closed by then; abandoned backend threads are not joined either (the
+    caller waits for our exit, not for work the router has given up on)."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
