@@ -301,8 +301,8 @@ def _rule1(ix: _Index) -> dict[str, Candidates]:
 
 
 def _rule4(ix: _Index) -> dict[str, Candidates]:
-    how = [(f"how does {words(d.qualname)} work", (span(d),)) for d in ix.small]
-    explain = []
+    how: Candidates = [(f"how does {words(d.qualname)} work", (span(d),)) for d in ix.small]
+    explain: Candidates = []
     for sentence, ids in ix.documented():
         phrase = _imperative(sentence)
         if phrase:
@@ -311,7 +311,8 @@ def _rule4(ix: _Index) -> dict[str, Candidates]:
 
 
 def _rule6(ix: _Index) -> dict[str, Candidates]:
-    folders, files = [], []
+    folders: Candidates = []
+    files: Candidates = []
     for d in ix.small:
         folder = PurePosixPath(d.path).parent.as_posix()
         # A path query's answer is a file under that path that holds what it asks for: the gold

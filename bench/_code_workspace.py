@@ -36,6 +36,8 @@ from _locomo_workspace import tool_env
 from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.core.frozen import Frozen
 
 PACKAGE = "anyio"
@@ -175,12 +177,12 @@ def _index_qmd(root: Path, embed: bool, model: Path) -> dict[str, Any]:
         "collections": [COLLECTION],
     }
     context = BackendContext(state_dir=root / "qmd-build", environ=qmd_env())
-    cli = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context).transport()
+    cli = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context).transport()
     if embed:
         # Written into index.yml's models block by this first run: every later qmd process (the
         # daemons' engines too) embeds queries with the same model.
         cli.env["QMD_EMBED_MODEL"] = str(model)
-    qmd_adapter.build_collection(cli, root / "repo", COLLECTION, "**/*.py", home / "index.lock")
+    build_collection(cli, root / "repo", COLLECTION, "**/*.py", home / "index.lock")
     if embed:
         done = subprocess.run(
             cli.argv("embed", []), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=3600, start_new_session=True

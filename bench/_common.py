@@ -42,7 +42,8 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 def repeats(args: argparse.Namespace, default: int) -> int:
     if args.repeat is not None:
-        return max(1, args.repeat)
+        repeat: int = args.repeat  # argparse: type=int
+        return max(1, repeat)
     return 1 if args.quick else default
 
 

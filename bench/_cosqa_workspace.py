@@ -41,6 +41,9 @@ from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.lossless.schema import create_lcm_db
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
+from memory_router.backends.qmd.transports import CliTransport
 from memory_router.core.frozen import Frozen
 
 COLLECTION = "code"
@@ -200,9 +203,9 @@ def _write_bm25(functions: Sequence[Function], path: Path) -> None:
         conn.close()
 
 
-def _transport(root: Path, settings: dict[str, Any]) -> qmd_adapter.CliTransport:
+def _transport(root: Path, settings: dict[str, Any]) -> CliTransport:
     context = BackendContext(state_dir=root / "qmd-build", environ=env())
-    return qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context).transport()
+    return QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context).transport()
 
 
 def _index_qmd(root: Path, embed: bool, model: Path) -> dict[str, Any]:
@@ -218,7 +221,7 @@ def _index_qmd(root: Path, embed: bool, model: Path) -> dict[str, Any]:
         # qmd writes the embedding model into index.yml's models block on this first run, so every
         # later qmd process (the daemons' engines too) embeds queries with the same model.
         cli.env["QMD_EMBED_MODEL"] = str(model)
-    qmd_adapter.build_collection(cli, root / "workspace", COLLECTION, MASK, home / "index.lock", timeout_s=900)
+    build_collection(cli, root / "workspace", COLLECTION, MASK, home / "index.lock", timeout_s=900)
     return settings
 
 

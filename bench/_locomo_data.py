@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memory_router.core.frozen import Frozen
 
@@ -66,6 +66,20 @@ class Question(Frozen):
     question: str
     answer: str
     evidence: tuple[str, ...]
+
+
+class Asked(Protocol):
+    """What the runner and the scorer read of a question: LoCoMo's :class:`Question`, and
+    LongMemEval's (bench/_longmemeval_workspace.py), whose category is a name."""
+
+    @property
+    def qid(self) -> str: ...
+    @property
+    def category(self) -> int | str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def evidence(self) -> tuple[str, ...]: ...
 
 
 @dataclass

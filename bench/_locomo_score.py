@@ -20,12 +20,12 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from _locomo_data import CATEGORIES
-from _locomo_workspace import Workspace, labels_in
+from _locomo_workspace import Stores, labels_in
 
 BUCKETS = ((0.0, 0.2), (0.2, 0.4), (0.4, 0.6), (0.6, 0.8), (0.8, 1.0))
 KS = (1, 5, 10)
@@ -47,7 +47,7 @@ PAPER_OVERALL_WITH_ADVERSARIAL = {
 }
 
 
-def label(result: dict[str, Any], ws: Workspace) -> list[str]:
+def label(result: dict[str, Any], ws: Stores) -> list[str]:
     """The dia_ids a result holds, by the rule in the module docstring."""
     ids: list[str] = []
     mid = result.get("message_id")
@@ -66,7 +66,9 @@ def label(result: dict[str, Any], ws: Workspace) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def covered_bullets(bullets: dict[int, tuple[str, ...]], note: tuple[str, ...], line: int, content: str) -> list[str]:
+def covered_bullets(
+    bullets: Mapping[int, tuple[str, ...]], note: tuple[str, ...], line: int, content: str
+) -> list[str]:
     """The ids of the note's bullets that the content shows, near ``line``. qmd's ``line`` is its
     best-matching line, not the snippet's first (which starts a line or so earlier), so lines are
     matched by text around it: a content line equal to the bullet, or a cut-off start of it (a
@@ -91,7 +93,7 @@ def note_text(path: str) -> tuple[str, ...]:
         return ()
 
 
-def labelled_results(results: Sequence[dict[str, Any]], ws: Workspace, evidence: Iterable[str]) -> list[dict[str, Any]]:
+def labelled_results(results: Sequence[dict[str, Any]], ws: Stores, evidence: Iterable[str]) -> list[dict[str, Any]]:
     """Envelope results -> the records' results: rank, relevance, source, content, dia_ids, hit,
     then every other key the result carried (path, line, message_id, ...)."""
     wanted = set(evidence)

@@ -32,9 +32,10 @@ import shutil
 import sqlite3
 import subprocess
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from _locomo_data import Conversation
 
@@ -42,11 +43,35 @@ from memory_router.backends import BackendContext
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.lossless.schema import LcmWriter, create_lcm_db
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.core.frozen import Frozen
 
 COLLECTION = "notes"
 LAYOUTS = ("daily", "openclaw")
 _LABEL = re.compile(r"\bD\d+:\d+\b")
+
+
+class Stores(Protocol):
+    """What the runner and the scorer read of a conversation's workspace: LoCoMo's
+    :class:`Workspace`, and LongMemEval's (bench/_longmemeval_workspace.py)."""
+
+    @property
+    def conv(self) -> str: ...
+    @property
+    def root(self) -> Path: ...
+    @property
+    def memory(self) -> Path: ...
+    @property
+    def lcm_db(self) -> Path: ...
+    @property
+    def bm25_db(self) -> Path: ...
+    @property
+    def qmd(self) -> Mapping[str, Any]: ...
+    @property
+    def message_dia(self) -> Mapping[int, str]: ...
+    @property
+    def note_lines(self) -> Mapping[str, Mapping[int, tuple[str, ...]]]: ...
 
 
 class Workspace(Frozen):
@@ -211,14 +236,14 @@ def _index_qmd(root: Path, embed: bool, model: Path) -> dict[str, Any]:
         "collections": [COLLECTION],
     }
     context = BackendContext(state_dir=root / "qmd-build", environ=tool_env())
-    cli = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context).transport()
+    cli = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context).transport()
     if embed:
         # qmd writes the embedding model into index.yml's models block on this first run, so
         # every later qmd process (the daemons' engines too) embeds queries with the same model.
         cli.env["QMD_EMBED_MODEL"] = str(model)
         cli.env["QMD_EMBED_CONTEXT_SIZE"] = "512"
     # "*.md" keeps qmd to the notes themselves: the memory/daily/ symlinks would be duplicates.
-    qmd_adapter.build_collection(cli, root / "memory", COLLECTION, "*.md", home / "index.lock")
+    build_collection(cli, root / "memory", COLLECTION, "*.md", home / "index.lock")
     if embed:
         done = subprocess.run(
             cli.argv("embed", []), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=1800, start_new_session=True

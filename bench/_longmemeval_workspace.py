@@ -181,7 +181,7 @@ def read_question(data: dict[str, Any]) -> Question:
 
 def load_questions(path: Path) -> Iterator[Question]:
     opener = lzma.open if path.suffix == ".xz" else open
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
             if line.strip():
                 yield read_question(json.loads(line))

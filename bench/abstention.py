@@ -64,7 +64,9 @@ def share(part: int, whole: int) -> float:
     return 100.0 * part / whole if whole else float("nan")
 
 
-def measure(answerable: Sequence[dict[str, Any]], unanswerable: Sequence[dict[str, Any]], floor: float) -> dict:
+def measure(
+    answerable: Sequence[dict[str, Any]], unanswerable: Sequence[dict[str, Any]], floor: float
+) -> dict[str, Any]:
     """The four shares (%) at one floor, with the counts they are shares of."""
     silent = sum(1 for r in unanswerable if not kept(r, floor))
     keep = sum(1 for r in answerable if kept(r, floor))
@@ -89,11 +91,11 @@ def measure(answerable: Sequence[dict[str, Any]], unanswerable: Sequence[dict[st
 
 def rows(
     answerable: Sequence[dict[str, Any]], unanswerable: Sequence[dict[str, Any]], floors: Sequence[float]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     return [measure(answerable, unanswerable, f) for f in floors]
 
 
-def print_table(title: str, measured: list[dict]) -> None:
+def print_table(title: str, measured: list[dict[str, Any]]) -> None:
     counts = measured[0]["counts"]
     table(
         title,
@@ -142,7 +144,7 @@ def main() -> int:
     if not benches or missing:
         print(f"records not found ({', '.join(missing) or 'no bench has both kinds'}); nothing measured.")
         return 0
-    report: dict[str, list[dict]] = {}
+    report: dict[str, list[dict[str, Any]]] = {}
     pooled_a: list[dict[str, Any]] = []
     pooled_u: list[dict[str, Any]] = []
     for bench in benches:

@@ -104,7 +104,7 @@ def record(variant: str, ws: CodeWorkspace, q: Query, answer: dict[str, Any], du
 def workspace_config(variant: Variant, ws: CodeWorkspace) -> dict[str, Any]:
     """The variant's config pointed at the repository's stores (a key the variant sets wins)."""
     assert variant.config is not None
-    config = json.loads(json.dumps(variant.config))
+    config: dict[str, Any] = json.loads(json.dumps(variant.config))  # a deep copy
     backends = config.get("backends") or {}
     for name, settings in {"qmd": dict(ws.qmd), "totalrecall": {"root": str(ws.repo)}}.items():
         if isinstance(backends.get(name), dict):

@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, environment_line, fmt, median, parser, repeats, table  # noqa: E402
 
-sys.path.insert(0, str(REPO / "tests" / "support" / "cognee"))
-import cognee_server as harness  # noqa: E402
+sys.path.insert(0, str(REPO))  # the tests' Cognee harness, tests/support/cognee/
+from tests.support.cognee import cognee_server as harness  # noqa: E402
 
 QUERIES = {"graph": "what depends on Postgres", "cypher": "how does ApiGateway relate to AuthService"}
 

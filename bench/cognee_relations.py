@@ -24,21 +24,27 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from memory_router.backends.base import Backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, environment_line, fmt, median, parser, repeats, table  # noqa: E402
 
-sys.path.insert(0, str(REPO / "tests" / "support" / "cognee"))
-import cognee_server as harness  # noqa: E402
-import relation_questions as rq  # noqa: E402
+sys.path.insert(0, str(REPO))  # the tests' Cognee harness and questions, tests/support/cognee/
+from tests.support.cognee import cognee_server as harness  # noqa: E402
+from tests.support.cognee import relation_questions as rq  # noqa: E402
 
 
-def ask_all(backend, mode: str, queries: list[str], repeat: int) -> dict[str, tuple[list[dict], float]]:
+def ask_all(
+    backend: Backend, mode: str, queries: list[str], repeat: int
+) -> dict[str, tuple[list[dict[str, Any]], float]]:
     """Each query's results (first run) and median adapter time over ``repeat`` runs."""
     from memory_router.backends.base import BackendRequest
 
-    async def one(query: str) -> tuple[list[dict], float]:
+    async def one(query: str) -> tuple[list[dict[str, Any]], float]:
         times, results = [], None
         for _ in range(repeat):
             t = time.perf_counter()
@@ -51,7 +57,7 @@ def ask_all(backend, mode: str, queries: list[str], repeat: int) -> dict[str, tu
     return {q: asyncio.run(one(q)) for q in queries}
 
 
-def path_hops(results: list[dict], nodes: tuple[str, ...]) -> tuple[int, int]:
+def path_hops(results: list[dict[str, Any]], nodes: tuple[str, ...]) -> tuple[int, int]:
     """Of the path's hops, how many come back in a result of >= 0.4 (as an edge or in a path)."""
     strong = set()
     for r in results:
@@ -65,19 +71,27 @@ def path_hops(results: list[dict], nodes: tuple[str, ...]) -> tuple[int, int]:
     return len(pairs & strong), len(pairs)
 
 
-def score(answers: dict[str, tuple[list[dict], float]], edges, paths, unknown) -> tuple[list[list[str]], list[str]]:
-    rows, misses = [], []
+def score(
+    answers: dict[str, tuple[list[dict[str, Any]], float]],
+    edges: Sequence[rq.EdgeQuestion],
+    paths: Sequence[rq.PathQuestion],
+    unknown: Sequence[rq.UnknownQuestion],
+) -> tuple[list[list[str]], list[str]]:
+    rows: list[list[str]] = []
+    misses: list[str] = []
 
     def first(q: str) -> str | None:
         results = answers[q][0]
         return results[0]["content"] if results else None
 
-    ok = [q for q in edges if answers[q.query][0] and rq.edge_of(answers[q.query][0][0]) in q.best]
-    misses += [f"edge    {q.query!r}: first {first(q.query)!r}" for q in edges if q not in ok]
-    rows.append(["right edge at rank 1", f"{len(ok)}/{len(edges)}", fmt(median(answers[q.query][1] for q in edges))])
-    ok = [q for q in paths if answers[q.query][0] and rq.path_of(answers[q.query][0][0]) == q.nodes]
-    misses += [f"path    {q.query!r}: first {first(q.query)!r}" for q in paths if q not in ok]
-    rows.append(["path complete (rank 1)", f"{len(ok)}/{len(paths)}", fmt(median(answers[q.query][1] for q in paths))])
+    right = [q for q in edges if answers[q.query][0] and rq.edge_of(answers[q.query][0][0]) in q.best]
+    misses += [f"edge    {q.query!r}: first {first(q.query)!r}" for q in edges if q not in right]
+    rows.append(["right edge at rank 1", f"{len(right)}/{len(edges)}", fmt(median(answers[q.query][1] for q in edges))])
+    whole = [q for q in paths if answers[q.query][0] and rq.path_of(answers[q.query][0][0]) == q.nodes]
+    misses += [f"path    {q.query!r}: first {first(q.query)!r}" for q in paths if q not in whole]
+    rows.append(
+        ["path complete (rank 1)", f"{len(whole)}/{len(paths)}", fmt(median(answers[q.query][1] for q in paths))]
+    )
     hops = [path_hops(answers[q.query][0], q.nodes) for q in paths]
     rows.append(["path hops returned (>= 0.4)", f"{sum(h for h, _ in hops)}/{sum(n for _, n in hops)}", ""])
     best = {q.query: (answers[q.query][0] or [{"relevance": 0.0}])[0]["relevance"] for q in unknown}
@@ -109,7 +123,7 @@ def main() -> int:
     cut = 2 if args.quick else None
     edges, paths, unknown = rq.EDGE_QUESTIONS[:cut], rq.PATH_QUESTIONS[:cut], rq.UNKNOWN_QUESTIONS[:cut]
     try:
-        queries = [q.query for q in (*edges, *paths, *unknown)]
+        queries = [q.query for q in edges] + [q.query for q in paths] + [q.query for q in unknown]
         rows, misses = score(ask_all(backend, args.mode, queries, n), edges, paths, unknown)
         table(
             f"Cognee relationship answers, services graph, mode {args.mode}, paths {args.paths}",

@@ -170,7 +170,7 @@ def workspace_config(v: Variant, ws: Workspace) -> dict[str, Any]:
         "totalrecall": {"root": str(ws.workspace)},
         "lossless": {"db_path": str(ws.lcm_db)},
     }
-    config = json.loads(json.dumps(v.config))
+    config: dict[str, Any] = json.loads(json.dumps(v.config))  # a deep copy
     backends = config.get("backends") or {}
     for name, settings in stores.items():
         if isinstance(backends.get(name), dict):

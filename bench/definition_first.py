@@ -28,8 +28,10 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from datetime import date
 from pathlib import Path
+from unittest.mock import patch
 
 from _common import REPO, median, parser, repeats, table
 
@@ -38,6 +40,8 @@ from memory_router.backends.base import BackendRequest
 from memory_router.backends.common import settings as _settings
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.backends.qmd import parse as _qmd_parse
+from memory_router.backends.qmd.backend import QmdBackend
+from memory_router.backends.qmd.indexing import build_collection
 from memory_router.backends.totalrecall import adapter as totalrecall
 from memory_router.backends.totalrecall import score as totalrecall_score
 from memory_router.config.installed import load_installed
@@ -45,8 +49,13 @@ from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
 from memory_router.routing.router import Router
 
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory  # noqa: E402
+sys.path.insert(0, str(REPO))  # the corpus the tests use, tests/support/definition_corpus.py
+from tests.support.definition_corpus import QUERIES, SYMBOLS, memory_note, write_corpus, write_memory  # noqa: E402
+
+
+def no_target(query: str) -> None:
+    """Definition-first off: no query names a definition to put first."""
+    return None
 
 
 def main() -> int:
@@ -61,14 +70,14 @@ def main() -> int:
             "config_dir": str(tmp / "idx" / "cfg"),
             "collections": ["port"],
         }
-        backend = qmd_adapter.QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
+        backend = QmdBackend("qmd", _settings.validate(qmd_adapter.Settings, settings), context)
         try:
             transport = backend.transport()
         except qmd_adapter.QmdNotFound as exc:
             print(f"qmd is not installed ({exc}); nothing measured", file=sys.stderr)
             return 0
         files = write_corpus(tmp / "port")
-        qmd_adapter.build_collection(transport, tmp / "port", "port", "**/*.{md,ts}", tmp / "idx" / "index.lock")
+        build_collection(transport, tmp / "port", "port", "**/*.{md,ts}", tmp / "idx" / "index.lock")
         config = json.loads(packaged_config().read_text())
         config["backends"]["qmd"] = {"type": "qmd", **settings}
         config["backends"]["totalrecall"]["root"] = str(tmp / "no-memory")
@@ -83,20 +92,17 @@ def main() -> int:
         installed = load_installed(tmp / "backends.json")
 
         def run(query: str, enabled: bool) -> tuple[str, int | None, float, int]:
-            original = _qmd_parse.definition_target
-            if not enabled:
-                _qmd_parse.definition_target = lambda _query: None  # type: ignore[assignment]
-            try:
+            # off: qmd's parser finds no definition target (where it looks the function up)
+            with nullcontext() if enabled else patch.object(_qmd_parse, "definition_target", no_target):
                 times = []
                 for _ in range(n):
                     started = time.perf_counter()
                     envelope = asyncio.run(router.route(query, installed))
                     times.append((time.perf_counter() - started) * 1000)
-            finally:
-                _qmd_parse.definition_target = original
             envelope_sent[query] = str(envelope.attempts[0]["query_sent"])
             top = envelope.results[0] if envelope.results else None
             extra = top.extra if top else {}
+            assert envelope.rule is not None  # a query that runs matched a rule (the default at least)
             return str(extra.get("path", "-")), extra.get("definition_line"), median(times), envelope.rule["number"]
 
         files_reader = _qmd_parse.CollectionFiles(backend.config_file(transport.env))
@@ -166,13 +172,11 @@ def total_recall(root: Path, queries: tuple[tuple[str, str], ...]) -> None:
     for query, _ in queries:
         tops = []
         for label in ("before", "after"):
-            original = totalrecall_score.definition_target
-            if label == "before":
-                totalrecall_score.definition_target = lambda _query: None  # type: ignore[assignment]
-            try:
+            # before: Total Recall's scorer finds no definition target (where it looks the function up)
+            with (
+                patch.object(totalrecall_score, "definition_target", no_target) if label == "before" else nullcontext()
+            ):
                 response = backend.search_blocking(BackendRequest(query=query, limit=10), threading.Event())
-            finally:
-                totalrecall_score.definition_target = original
             top = response.results[0].extra if response.results else {}
             hits[label] += top.get("path") == notes[query]
             tops.append(f"{top.get('path', '-')}" + (f" :{top['definition_line']}" if "definition_line" in top else ""))

@@ -26,11 +26,13 @@ from pathlib import Path
 from _common import environment_line, fmt, median, parser, repeats, scratch_dir, table, verdict
 
 from memory_router.backends import BackendContext
+from memory_router.backends.base import Backend
 from memory_router.backends.command import adapter as command
 from memory_router.backends.mock import MockBackend, answer, fail, hang
-from memory_router.config.installed import parse_installed
+from memory_router.config.installed import Installed, parse_installed
 from memory_router.config.router_config import load_config
 from memory_router.core.cooldown import Cooldown
+from memory_router.core.envelope import Envelope
 from memory_router.routing.router import Router
 from memory_router.routing.routerlog import RouterLog
 
@@ -39,12 +41,12 @@ RELATION_QUERY = "how does the auth middleware relate to the session store"  # r
 EXCESS_BOUND_MS = 20.0  # what we call "not more": scheduling + kill/reap, well under a timeout
 
 
-def sleeper(name: str, state: Path):
+def sleeper(name: str, state: Path) -> command.CommandBackend:
     settings = command.Settings(argv=("sleep", "60"))
     return command.create(name, settings, BackendContext(state_dir=state))
 
 
-async def timed_route(router: Router, query: str, installed, timeout_ms: int) -> tuple[float, object]:
+async def timed_route(router: Router, query: str, installed: Installed, timeout_ms: int) -> tuple[float, Envelope]:
     t0 = time.perf_counter()
     envelope = await router.route(query, installed, timeout_ms=timeout_ms)
     return (time.perf_counter() - t0) * 1000, envelope
@@ -61,7 +63,7 @@ def main() -> None:
     config = load_config()
     ok = MockBackend("totalrecall", answer(0.9))
 
-    scenarios = [
+    scenarios: list[tuple[str, str, int, dict[str, Backend]]] = [
         (
             "primary errors at once -> fallback",
             DEFAULT_QUERY,
@@ -85,7 +87,7 @@ def main() -> None:
     ]
     rows = []
     for label, query, timeouts, overrides in scenarios:
-        backends = {"totalrecall": ok, "lossless": ok, "cognee": ok, "qmd": ok, **overrides}
+        backends: dict[str, Backend] = {"totalrecall": ok, "lossless": ok, "cognee": ok, "qmd": ok, **overrides}
         router = Router(config, context=BackendContext(state_dir=state), log=RouterLog(None), backends=backends)
 
         async def run_all(router: Router, query: str, label: str) -> list[float]:

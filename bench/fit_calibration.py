@@ -34,7 +34,7 @@ import math
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -257,10 +257,10 @@ def isotonic(points: list[tuple[float, float]], blocks: int = ISOTONIC_BLOCKS) -
     # Each block's hit rate with one hit and one miss added (Laplace): a block of misses says "rare",
     # not "never", so no answer is ever called 0.0 and weak answers keep their order. The running
     # maximum keeps the map non-decreasing (smoothing moves small blocks more than large ones).
-    ys: list[float] = []
+    rates: list[float] = []
     for block in stack:
-        ys.append(max([(block[1] + 1) / (block[2] + 2), *ys[-1:]]))
-    return [round(b[0] / b[2], 4) for b in stack], [round(y, 4) for y in ys]
+        rates.append(max([(block[1] + 1) / (block[2] + 2), *rates[-1:]]))
+    return [round(b[0] / b[2], 4) for b in stack], [round(y, 4) for y in rates]
 
 
 MONOTONE = (0, 1, 3)  # native, coverage, exact: their weights must be >= 0
@@ -294,10 +294,13 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
             break
         for i in negative:
             free[i] = False
-    logistic = Model(*(round(v, 4) for v in w))
+    intercept, native, coverage, rank, exact = (round(v, 4) for v in w)
+    logistic = Model(intercept, native, coverage, rank, exact)
     firsts = []  # the step map's points, each bench's repeated up to the largest bench's count
     for a in listed:
-        repeat = max(1, round(bench_weight[a.question[0]] / bench_weight[min(per_bench, key=bench_weight.get)]))
+        repeat = max(
+            1, round(bench_weight[a.question[0]] / bench_weight[min(per_bench, key=lambda b: bench_weight[b])])
+        )
         firsts += [(logistic(*features(a)[0]), float(a.hits[0]))] * repeat
     first_x, first_y = isotonic(firsts)
     return logistic.replace(first_x=tuple(first_x), first_y=tuple(first_y))
@@ -306,7 +309,7 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
 def fit(per_key: dict[str, dict[QKey, Answer]], keep: Any = None) -> dict[str, Model]:
     """The maps per key, fitted on the questions ``keep`` accepts (all: None)."""
 
-    def chosen(recorded: dict[tuple[str, str], Answer]) -> list[Answer]:
+    def chosen(recorded: dict[QKey, Answer]) -> list[Answer]:
         return [a for q, a in recorded.items() if keep is None or keep(q)]
 
     return {key: fit_key(chosen(recorded)) for key, recorded in per_key.items()}
@@ -362,9 +365,13 @@ class Replayed(Frozen):
 
 
 NOTHING = Replayed((), ())
+PerKey = dict[str, dict[QKey, Answer]]
+"""Each backend and mode's recorded answers, by question."""
+Row = tuple[str, list[tuple[Replayed, frozenset[str]]]]
+"""A replayed configuration: its label, and per question what it answered and the evidence."""
 
 
-def replay_sequential(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
+def replay_sequential(chain: Sequence[str], per_key: PerKey, calibration: Calibration | None, q: QKey) -> Replayed:
     """The spec's Fallback Logic over the recorded answers (an error or empty answer moves on)."""
     tried = []
     for key in chain:
@@ -382,7 +389,7 @@ def replay_sequential(chain: Sequence[str], per_key: dict, calibration: Calibrat
 
 
 def replay_fused(
-    chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple, weighted: bool
+    chain: Sequence[str], per_key: PerKey, calibration: Calibration | None, q: QKey, weighted: bool
 ) -> Replayed:
     """The fused strategy over the recorded answers: (weighted) RRF, duplicates by evidence id."""
     scores: dict[Any, float] = defaultdict(float)
@@ -401,7 +408,7 @@ def replay_fused(
     return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order), best >= THRESHOLD)
 
 
-def replay_headed(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
+def replay_headed(chain: Sequence[str], per_key: PerKey, calibration: Calibration | None, q: QKey) -> Replayed:
     """The fused strategy with the sequential decision's first result kept first ("fuse_head"):
     every step is asked, the walk's winner gives the top result, weighted RRF the rest."""
     head = replay_sequential(chain, per_key, calibration, q)
@@ -419,7 +426,7 @@ def _headed(first_ids: frozenset[str], first_hit: bool, fused: Replayed, success
     return Replayed(ids, hits, success)
 
 
-def replay_best_head(chain: Sequence[str], per_key: dict, calibration: Calibration | None, q: tuple) -> Replayed:
+def replay_best_head(chain: Sequence[str], per_key: PerKey, calibration: Calibration | None, q: QKey) -> Replayed:
     """Fill with another head: the most relevant first result of every step (the earliest wins a
     tie) instead of the walk's winner; weighted RRF the rest."""
     tried = []
@@ -434,7 +441,7 @@ def replay_best_head(chain: Sequence[str], per_key: dict, calibration: Calibrati
     return _headed(best.dia_ids[0], best.hits[0], fused, value >= THRESHOLD)
 
 
-def _results(per_key: dict, calibration: Calibration | None, key: str, q: tuple) -> tuple[Result, ...]:
+def _results(per_key: PerKey, calibration: Calibration | None, key: str, q: QKey) -> tuple[Result, ...]:
     a = per_key.get(key, {}).get(q)
     return calibrated(calibration, key, a).results if a is not None and a.hits else ()
 
@@ -460,7 +467,13 @@ def chain_for(rule: str, extended: bool) -> list[str]:
     return SPEC_CHAINS.get(rule, SPEC_CHAINS["default"]) + (EXTENSIONS.get(rule, []) if extended else [])
 
 
-def _fill_rows(per_key: dict, calibration_for: Any, questions: list, rule_of: dict, evidence: dict) -> list:
+def _fill_rows(
+    per_key: PerKey,
+    calibration_for: Callable[[QKey], Calibration | None],
+    questions: list[QKey],
+    rule_of: dict[QKey, str],
+    evidence: dict[QKey, frozenset[str]],
+) -> list[Row]:
     """Fill variants measured before one ships: another head, or qmd search asked by the default rule too."""
     rows = []
     for label, replay, extra in (
@@ -477,7 +490,14 @@ def _fill_rows(per_key: dict, calibration_for: Any, questions: list, rule_of: di
     return rows
 
 
-def replays(per_key: dict, records: dict, calibration_for: Any, questions: list, rule_of: dict, evidence: dict) -> list:
+def replays(
+    per_key: PerKey,
+    records: dict[str, list[dict[str, Any]]],
+    calibration_for: Callable[[QKey], Calibration | None],
+    questions: list[QKey],
+    rule_of: dict[QKey, str],
+    evidence: dict[QKey, frozenset[str]],
+) -> list[Row]:
     """(label, [(replayed, evidence)]) rows; ``calibration_for(q)`` gives the calibration to score q with."""
     rows = []
     for key in per_key:
@@ -515,16 +535,10 @@ def replays(per_key: dict, records: dict, calibration_for: Any, questions: list,
             rule = rule_of.get(q, "default")
             chain = chain_for(rule, True)
             calibration = calibration_for(q)
-            if rule in fused_rules:
-                replay = replay_headed if label.endswith("(head kept)") else replay_fused
-                out.append(
-                    (
-                        replay(chain, per_key, calibration, q, True)
-                        if replay is replay_fused
-                        else replay(chain, per_key, calibration, q),
-                        evidence[q],
-                    )
-                )
+            if rule in fused_rules and label.endswith("(head kept)"):
+                out.append((replay_headed(chain, per_key, calibration, q), evidence[q]))
+            elif rule in fused_rules:
+                out.append((replay_fused(chain, per_key, calibration, q, True), evidence[q]))
             else:
                 out.append((replay_sequential(chain, per_key, calibration, q), evidence[q]))
         rows.append((label, out))
@@ -544,7 +558,7 @@ def replays(per_key: dict, records: dict, calibration_for: Any, questions: list,
 COLUMNS = ("hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "right say success", "wrong do not")
 
 
-def print_rows(rows: list) -> list[str]:
+def print_rows(rows: list[Row]) -> list[str]:
     lines = ["| configuration | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for label, got in rows:
         m = metrics(got)
@@ -570,7 +584,7 @@ def as_json(model: Model) -> dict[str, Any]:
     }
 
 
-def calibration_tables(per_key: dict, models: dict, calibration: Calibration) -> list[str]:
+def calibration_tables(per_key: PerKey, models: dict[str, Model], calibration: Calibration) -> list[str]:
     lines = []
     for key, recorded in per_key.items():
         listed = list(recorded.values())
@@ -659,7 +673,11 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
             held = Calibration({**models, **held.models}, held.source)
             bench_keys = {k: {q: a for q, a in v.items() if q[0] == bench} for k, v in per_key.items()}
             bench_keys = {k: v for k, v in bench_keys.items() if v}
-            rows = replays(bench_keys, {}, lambda q, c=held: c, questions_of[bench], rule_of, evidence)
+
+            def held_for(q: QKey, c: Calibration = held) -> Calibration:
+                return c
+
+            rows = replays(bench_keys, {}, held_for, questions_of[bench], rule_of, evidence)
             lobo_rows += [
                 (f"{bench}: {label}", got) for label, got in rows if "calibrated" in label or "weighted" in label
             ]
@@ -669,13 +687,17 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
         cv_rows = []
         for bench in benches:
             folds = sorted({q[1] for q in questions_of[bench]})
-            held = {
+            held_out = {
                 g: Calibration(fit(per_key, keep=lambda q, b=bench, g=g: not (q[0] == b and q[1] == g)), f"without {g}")
                 for g in folds
             }
             bench_keys = {k: {q: a for q, a in v.items() if q[0] == bench} for k, v in per_key.items()}
             bench_keys = {k: v for k, v in bench_keys.items() if v}
-            rows = replays(bench_keys, {}, lambda q, h=held: h[q[1]], questions_of[bench], rule_of, evidence)
+
+            def fold_of(q: QKey, h: dict[str, Calibration] = held_out) -> Calibration:
+                return h[q[1]]  # the maps fitted without q's group
+
+            rows = replays(bench_keys, {}, fold_of, questions_of[bench], rule_of, evidence)
             cv_rows += [(f"{bench}: {label}", got) for label, got in rows if not label.endswith(" alone")]
         lines += print_rows(cv_rows)
     text = "\n".join(lines) + "\n"

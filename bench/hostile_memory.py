@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from _common import REPO, environment_line, fmt, median, parser, repeats, table
 
-sys.path.insert(0, str(REPO / "tests" / "support"))
+sys.path.insert(0, str(REPO))  # the tests' Lossless builders, tests/support/lcm_fixtures.py
 
 LINE = b"- [10:30] decided to move the payments queue to Redis streams, see OrderService notes\n"
 
@@ -69,7 +69,7 @@ class Serve:
 
 
 def setup(base: Path, big_bytes: int, cap: int | None) -> tuple[Path, Path]:
-    from lcm_fixtures import build_small_db
+    from tests.support.lcm_fixtures import build_small_db
 
     root = base / "project"
     (root / "memory" / "archive").mkdir(parents=True)

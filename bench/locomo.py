@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 from _common import REPO, environment_line, fmt, parser, scratch_dir, table
-from _locomo_data import CATEGORIES, Conversation, LocomoFileError, Question, load_conversation
+from _locomo_data import CATEGORIES, Asked, Conversation, LocomoFileError, Question, load_conversation
 from _locomo_score import (
     PAPER_OVERALL_WITH_ADVERSARIAL,
     PAPER_TABLE3,
@@ -54,7 +54,7 @@ from _locomo_score import (
     oracle,
     summarise,
 )
-from _locomo_workspace import LAYOUTS, Workspace, _from_manifest, build, tool_env
+from _locomo_workspace import LAYOUTS, Stores, Workspace, _from_manifest, build, tool_env
 
 from memory_router.backends.common.words import STOPWORDS
 from memory_router.config.paths import packaged_config
@@ -119,7 +119,8 @@ def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 
 def packaged() -> dict[str, Any]:
-    return json.loads(packaged_config().read_text(encoding="utf-8"))
+    config: dict[str, Any] = json.loads(packaged_config().read_text(encoding="utf-8"))
+    return config
 
 
 def knows_calibration(config: dict[str, Any]) -> bool:
@@ -170,7 +171,7 @@ def parse_variant(spec: str) -> Variant:
     return Variant(name, deep_merge(start.config, patch))
 
 
-def workspace_config(variant: Variant, ws: Workspace) -> dict[str, Any]:
+def workspace_config(variant: Variant, ws: Stores) -> dict[str, Any]:
     """The variant's config pointed at this conversation's stores; a key the variant sets itself
     wins, and a backend the variant removed stays removed."""
     assert variant.config is not None
@@ -191,7 +192,7 @@ def workspace_config(variant: Variant, ws: Workspace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- running
 
 
-def record(variant: str, ws: Workspace, q: Question, answer: dict[str, Any], duration_ms: float) -> dict[str, Any]:
+def record(variant: str, ws: Stores, q: Asked, answer: dict[str, Any], duration_ms: float) -> dict[str, Any]:
     return {
         "variant": variant,
         "conv": ws.conv,
@@ -280,7 +281,7 @@ def bm25_terms(query: str) -> list[str]:
     return [t for t in dict.fromkeys(re.findall(r"\w+", query.lower())) if t not in STOPWORDS]
 
 
-def ask_bm25(ws: Workspace, questions: Sequence[Question]) -> list[dict[str, Any]]:
+def ask_bm25(ws: Stores, questions: Sequence[Asked]) -> list[dict[str, Any]]:
     """The plain baseline: FTS5 over the raw turns, terms OR'ed, bm25 order. Its relevance is
     ``|bm25| / (1 + |bm25|)`` (qmd's own squashing), for the calibration table only."""
     conn = sqlite3.connect(f"file:{ws.bm25_db}?mode=ro", uri=True)

@@ -94,7 +94,7 @@ def variant_of(spec: str) -> Variant:
 def record(variant: str, ws: Workspace, q: Question, answer: dict[str, Any], duration_ms: float) -> dict[str, Any]:
     """bench/locomo.py's record, relabelled by this bench's rule, with bench and the
     session-level gold added."""
-    out = locomo_record(variant, ws, q, {**answer, "results": []}, duration_ms)  # type: ignore[arg-type]
+    out = locomo_record(variant, ws, q, {**answer, "results": []}, duration_ms)
     out["results"] = labelled_results(answer.get("results") or [], ws, q.evidence)
     return {"bench": BENCH, **out, "evidence_sessions": list(q.evidence_sessions)}
 
@@ -150,7 +150,7 @@ async def ask_serve(variant: Variant, ws: Workspace, q: Question) -> dict[str, A
 
 def ask_baseline(ws: Workspace, q: Question) -> dict[str, Any]:
     """bench/locomo.py's in-process BM25 over this question's turns, relabelled here."""
-    (raw,) = ask_bm25(ws, [q])  # type: ignore[arg-type]
+    (raw,) = ask_bm25(ws, [q])
     answer = {k: raw[k] for k in ("status", "normalized_relevance", "routed_to", "results")}
     return record("bm25", ws, q, answer, raw["duration_ms"])
 

@@ -28,6 +28,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 
@@ -108,7 +109,7 @@ process.stdout.write(JSON.stringify({ first, times, mapTimes, spawns: d.spawns, 
 """
 
 
-def node_figures(node: str, state: Path, ws: Path, command: Path, n: int) -> dict:
+def node_figures(node: str, state: Path, ws: Path, command: Path, n: int) -> dict[str, Any]:
     plugin_cfg = {
         "command": str(command),
         "stateDir": str(state),
@@ -133,7 +134,8 @@ def node_figures(node: str, state: Path, ws: Path, command: Path, n: int) -> dic
     )
     if proc.returncode != 0:
         raise SystemExit(f"node benchmark failed: {proc.stderr[-1500:]}")
-    return json.loads(proc.stdout)
+    figures: dict[str, Any] = json.loads(proc.stdout)
+    return figures
 
 
 def exec_series(argv: list[str], env: dict[str, str], cwd: Path, n: int) -> list[float]:

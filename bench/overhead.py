@@ -19,19 +19,25 @@ import math
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 from _common import environment_line, fmt, median, parser, percentile, repeats, scratch_dir, table, verdict
 from corpus import generate
 
-from memory_router.backends.base import BackendRequest, BackendResponse, Result
-from memory_router.backends.mock import MockBackend, fail
-from memory_router.config.installed import parse_installed
+from memory_router.backends.base import BackendRequest, BackendResponse, Probe, Result
+from memory_router.backends.mock import Handler, MockBackend, fail
+from memory_router.config.installed import Installed, parse_installed
 from memory_router.config.router_config import load_config
 from memory_router.routing.router import Router, default_context
 from memory_router.routing.routerlog import RouterLog
 
+if TYPE_CHECKING:  # main() imports it for the daemon's row only
+    from memory_router.daemon.service import Service
+
 TARGET_P99_US = 1000.0
+Figures = tuple[float, float, float, float, float, float]
+"""Medians over the repeats, us: overhead p50 and p99, its CPU p50 and p99, serialising p50, total p50."""
 
 
 class Timed:
@@ -51,11 +57,11 @@ class Timed:
             self.ns += time.perf_counter_ns() - t0
             self.cpu_ns += time.thread_time_ns() - c0
 
-    def probe(self):
+    def probe(self) -> Probe:
         return self.inner.probe()
 
 
-def instant(relevance: float = 0.9, hits: int = 3):
+def instant(relevance: float = 0.9, hits: int = 3) -> Handler:
     """A handler answering at once with a prepared response (no per-call construction)."""
     prepared = BackendResponse.from_results(
         "mock", "q", [Result(content=f"hit {i}", relevance=relevance - i * 0.05, source="mock") for i in range(hits)]
@@ -63,7 +69,7 @@ def instant(relevance: float = 0.9, hits: int = 3):
     return lambda request: prepared
 
 
-def build_router(handlers: dict[str, object]) -> tuple[Router, dict[str, Timed]]:
+def build_router(handlers: dict[str, Handler]) -> tuple[Router, dict[str, Timed]]:
     config = load_config()
     timed = {name: Timed(MockBackend(name, handlers.get(name) or instant())) for name in config.backends}
     state = scratch_dir("mr-bench-")
@@ -71,7 +77,7 @@ def build_router(handlers: dict[str, object]) -> tuple[Router, dict[str, Timed]]
     return router, timed
 
 
-async def measure_service(service, timed: dict[str, Timed], corpus: list[str], reps: int):
+async def measure_service(service: Service, timed: dict[str, Timed], corpus: list[str], reps: int) -> Figures:
     """The daemon's per-request path: Service.handle_line (parse the JSON line, route, envelope
     to JSON), minus backend time."""
     over_p50, over_p99, cpu_p50, cpu_p99, total_p50 = [], [], [], [], []
@@ -100,7 +106,9 @@ async def measure_service(service, timed: dict[str, Timed], corpus: list[str], r
     return (median(over_p50), median(over_p99), median(cpu_p50), median(cpu_p99), math.nan, median(total_p50))
 
 
-async def measure(router: Router, timed: dict[str, Timed], installed, corpus: list[str], reps: int):
+async def measure(
+    router: Router, timed: dict[str, Timed], installed: Installed, corpus: list[str], reps: int
+) -> Figures:
     over_p50, over_p99, cpu_p50, cpu_p99, ser_p50, total_p50 = [], [], [], [], [], []
     clock, cpu = time.perf_counter_ns, time.thread_time_ns
     for q in corpus[:200]:  # warm-up
@@ -143,7 +151,7 @@ def main() -> None:
     )
 
     rows = []
-    scenarios = {
+    scenarios: dict[str, dict[str, Handler]] = {
         "first backend answers": {},
         "first fails, second answers": {"qmd": fail("BACKEND_ERROR", "exit 1"), "cognee": fail(), "lossless": fail()},
     }

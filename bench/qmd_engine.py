@@ -26,13 +26,15 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import environment_line, fmt, median, parser, percentile, repeats, table
 from _qmd_index import MODEL, embedded_index, qmd_backend
 
 from memory_router.backends.base import BackendRequest
-from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
 from memory_router.backends.qmd.keywords import structured_query
+from memory_router.backends.qmd.transports import CliTransport
 
 CONCEPT = "how does error handling work in the API layer"
 TOPICS = [
@@ -47,13 +49,14 @@ TOPICS = [
 ]
 
 
-def build(notes: int) -> tuple[Path, dict]:
+def build(notes: int) -> tuple[Path, dict[str, Any]]:
     base = Path(tempfile.mkdtemp(prefix="mr-bench-qmd-engine-"))
     texts = (f"# Note {i}\n\n{TOPICS[i % len(TOPICS)]}. Entry {i} of the journal.\n" for i in range(notes))
     return base, embedded_index(base, texts, query_expansion=False)
 
 
-def per_call(cli: qmd_adapter.CliTransport, argv_tail: list[str]) -> float:
+def per_call(cli: CliTransport, argv_tail: tuple[str, list[str], str]) -> float:
+    """One CLI call, ms: ``argv_tail`` is (subcommand, options, query)."""
     t0 = time.perf_counter()
     done = subprocess.run(cli.argv(*argv_tail), cwd=cli.cwd, env=cli.env, capture_output=True, timeout=300)
     if done.returncode != 0:
@@ -61,7 +64,7 @@ def per_call(cli: qmd_adapter.CliTransport, argv_tail: list[str]) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-async def warm_series(backend: qmd_adapter.QmdBackend, query: str, mode: str, n: int) -> tuple[float, list[float]]:
+async def warm_series(backend: QmdBackend, query: str, mode: str, n: int) -> tuple[float, list[float]]:
     times = []
     for _ in range(n + 1):
         t0 = time.perf_counter()
@@ -72,7 +75,7 @@ async def warm_series(backend: qmd_adapter.QmdBackend, query: str, mode: str, n:
     return times[0], times[1:]
 
 
-def http_series(cli: qmd_adapter.CliTransport, n: int) -> tuple[float, list[float]]:
+def http_series(cli: CliTransport, n: int) -> tuple[float, list[float]]:
     import httpx
 
     with socket.socket() as s:
@@ -126,9 +129,9 @@ def main() -> None:
         structured = structured_query(CONCEPT)
         rows = []
         calls = {
-            "concept (vector search)": ["query", ["--json", "-n", "10", "--no-rerank", "--explain"], vec_doc],
-            "default rule (lex + vec)": ["query", ["--json", "-n", "10", "--no-rerank", "--explain"], structured],
-            "keyword search": ["search", ["--json", "-n", "10"], "error middleware"],
+            "concept (vector search)": ("query", ["--json", "-n", "10", "--no-rerank", "--explain"], vec_doc),
+            "default rule (lex + vec)": ("query", ["--json", "-n", "10", "--no-rerank", "--explain"], structured),
+            "keyword search": ("search", ["--json", "-n", "10"], "error middleware"),
         }
         cli_medians = {}
         for name, tail in calls.items():

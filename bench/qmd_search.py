@@ -23,6 +23,7 @@ from pathlib import Path
 
 from memory_router.backends import BackendContext
 from memory_router.backends.qmd import adapter as qmd_adapter
+from memory_router.backends.qmd.backend import QmdBackend
 from memory_router.config.installed import load_installed
 from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import load_config
@@ -51,7 +52,10 @@ def main() -> int:
         context = BackendContext(state_dir=tmp / "state", cwd=tmp)
         router = Router(load_config(tmp / "rc.json"), context=context)
         installed = load_installed(tmp / "backends.json")
-        transport = router.backend("qmd").transport()
+        backend = router.backend("qmd")
+        if not isinstance(backend, QmdBackend):
+            raise SystemExit(f"qmd cannot run here: {backend.probe().detail}")
+        transport = backend.transport()
 
         cli_ms = []
         for _ in range(args.repeats):

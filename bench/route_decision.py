@@ -21,7 +21,7 @@ from corpus import generate
 
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import load_config
-from memory_router.core.plan import make_plan
+from memory_router.core.plan import Plan, make_plan
 from memory_router.core.query import check_query
 
 TARGET_MEDIAN_US = 20.0
@@ -50,7 +50,7 @@ def main() -> None:
     )
     corpus = [q for _, q in generate(n)]
 
-    def decide(q: str):
+    def decide(q: str) -> Plan:
         return make_plan(rules.match(check_query(q, max_chars)), installed.unusable_reason)
 
     for q in corpus:  # warm-up: regex caches, first-call costs
@@ -117,8 +117,10 @@ def main() -> None:
     )
     rows = []
     for key in sorted(per_rep_rule, key=lambda k: (int(k.split()[0]), k)):
-        values = per_rep_rule[key]
-        rows.append([key, counts[key], fmt(median(v[0] for v in values), 2), fmt(median(v[1] for v in values), 2)])
+        reps_of_rule = per_rep_rule[key]  # (median, p99) of each repeat
+        rows.append(
+            [key, counts[key], fmt(median(v[0] for v in reps_of_rule), 2), fmt(median(v[1] for v in reps_of_rule), 2)]
+        )
     table(
         "By matched rule, us",
         ["rule (strength)", "queries", "median", "p99"],

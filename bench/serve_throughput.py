@@ -84,6 +84,7 @@ async def drive(
         limit=16 * 1024 * 1024,
     )
     assert proc.stdin and proc.stdout
+    stdout = proc.stdout  # the reader below is its own function: mypy keeps no narrowing into it
     try:
         # Warm-up (also waits for the daemon to be up): one query answered.
         proc.stdin.write(orjson.dumps({"id": -1, "query": queries[0]}) + b"\n")
@@ -95,7 +96,7 @@ async def drive(
 
         async def reader() -> None:
             for _ in range(len(queries)):
-                line = await proc.stdout.readline()
+                line = await stdout.readline()
                 if not line:
                     raise SystemExit("serve closed its stdout early")
                 answer = orjson.loads(line)

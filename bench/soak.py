@@ -30,6 +30,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from _common import REPO, environment_line, fmt, median, parser, percentile, scratch_dir, table
 
@@ -38,12 +39,12 @@ TIMEOUT_MS = 300
 MAX_LINE = 4096
 
 
-def backend(fault: str) -> dict:
+def backend(fault: str) -> dict[str, Any]:
     argv = [sys.executable, "-I", "-S", str(FAULT), "--fault", fault, "--adapter", "{query}"]
     return {"type": "command", "argv": argv}
 
 
-def rule(number: int, word: str, chain: list[str]) -> dict:
+def rule(number: int, word: str, chain: list[str]) -> dict[str, Any]:
     return {"number": number, "id": word, "strong": [rf"\b{word}\b"], "chain": [{"backend": b} for b in chain]}
 
 
@@ -110,7 +111,9 @@ class Daemon:
         return code
 
 
-def exchange(path: Path, lines: list[bytes], *, hang_up: bool = False, timeout: float = 30) -> list[dict] | None:
+def exchange(
+    path: Path, lines: list[bytes], *, hang_up: bool = False, timeout: float = 30
+) -> list[dict[str, Any]] | None:
     """Send ``lines`` on a new connection, read one response per line, half-close and check that
     nothing more comes. ``hang_up``: close right after sending (returns None)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -229,7 +232,7 @@ class Load:
                 if answers is not None:
                     self.check(kind, rid, answers[0])
 
-    def check(self, kind: str, rid: int, answer: dict) -> None:
+    def check(self, kind: str, rid: int, answer: dict[str, Any]) -> None:
         if kind not in ("not JSON", "JSON number") and answer.get("id") != rid:
             self.failures.append(f"{kind}: answered with id {answer.get('id')!r}, not {rid}")
         elif (answer.get("status"), answer.get("error_code")) != EXPECT[kind]:

@@ -136,10 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for held, answers in benches.items():
             w = fit([a for name, rows_ in benches.items() if name != held for a in rows_])
             score = [w[0] + w[1] * _logit(a[1]) + w[2] * a[2] for a in answers]
-            right = [s for s, a in zip(score, answers, strict=True) if a[0]]
-            wrong = [s for s, a in zip(score, answers, strict=True) if not a[0]]
+            right_scores = [s for s, a in zip(score, answers, strict=True) if a[0]]
+            wrong_scores = [s for s, a in zip(score, answers, strict=True) if not a[0]]
             base = auc([a[1] for a in answers if a[0]], [a[1] for a in answers if not a[0]])
-            extra.append([held, f"{base:.3f}", f"{auc(right, wrong):.3f}", f"{w[2]:+.2f}"])
+            extra.append([held, f"{base:.3f}", f"{auc(right_scores, wrong_scores):.3f}", f"{w[2]:+.2f}"])
         table(
             "Adding cross-store agreement (fitted on the other benches, measured on this one; not shipped)",
             ["held-out bench", "AUC relevance", "AUC relevance + agreement", "agreement weight"],

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import REPO, environment_line, fmt, median, parser, repeats, scratch_dir, table
 from _qmd_index import ENV, MODEL, embedded_index
@@ -43,14 +44,14 @@ TOPICS = [
 ]
 
 
-def build(notes: int) -> tuple[Path, dict]:
+def build(notes: int) -> tuple[Path, dict[str, Any]]:
     """A qmd index of the notes, embedded with the MiniLM GGUF, and the qmd settings for it."""
     base = scratch_dir("mr-bench-warm-start-")
     texts = (f"# Note {i}\n\n{TOPICS[i % len(TOPICS)]}. Entry {i}; see mapErrorToStatus.\n" for i in range(notes))
     return base, embedded_index(base, texts)
 
 
-def state_dir(base: Path, settings: dict, warmup: bool) -> Path:
+def state_dir(base: Path, settings: dict[str, Any], warmup: bool) -> Path:
     state = base / ("state-warm" if warmup else "state-cold")
     state.mkdir(exist_ok=True)
     config = json.loads((REPO / "router-config.json").read_text())
@@ -70,7 +71,7 @@ class Serve:
         )
         self.ids = 0
 
-    def ask(self, payload: dict) -> tuple[dict, float]:
+    def ask(self, payload: dict[str, Any]) -> tuple[dict[str, Any], float]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.ids += 1
         started = time.perf_counter()
@@ -79,7 +80,7 @@ class Serve:
         answer = json.loads(self.proc.stdout.readline())
         return answer, (time.perf_counter() - started) * 1000
 
-    def warmup(self) -> dict:
+    def warmup(self) -> dict[str, Any]:
         runtime = self.ask({"op": "stats"})[0]["stats"].get("runtime") or {}
         return (runtime.get("qmd") or {}).get("warmup") or {}
 
@@ -93,7 +94,7 @@ class Serve:
             self.proc.wait(10)
 
 
-def qmd_ms(answer: dict) -> float:
+def qmd_ms(answer: dict[str, Any]) -> float:
     return next((a["duration_ms"] for a in answer.get("attempts", []) if a["backend"] == "qmd"), float("nan"))
 
 
@@ -105,7 +106,7 @@ def first_query(
     serve = Serve(state)
     try:
         serve.ask({"op": "stats"})  # the daemon is up (its ready line); nothing asked of qmd yet
-        warm: dict = {}
+        warm: dict[str, Any] = {}
         if wait_ready:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and warm.get("state") not in ("ready", "failed", "skipped"):
