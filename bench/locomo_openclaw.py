@@ -19,7 +19,8 @@ Systems (``--system``, repeatable; default the first three):
   ``.tools/qmd``): vector and FTS, its defaults otherwise.
 * ``memory-router`` - the plugin copied in (``openclaw plugins install``), memory-core off, the
   packaged router-config.json pointed at the conversation's qmd index, notes and ``lcm.db`` (the
-  ``router`` variant of ``bench/locomo.py``), the plugin's defaults (``minRelevance`` 0.2).
+  ``router`` variant of ``bench/locomo.py``), the plugin's defaults (``minRelevance``, a floor on
+  each answer's best hit: openclaw-plugin/openclaw.plugin.json).
 * ``memory-router:no-floor`` - the same, each search with ``minScore: 0`` (nothing dropped).
 * ``memory-core:keyword:undated``, ``memory-core:hybrid:undated`` - memory-core on the same notes
   under file names without a date (``memory/day-20230508.md``): memory-core applies its recency
@@ -80,6 +81,10 @@ LIMIT = 10
 TOKEN = "locomo-openclaw-bench"
 AGENT = "main"  # the workspaces' lcm.db holds the conversation as agent:main:main
 MEMORY_CORE_FLOOR = 0.35  # memory-core's default minScore (memory.search.query.minScore)
+# The plugin's default minRelevance, as the host is told it (the manifest's config schema).
+PLUGIN_FLOOR = json.loads((REPO / "openclaw-plugin" / "openclaw.plugin.json").read_text(encoding="utf-8"))[
+    "configSchema"
+]["properties"]["minRelevance"]["default"]
 QUICK_CONVERSATION, QUICK_QUESTIONS = "30", 8
 QMD_NODE_LLAMA = REPO / ".tools" / "qmd" / "node_modules" / "node-llama-cpp"
 EMBEDDINGS_SERVER = Path(__file__).resolve().parent / "_embeddings_server.mjs"
@@ -103,7 +108,9 @@ SYSTEMS = {
     for s in (
         System("memory-core:keyword", True, about="memory-core defaults: no embedding provider, keyword (FTS) only"),
         System("memory-core:hybrid", True, embeddings=True, about="memory-core, hybrid with MiniLM embeddings"),
-        System("memory-router", False, about="memory-router plugin, packaged config and defaults (floor 0.2)"),
+        System(
+            "memory-router", False, about=f"memory-router plugin, packaged config and defaults (floor {PLUGIN_FLOOR:g})"
+        ),
         System("memory-router:no-floor", False, min_score=0.0, about="memory-router plugin, minScore 0"),
         System("memory-core:keyword:undated", True, undated=True, about="memory-core keyword, notes without dates"),
         System(
@@ -499,8 +506,8 @@ def report_unanswerable(by_system: dict[str, list[dict[str, Any]]]) -> None:
             for name, recs in by_system.items()
             if recs
         ],
-        note="A search that can say 'nothing' answers these with no hits; abstained: memory-router's floor "
-        "dropped every hit (the payload says so).",
+        note="A search that can say 'nothing' answers these with no hits; abstained: the answer's best hit was "
+        "under memory-router's floor (the payload says so).",
     )
 
 

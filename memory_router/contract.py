@@ -253,8 +253,8 @@ QUERY_OPTIONS: tuple[Option, ...] = (
         "--min-relevance",
         "min_relevance",
         "float",
-        "Abstain below this relevance (0..1): hits under it are dropped, and when none is left the answer "
-        "has no results and `abstained` says why (docs/abstention.md).",
+        "Abstain below this relevance (0..1): an answer whose best hit is under it has no results and "
+        "`abstained` says why; one that reaches it is returned whole (docs/abstention.md).",
         metavar="X",
         low=0,
         high=1,
@@ -364,10 +364,11 @@ ENVELOPE_FIELDS: tuple[tuple[str, bool], ...] = (
     ("attempts", False),
 )
 # Fields an envelope carries only when the query asked for a relevance floor or a character
-# budget and it changed the answer (memory_router.core.trim), or for a time window
-# (memory_router.core.window): written after the fields above, absent otherwise, so an envelope
-# asked for none of them is the one it always was.
-OPTIONAL_ENVELOPE_FIELDS: tuple[str, ...] = ("floor", "abstained", "budget", "window")
+# budget and it changed the answer (memory_router.core.trim: ``abstained``, the answer's best hit
+# was under the floor; ``budget``, hits were cut), or for a time window (memory_router.core.window):
+# written after the fields above, absent otherwise, so an envelope asked for none of them is the
+# one it always was.
+OPTIONAL_ENVELOPE_FIELDS: tuple[str, ...] = ("abstained", "budget", "window")
 
 
 def error_fields(

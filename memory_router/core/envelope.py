@@ -37,7 +37,8 @@ class InvalidEnvelope(ValueError):
 # the two equal).
 FIELDS = contract.ENVELOPE_FIELDS
 FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
-# Written only when set (a relevance floor or a character budget changed the answer: core/trim.py).
+# Written only when set (a relevance floor or a character budget changed the answer: core/trim.py;
+# a time window was asked: core/window.py).
 OPTIONAL_FIELDS: tuple[str, ...] = contract.OPTIONAL_ENVELOPE_FIELDS
 
 
@@ -68,7 +69,6 @@ class Envelope(Frozen):
     backend_duration_ms: int
     rule: dict[str, Any] | None
     attempts: tuple[dict[str, Any], ...]
-    floor: dict[str, Any] | None
     abstained: dict[str, Any] | None
     budget: dict[str, Any] | None
     window: dict[str, Any] | None
@@ -90,7 +90,6 @@ class Envelope(Frozen):
         backend_duration_ms: int = 0,
         rule: dict[str, Any] | None = None,
         attempts: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
-        floor: dict[str, Any] | None = None,
         abstained: dict[str, Any] | None = None,
         budget: dict[str, Any] | None = None,
         window: dict[str, Any] | None = None,
@@ -113,7 +112,6 @@ class Envelope(Frozen):
         setter(self, "backend_duration_ms", backend_duration_ms)
         setter(self, "rule", rule)
         setter(self, "attempts", attempts if type(attempts) is tuple else tuple(attempts))
-        setter(self, "floor", floor)
         setter(self, "abstained", abstained)
         setter(self, "budget", budget)
         setter(self, "window", window)
@@ -138,8 +136,6 @@ class Envelope(Frozen):
             "rule": self.rule,
             "attempts": list(self.attempts),
         }
-        if self.floor is not None:
-            data["floor"] = self.floor
         if self.abstained is not None:
             data["abstained"] = self.abstained
         if self.budget is not None:
@@ -212,7 +208,6 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "backend_duration_ms": (int,),
     "rule": (dict, type(None)),
     "attempts": (list,),
-    "floor": (dict, type(None)),
     "abstained": (dict, type(None)),
     "budget": (dict, type(None)),
     "window": (dict, type(None)),

@@ -116,8 +116,8 @@ def build_server(opts: Options) -> Any:  # noqa: C901 - registers each MCP tool 
             Field(
                 ge=0,
                 le=1,
-                description="Abstain below this relevance (0..1): hits under it are dropped; when none is left "
-                "the answer has no results and `abstained` says why (best relevance, hits dropped).",
+                description="Abstain below this relevance (0..1): an answer whose best hit is under it has no "
+                "results and `abstained` says why (best relevance, hits dropped); one that reaches it is whole.",
             ),
         ] = None,
         max_chars: Annotated[

@@ -68,11 +68,12 @@ export function registerMemoryCli(plugin, { program, config }, streams = process
         const scope = plugin.scopeFor(config, { agentId: opts.agent });
         const settings = plugin.settingsFor(config, scope.agent);
         const { maxResults, minScore, since, until } = opts;
-        const { results, envelope, via } = await plugin.search(settings, query, { maxResults, minScore, since, until, scope });
+        const { results, envelope, trim, via } = await plugin.search(settings, query, { maxResults, minScore, since, until, scope });
         if (opts.json) {
-          writeJson({ results, routing: { ...routingFacts(envelope), via }, ...(envelope.window ? { window: envelope.window } : {}) });
+          writeJson({ results, routing: { ...routingFacts(envelope), via }, ...trim, ...(envelope.window ? { window: envelope.window } : {}) });
         } else if (!results.length) {
-          streams.stdout.write(`No matches (rule ${envelope.rule?.id ?? "?"}, tried ${(envelope.fallback_chain ?? []).join(" -> ")}).\n`);
+          const why = trim.abstained ? `; the best hit, ${trim.abstained.best.toFixed(3)}, is under the floor ${trim.abstained.min_relevance}` : "";
+          streams.stdout.write(`No matches (rule ${envelope.rule?.id ?? "?"}, tried ${(envelope.fallback_chain ?? []).join(" -> ")}${why}).\n`);
         } else {
           const lines = [`rule ${envelope.rule?.number} (${envelope.rule?.id}) -> ${envelope.routed_to}, ${envelope.status}`, ""];
           for (const r of results) lines.push(`${r.score.toFixed(3)} ${r.path}:${r.startLine}-${r.endLine}`, r.snippet, "");

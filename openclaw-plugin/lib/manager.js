@@ -8,12 +8,14 @@ import path from "node:path";
 import { fileUnder, isMemoryPath, notAllowed, readRegular } from "./access.js";
 import { CODES } from "./codes.js";
 import { collectionRoot } from "./collections.js";
-import { HitCache, SYNTHETIC_PREFIX, excerpt, routingFacts, toSearchResults } from "./mapping.js";
+import { HitCache, SYNTHETIC_PREFIX, excerpt, routingFacts, toSearchResults, trimFacts } from "./mapping.js";
 import { RouterClient, RouterError, errorFacts } from "./router.js";
 import { effectiveConfig, isInteger, resolveScope, resolveSettings, settingsKey } from "./settings.js";
+import { budgetHits, dropUnder } from "./trim.js";
 /** @import { HostApi, HostConfig } from "./host.js" */
 /** @import { CachedHit, Envelope, Excerpt, RoutingFacts, SearchResult } from "./mapping.js" */
 /** @import { Scope, Settings } from "./settings.js" */
+/** @import { Budget, HitFloor } from "./trim.js" */
 
 /**
  * Why the host asks for a manager.
@@ -50,6 +52,13 @@ import { effectiveConfig, isInteger, resolveScope, resolveSettings, settingsKey 
  * @property {number} [timeoutMs]
  * @property {Scope} [scope]
  * @property {AbortSignal} [signal]
+ */
+
+/**
+ * What the floors and the budget left out of an answer, when they did: `abstained` (memory-router:
+ * the best hit was under the floor), `floor` (the caller's minScore dropped hits one by one),
+ * `budget` (the text budget cut hits).
+ * @typedef {{abstained?: Envelope["abstained"], floor?: HitFloor, budget?: Budget}} TrimFacts
  */
 
 /**
@@ -154,39 +163,55 @@ export class MemoryRouterPlugin {
    * @param {Settings} settings
    * @param {unknown} query
    * @param {SearchOptions} [options]
-   * @returns {Promise<{results: SearchResult[], envelope: Envelope, via: "daemon" | "exec"}>} */
+   * @returns {Promise<{results: SearchResult[], envelope: Envelope, trim: TrimFacts, via: "daemon" | "exec"}>} */
   async search(settings, query, { maxResults, minScore, maxChars, since, until, timeoutMs, scope } = {}) {
     const text = typeof query === "string" ? query.trim() : "";
     if (!text) throw new RouterError("query must be a non-empty string", CODES.EMPTY_QUERY);
     const who = scope ?? this.scopeFor(undefined);
     const max = isInteger(maxResults, 1) ? maxResults : settings.maxResults;
-    // The caller's minScore (memory-core's name), else the plugin's minRelevance: memory-router
-    // drops the hits under it and abstains when none is left. maxChars: the total text budget.
-    const floor = typeof minScore === "number" ? minScore : settings.minRelevance;
+    // Without minScore, the plugin's minRelevance is memory-router's floor on the answer: one whose
+    // best hit is under it abstains, one that reaches it comes back whole. minScore keeps
+    // memory-core's meaning, a floor on each hit: memory-router abstains when no hit reaches it,
+    // then the hits under it are dropped here and the budget (maxChars) counts those left.
+    const perHit = typeof minScore === "number";
+    const floor = perHit ? minScore : settings.minRelevance;
     const budget = isInteger(maxChars, 1) ? maxChars : settings.maxChars;
-    const { envelope, via } = await this.clientFor(settings).query(text, {
+    const { envelope: answer, via } = await this.clientFor(settings).query(text, {
       limit: max,
       timeoutMs,
       scope: who,
       minRelevance: floor,
-      maxChars: budget,
+      maxChars: perHit ? null : budget,
       // memory-router reads and checks them (INVALID_TIME_RANGE), relative to the query's time.
       since: typeof since === "string" && since.trim() ? since.trim() : undefined,
       until: typeof until === "string" && until.trim() ? until.trim() : undefined,
     });
-    this.lastByAgent.set(who.agent, { ...routingFacts(envelope), via, at: new Date().toISOString() });
+    this.lastByAgent.set(who.agent, { ...routingFacts(answer), via, at: new Date().toISOString() });
     const seen = this.indexFor(settings);
     if (via === "daemon" && (!seen || Date.now() - Date.parse(seen.at) > INDEX_FACTS_MS)) {
       this.loadIndexFreshness(settings).catch(() => {}); // for the Gateway's status(): in the background
     }
-    if (envelope.status === "error") {
+    if (answer.status === "error") {
       // Every backend failed, or the setup is wrong: say so, with memory-router's own reason.
       throw new RouterError(
-        `memory-router: ${envelope.error_message || "all backends failed"} (${envelope.error_code || "error"})`,
-        envelope.error_code || CODES.ALL_BACKENDS_FAILED,
+        `memory-router: ${answer.error_message || "all backends failed"} (${answer.error_code || "error"})`,
+        answer.error_code || CODES.ALL_BACKENDS_FAILED,
       );
     }
-    return { results: toSearchResults(envelope, { maxResults: max, minScore: floor, cache: this.cacheFor(who.agent) }), envelope, via };
+    /** @type {TrimFacts} */
+    const trim = trimFacts(answer);
+    let envelope = answer;
+    if (perHit) {
+      const dropped = dropUnder(envelope, minScore);
+      envelope = dropped.envelope;
+      if (dropped.floor) trim.floor = dropped.floor;
+      if (budget !== null) {
+        const budgeted = budgetHits(envelope, budget);
+        envelope = budgeted.envelope;
+        if (budgeted.budget) trim.budget = budgeted.budget;
+      }
+    }
+    return { results: toSearchResults(envelope, { maxResults: max, cache: this.cacheFor(who.agent) }), envelope, trim, via };
   }
 
   /**

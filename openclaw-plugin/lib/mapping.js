@@ -48,9 +48,8 @@ const CACHE_LIMIT = 512; // hits remembered for readFile (least recently returne
  * @property {string | null} [error_code]
  * @property {string | null} [error_message]
  * @property {{number: number, id: string, strength?: string} | null} [rule]
- * @property {Record<string, unknown>} [abstained]
- * @property {Record<string, unknown>} [floor]
- * @property {Record<string, unknown>} [budget]
+ * @property {{min_relevance: number, best: number, dropped: number}} [abstained] the best hit was under min_relevance
+ * @property {{max_chars: number, kept: number, cut: number, chars: number, truncated: boolean}} [budget] what max_chars cut
  * @property {{since?: string, until?: string}} [window] the time window the hits were kept to (ISO instants)
  */
 
@@ -119,14 +118,15 @@ export function routingFacts(envelope) {
   };
 }
 
-/** What memory-router's floor and budget left out of an answer, when they did (abstained: no hit
- * reached the floor; floor: some were under it; budget: what the character budget cut).
+/** What memory-router's floor and budget left out of an answer, when they did (abstained: its
+ * best hit was under the floor; budget: what the character budget cut).
  * @param {Envelope | undefined} envelope
- * @returns {Pick<Envelope, "abstained" | "floor" | "budget">} */
+ * @returns {Pick<Envelope, "abstained" | "budget">} */
 export function trimFacts(envelope) {
-  /** @type {Pick<Envelope, "abstained" | "floor" | "budget">} */
+  /** @type {Pick<Envelope, "abstained" | "budget">} */
   const out = {};
-  for (const key of /** @type {const} */ (["abstained", "floor", "budget"])) if (envelope?.[key]) out[key] = envelope[key];
+  if (envelope?.abstained) out.abstained = envelope.abstained;
+  if (envelope?.budget) out.budget = envelope.budget;
   return out;
 }
 
@@ -212,18 +212,18 @@ export class HitCache {
  * Envelope -> MemorySearchResult[] (best first, as the router ranked them).
  * `score` is the router's relevance (0..1); `source` is "memory" (OpenClaw drops "sessions"
  * hits on some paths unless the plugin authorizes them); `memoryRouter` carries the backend's
- * own source and the routing facts, which OpenClaw passes through untouched.
+ * own source and the routing facts, which OpenClaw passes through untouched. Every hit of the
+ * envelope is mapped, up to `maxResults` (a caller's minScore is applied before: lib/trim.js).
  * @param {Envelope} envelope
- * @param {{maxResults: number, minScore?: number, cache?: HitCache}} options
+ * @param {{maxResults: number, cache?: HitCache}} options
  * @returns {SearchResult[]}
  */
-export function toSearchResults(envelope, { maxResults, minScore, cache }) {
+export function toSearchResults(envelope, { maxResults, cache }) {
   const facts = routingFacts(envelope);
   /** @type {SearchResult[]} */
   const out = [];
   const seen = new Set();
   for (const hit of envelope.results ?? []) {
-    if (typeof minScore === "number" && hit.relevance < minScore) continue;
     const text = typeof hit.content === "string" ? hit.content : "";
     const place = placeOf(hit, envelope);
     // Two synthetic hits of one answer never share a path: memory_get must give each its own

@@ -36,7 +36,7 @@ import path from "node:path";
  * @property {string | null} config --config when configured
  * @property {number} timeoutMs per-backend timeout
  * @property {number} maxResults results when the caller gives none
- * @property {number} minRelevance the floor when the caller gives no minScore
+ * @property {number} minRelevance the floor on the answer when the caller gives no minScore
  * @property {number | null} maxChars the text budget when the caller gives none
  * @property {Record<string, string | undefined>} env the environment of every memory-router started
  */
@@ -46,14 +46,15 @@ import path from "node:path";
  * @typedef {{agent: string, session_key?: string}} Scope
  */
 
-// minRelevance 0.2: the highest floor that keeps >= 95% of right first results on both
-// development benches (LoCoMo 97.3%, LongMemEval 100%) while the unanswerable questions start to
-// get no hits (docs/abstention.md). maxChars null: no budget unless asked.
+// minRelevance 0.15, memory-router's floor on the answer (one whose best hit is under it abstains):
+// the highest that keeps the answerable questions' evidence recall@10 within a point of no floor's
+// on both development benches (bench/abstention.py; docs/abstention.md). maxChars null: no budget
+// unless asked.
 export const DEFAULTS = Object.freeze({
   command: "memory-router",
   timeoutMs: 5000,
   maxResults: 10,
-  minRelevance: 0.2,
+  minRelevance: 0.15,
   maxChars: null,
 });
 

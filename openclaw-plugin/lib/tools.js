@@ -5,7 +5,7 @@
 // {results: [], disabled, unavailable, error, warning, action} that OpenClaw's agents are told to
 // report), plus `routing`: which rule matched and which backend answered.
 import { CODES } from "./codes.js";
-import { routingFacts, trimFacts } from "./mapping.js";
+import { routingFacts } from "./mapping.js";
 import { errorFacts } from "./router.js";
 /** @import { HostConfig, Tool, ToolContext, ToolResult } from "./host.js" */
 /** @import { MemoryRouterPlugin } from "./manager.js" */
@@ -25,8 +25,9 @@ const SEARCH_PARAMETERS = {
       minimum: 0,
       maximum: 1,
       description:
-        "Drop hits whose relevance (0..1) is below this; with none left the answer is empty and `abstained` " +
-        "says why (default: the plugin's minRelevance, 0.2).",
+        "Drop each hit whose relevance (0..1) is below this; `floor` says how many were dropped, and with none " +
+        "left the answer is empty and `abstained` says why. Without it, the plugin's minRelevance judges the " +
+        "answer: when even its best hit is below it the answer is empty (`abstained`), otherwise every hit comes back.",
     },
     maxChars: {
       type: "integer",
@@ -97,7 +98,7 @@ export function createSearchTool(plugin, ctx) {
       const scope = scopeOf(plugin, ctx);
       const settings = plugin.settingsFor(configOf(ctx), scope.agent);
       try {
-        const { results, envelope, via } = await plugin.search(settings, params?.query, {
+        const { results, envelope, trim, via } = await plugin.search(settings, params?.query, {
           maxResults: params?.maxResults,
           minScore: params?.minScore,
           maxChars: params?.maxChars,
@@ -110,7 +111,7 @@ export function createSearchTool(plugin, ctx) {
           provider: "memory-router",
           mode: "routed",
           routing: { ...routingFacts(envelope), via },
-          ...trimFacts(envelope),
+          ...trim,
           ...(envelope.window ? { window: envelope.window } : {}),
         });
       } catch (err) {

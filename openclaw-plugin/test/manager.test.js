@@ -10,6 +10,7 @@ import { after, before, describe, test } from "node:test";
 import { CODES } from "../lib/codes.js";
 import { MemoryRouterPlugin, memoryRuntime } from "../lib/manager.js";
 import { RouterError } from "../lib/router.js";
+import { DEFAULTS } from "../lib/settings.js";
 import { createGetTool, createSearchTool } from "../lib/tools.js";
 import { contextOf, envelope, fakeDaemon } from "./support/daemon.js";
 /** @import { HostApi } from "../lib/host.js" */
@@ -31,7 +32,26 @@ const HITS = {
     { content: "the schema summary", relevance: 0.7, source: "lossless", timestamp: "t", summary_id: "sum_1" },
     { content: "deploy with make", relevance: 0.6, source: "qmd", timestamp: null, collection: "docs", path: "deploy.md" },
   ],
+  // Calibrated relevance falls with rank: the evidence (0.08) sits under a strong first hit.
+  tail: [
+    { content: "we moved in May", relevance: 0.45, source: "lossless", timestamp: null, message_id: 1 },
+    { content: "the evidence", relevance: 0.08, source: "lossless", timestamp: null, message_id: 2 },
+    { content: "a neighbour", relevance: 0.3, source: "lossless", timestamp: null, message_id: 3 },
+    { content: "small talk", relevance: 0.02, source: "lossless", timestamp: null, message_id: 4 },
+  ],
 };
+
+/** What memory-router answers (memory_router/core/trim.py): an answer whose best hit is under
+ * min_relevance abstains; one that reaches it is whole; max_chars is left to the real one.
+ * @param {Record<string, any>} request @param {any[]} hits */
+function answerOf(request, hits) {
+  const best = Math.max(...hits.map((h) => h.relevance));
+  if (hits.length && typeof request.min_relevance === "number" && best < request.min_relevance) {
+    const abstained = { min_relevance: request.min_relevance, best, dropped: hits.length };
+    return envelope({ query_echo: request.query, results: [], result_count: 0, status: "empty", normalized_relevance: 0, abstained });
+  }
+  return envelope({ query_echo: request.query, results: hits, result_count: hits.length });
+}
 
 before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "mr-manager-"));
@@ -66,7 +86,8 @@ before(async () => {
       if (r.query === "broken") return envelope({ status: "error", error_code: CODES.BACKENDS_JSON_MISSING, error_message: "no backends.json; run the installer", results: [] });
       if (r.since === "someday") return envelope({ status: "error", error_code: CODES.INVALID_TIME_RANGE, error_message: "since 'someday' cannot be read", results: [] });
       if (r.since) return envelope({ query_echo: r.query, results: HITS.decision.slice(0, 1), window: { since: `${r.since}T00:00:00+00:00` } });
-      return envelope({ query_echo: r.query, results: HITS[/** @type {keyof HITS} */ (r.query)] ?? [], abstained: r.query === "nothing" ? { min_relevance: 0.2, best: 0.1, dropped: 2 } : undefined });
+      if (r.query === "nothing") return envelope({ query_echo: r.query, results: [], abstained: { min_relevance: 0.2, best: 0.1, dropped: 2 } });
+      return answerOf(r, HITS[/** @type {keyof HITS} */ (r.query)] ?? []);
     },
   });
 });
@@ -89,11 +110,46 @@ describe("search", () => {
       ["CLAUDE.local.md", "memory-router/lossless/sum_1", "memory-router/qmd/docs/deploy.md"],
     );
     const request = daemon.requests.at(-1);
-    assert.deepEqual([request?.query, request?.scope, request?.min_relevance, request?.max_chars, request?.limit], ["decision", { agent: "alice" }, 0.2, 500, 10]);
+    assert.deepEqual([request?.query, request?.scope, request?.min_relevance, request?.max_chars, request?.limit], ["decision", { agent: "alice" }, DEFAULTS.minRelevance, 500, 10]);
     await plugin.search(s, "decision", { scope: { agent: "alice" }, minScore: 0.65, maxResults: 2 });
     assert.deepEqual([daemon.requests.at(-1)?.min_relevance, daemon.requests.at(-1)?.limit], [0.65, 2]);
     assert.equal(plugin.lastFor("alice")?.via, "daemon");
     assert.equal(plugin.lastFor("bob"), null);
+  });
+
+  test("without minScore the plugin's minRelevance judges the answer: every hit of one that reaches it", async () => {
+    const s = settingsOf("alice");
+    const { results, trim } = await plugin.search(s, "tail", { scope: { agent: "alice" } });
+    assert.equal(daemon.requests.at(-1)?.min_relevance, DEFAULTS.minRelevance);
+    assert.deepEqual(results.map((r) => r.score), [0.45, 0.08, 0.3, 0.02]); // the evidence at 0.08 stays
+    assert.deepEqual(trim, {});
+    const strict = { ...s, minRelevance: 0.5 }; // a configured floor above the best hit: abstain
+    const none = await plugin.search(strict, "tail", { scope: { agent: "alice" } });
+    assert.deepEqual([none.results, none.trim], [[], { abstained: { min_relevance: 0.5, best: 0.45, dropped: 4 } }]);
+  });
+
+  test("minScore keeps memory-core's meaning: each hit under it dropped, and what was dropped is said", async () => {
+    const s = settingsOf("alice");
+    const { results, trim } = await plugin.search(s, "tail", { scope: { agent: "alice" }, minScore: 0.25 });
+    assert.equal(daemon.requests.at(-1)?.min_relevance, 0.25); // memory-router abstains when none reaches it
+    assert.deepEqual(results.map((r) => r.score), [0.45, 0.3]); // the router's order, the weak ones gone
+    assert.deepEqual(trim, { floor: { min_score: 0.25, dropped: 2 } });
+    const none = await plugin.search(s, "tail", { scope: { agent: "alice" }, minScore: 0.6 });
+    assert.deepEqual([none.results, none.trim], [[], { abstained: { min_relevance: 0.6, best: 0.45, dropped: 4 } }]);
+    const all = await plugin.search(s, "tail", { scope: { agent: "alice" }, minScore: 0 });
+    assert.deepEqual([all.results.length, all.trim], [4, {}]); // minScore 0: every hit, nothing said
+  });
+
+  test("with minScore the budget counts only the hits that passed it", async () => {
+    const s = settingsOf("alice");
+    // "we moved in May" (15) + "a neighbour" (11) = 26; the dropped "the evidence" (12) would have taken the room.
+    const { results, trim } = await plugin.search(s, "tail", { scope: { agent: "alice" }, minScore: 0.25, maxChars: 26 });
+    assert.equal("max_chars" in (daemon.requests.at(-1) ?? {}), false); // the plugin budgets after its own floor
+    assert.deepEqual(results.map((r) => r.snippet), ["we moved in May", "a neighbour"]);
+    assert.deepEqual(trim, { floor: { min_score: 0.25, dropped: 2 } }); // everything fit: no budget report
+    const tight = await plugin.search(s, "tail", { scope: { agent: "alice" }, minScore: 0.25, maxChars: 20 });
+    assert.deepEqual(tight.results.map((r) => r.snippet), ["we moved in May"]);
+    assert.deepEqual(tight.trim.budget, { max_chars: 20, kept: 1, cut: 1, chars: 15, truncated: false });
   });
 
   test("an empty query is refused before anything is asked", async () => {
@@ -170,6 +226,9 @@ describe("the tools", () => {
     const tool = createSearchTool(plugin, { agentId: "alice" });
     const none = /** @type {any} */ ((await tool.execute("t2", { query: "nothing" })).details);
     assert.deepEqual([none.results, none.abstained], [[], { min_relevance: 0.2, best: 0.1, dropped: 2 }]);
+    assert.equal(none.disabled, undefined); // an answer, not an outage
+    const some = /** @type {any} */ ((await tool.execute("t2b", { query: "tail", minScore: 0.25 })).details);
+    assert.deepEqual([some.results.length, some.floor, some.abstained], [2, { min_score: 0.25, dropped: 2 }, undefined]);
     const failed = /** @type {any} */ ((await tool.execute("t3", { query: "broken" })).details);
     assert.deepEqual([failed.results, failed.disabled, failed.unavailable], [[], true, true]);
     assert.match(failed.error, /BACKENDS_JSON_MISSING/);

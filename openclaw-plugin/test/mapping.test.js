@@ -57,11 +57,11 @@ describe("hits", () => {
     });
   });
 
-  test("minScore drops weaker hits and maxResults cuts the rest, in the router's order", () => {
+  test("every hit is mapped, weak ones too, in the router's order; maxResults cuts the rest", () => {
     const env = withHits([0.9, 0.2, 0.8, 0.7, 0.6].map((relevance, i) => ({ path: `memory/${i}.md`, relevance })));
     assert.deepEqual(
-      toSearchResults(env, { maxResults: 3, minScore: 0.5 }).map((r) => r.score),
-      [0.9, 0.8, 0.7],
+      toSearchResults(env, { maxResults: 3 }).map((r) => r.score),
+      [0.9, 0.2, 0.8],
     );
   });
 });
@@ -161,6 +161,8 @@ describe("facts of an answer", () => {
   test("what the floor and the budget left out is passed on only when they did", () => {
     const abstained = { min_relevance: 0.2, best: 0.1, dropped: 3 };
     assert.deepEqual(trimFacts(withHits([], { abstained })), { abstained });
+    const budget = { max_chars: 10, kept: 1, cut: 2, chars: 8, truncated: false };
+    assert.deepEqual(trimFacts(withHits([], { budget, floor: { min_relevance: 0.2, dropped: 1 } })), { budget }); // no per-hit floor of memory-router's
     assert.deepEqual(trimFacts(withHits([])), {});
     assert.deepEqual(trimFacts(undefined), {});
   });

@@ -51,7 +51,7 @@ describe("resolveSettings", () => {
       config: null,
       timeoutMs: DEFAULTS.timeoutMs,
       maxResults: DEFAULTS.maxResults,
-      minRelevance: 0.2,
+      minRelevance: DEFAULTS.minRelevance,
       maxChars: null,
       env: { ...ENV, OPENCLAW_REPO_ROOT: "/srv/oc/workspace-alice" },
     });
@@ -80,9 +80,19 @@ describe("resolveSettings", () => {
   test("numbers the schema would refuse fall back to the defaults", () => {
     const pluginConfig = /** @type {any} */ ({ timeoutMs: 2.5, maxResults: "7", minRelevance: "0.4", maxChars: 300 });
     const s = resolveSettings({ api: host({}), pluginConfig, env: ENV });
-    assert.deepEqual([s.timeoutMs, s.maxResults, s.minRelevance, s.maxChars], [5000, 10, 0.2, 300]);
+    assert.deepEqual([s.timeoutMs, s.maxResults, s.minRelevance, s.maxChars], [5000, 10, DEFAULTS.minRelevance, 300]);
     const off = resolveSettings({ api: host({}), pluginConfig: { minRelevance: 0 }, env: ENV });
     assert.equal(off.minRelevance, 0); // 0 turns the floor off; it is not "unset"
+  });
+
+  test("the manifest's config schema gives the host the same defaults the plugin applies", () => {
+    const manifest = JSON.parse(fs.readFileSync(new URL("../openclaw.plugin.json", import.meta.url), "utf8"));
+    const schema = manifest.configSchema.properties;
+    for (const key of /** @type {const} */ (["timeoutMs", "maxResults", "minRelevance"])) {
+      assert.equal(schema[key].default, DEFAULTS[key], `openclaw.plugin.json's ${key} default`);
+    }
+    assert.equal(schema.maxChars.default, undefined); // no budget unless asked
+    assert.match(manifest.uiHints.minRelevance.help, new RegExp(`Default ${DEFAULTS.minRelevance};`));
   });
 
   test("settings that can share a daemon have one key", () => {

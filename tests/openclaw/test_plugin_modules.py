@@ -124,18 +124,18 @@ ENVELOPE = {
 def test_envelope_to_openclaw_results() -> None:
     out = node(
         f"{MAPPING} const cache = new HitCache();"
-        "const results = toSearchResults(input, { maxResults: 10, minScore: 0.5, cache });"
+        "const results = toSearchResults(input, { maxResults: 10, cache });"
         "output = { results, back: results.map((r) => cache.get(r.path)?.text) };",
         ENVELOPE,
     )
     results = out["results"]
-    assert [r["score"] for r in results] == [0.9, 0.8, 0.7]  # minScore drops the 0.1 hit
+    assert [r["score"] for r in results] == [0.9, 0.8, 0.7, 0.1]  # every hit: floors are applied before
     assert all(r["source"] == "memory" for r in results)
-    file_hit, summary, edge = results
+    file_hit, summary, edge, _ = results
     assert (file_hit["path"], file_hit["startLine"], file_hit["endLine"]) == ("memory/x.md", 7, 9)
     assert summary["path"] == "memory-router/lossless/sum_1" and summary["startLine"] == 1
     assert edge["path"].startswith("memory-router/cognee/")
-    assert out["back"] == ["a\nb\nc", "summary", "A --[calls]--> B"]  # readFile can serve each
+    assert out["back"] == ["a\nb\nc", "summary", "A --[calls]--> B", "low"]  # readFile can serve each
     facts = summary["memoryRouter"]
     assert facts["backend"] == "lossless" and facts["routed_to"] == "totalrecall"
     assert facts["rule"] == {"number": 3, "id": "decision_recall"} and facts["status"] == "partial"
@@ -149,6 +149,43 @@ def test_max_results_and_a_bounded_cache() -> None:
         ENVELOPE,
     )
     assert out == {"n": 3, "kept": [False, True, True]}  # the oldest hit is dropped first
+
+
+TRIM = f'import {{ budgetHits, dropUnder }} from "{LIB}/trim.js";'
+HITS = st.lists(
+    st.tuples(
+        st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=30),  # code points past U+FFFF too
+        st.floats(min_value=0.0, max_value=1.0, allow_nan=False),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(HITS, st.floats(min_value=0.0, max_value=1.0, allow_nan=False), st.integers(1, 80))
+def test_min_score_then_the_budget_is_memory_routers_budget_on_the_hits_that_passed(
+    hits: list[tuple[str, float]], min_score: float, max_chars: int
+) -> None:
+    """The plugin's per-hit floor (memory-core's minScore) and its budget on what passed, against
+    memory_router.core.trim's budget on the same hits: the same hits, cut the same way, the same report."""
+    from memory_router.backends.base import Result
+    from memory_router.core.envelope import Envelope
+    from memory_router.core.trim import Trim, apply
+
+    results = [{"content": c, "relevance": r, "source": "qmd", "timestamp": None} for c, r in hits]
+    got = node(
+        f"{TRIM} const d = dropUnder({{ results: input[0], status: 'success' }}, input[1]);"
+        "const b = budgetHits(d.envelope, input[2]);"
+        "output = { contents: (b.envelope.results ?? []).map((h) => h.content), floor: d.floor, budget: b.budget };",
+        [results, min_score, max_chars],
+    )
+    passed = [Result(c, r, "qmd") for c, r in hits if r >= min_score]
+    envelope = Envelope("q", "qmd", None, ["qmd"], 0, passed, len(passed), 0.0, "success")
+    want = apply(envelope, Trim(max_chars=max_chars))
+    assert got["contents"] == [h.content for h in want.results]
+    assert got["budget"] == want.budget
+    dropped = len(hits) - len(passed)
+    assert got["floor"] == ({"min_score": min_score, "dropped": dropped} if dropped else None)
 
 
 @settings(max_examples=15, deadline=None)

@@ -14,8 +14,10 @@ import abstention  # noqa: E402
 
 
 def record(qid: str, category: object, *hits: tuple[float, bool], status: str = "success") -> dict:
-    results = [{"relevance": r, "hit": h, "content": "x"} for r, h in hits]
-    return {"qid": qid, "category": category, "status": status, "results": results}
+    """A router record: each hit's relevance and whether it holds the evidence (E1; a wrong one
+    holds X), as bench/locomo.py and bench/longmemeval.py label them."""
+    results = [{"relevance": r, "hit": h, "content": "x", "dia_ids": ["E1"] if h else ["X"]} for r, h in hits]
+    return {"qid": qid, "category": category, "status": status, "evidence": ["E1", "E2"], "results": results}
 
 
 ANSWERABLE = [
@@ -27,15 +29,26 @@ ANSWERABLE = [
 UNANSWERABLE = [record("u1", 5, (0.35, False)), record("u2_abs", "multi-session", (0.05, False))]
 
 
-def test_the_four_shares_at_a_floor() -> None:
+def test_the_shares_at_a_floor_that_judges_the_answer() -> None:
     m = abstention.measure(ANSWERABLE, UNANSWERABLE, 0.2)
     assert m["unanswerable_no_hits"] == 50.0  # u2 abstains, u1 (0.35) does not
-    assert m["answerable_keep_hits"] == 50.0  # a1, a2 keep hits; a3 (0.1) and the error do not
-    assert m["keep_a_right_hit"] == 100 * 1 / 3  # a1 keeps its right hit; a2's (0.15) and a4's are gone
-    assert m["right_top1_survives"] == 100.0  # a1 and a4 have a right top-1; both are >= 0.2
+    assert m["answerable_keep_hits"] == 50.0  # a1, a2 are kept; a3 (0.1) and the error are not
+    assert m["keep_a_right_hit"] == 100 * 2 / 3  # a1 and a2 (its best, 0.25, reaches 0.2) are kept whole; a4 is not
+    assert m["right_top1_survives"] == 50.0  # a1 and a4 have a right top-1; a4 is an error
     assert m["counts"] == {"unanswerable": 2, "answerable": 4, "with_right_hit": 3, "right_top1": 2}
     zero = abstention.measure(ANSWERABLE, UNANSWERABLE, 0.0)
     assert zero["unanswerable_no_hits"] == 0.0 and zero["answerable_keep_hits"] == 75.0
+
+
+def test_recall_and_hit_at_1_of_what_the_floor_keeps_beside_a_floor_hit_by_hit() -> None:
+    m = abstention.measure(ANSWERABLE, UNANSWERABLE, 0.2)
+    # a1 and a2 find E1 of their two evidence ids: recall 0.5 each, a3 and a4 0; over 4 questions.
+    assert m["recall@10"] == 100 * (0.5 + 0.5) / 4
+    assert m["hit@1"] == 25.0  # a1 only: a2's first is wrong, a4 is an error
+    # Had each hit under 0.2 been dropped, a2's right hit (0.15) would be gone.
+    assert m["recall@10_hit_by_hit"] == 100 * 0.5 / 4
+    high = abstention.measure(ANSWERABLE, UNANSWERABLE, 0.8)
+    assert high["recall@10"] == high["hit@1"] == high["recall@10_hit_by_hit"] == 0.0
 
 
 def test_the_report_reads_records_and_tells_the_kinds_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

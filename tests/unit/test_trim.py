@@ -42,21 +42,31 @@ budgets = st.integers(min_value=1, max_value=300)
 
 
 @given(hits_strategy, floors)
-def test_the_floor_never_lets_a_hit_under_it_through_and_keeps_the_order(hits: list[Result], floor: float) -> None:
-    out = apply(envelope_of(hits), Trim(min_relevance=floor))
-    assert all(h.relevance >= floor for h in out.results)
-    assert list(out.results) == [h for h in hits if h.relevance >= floor]  # the same hits, the same order
-    assert out.result_count == len(out.results)
-    dropped = len(hits) - len(out.results)
-    if hits and not out.results:
+def test_the_floor_abstains_on_an_answer_whose_best_hit_is_under_it_and_keeps_the_rest_whole(
+    hits: list[Result], floor: float
+) -> None:
+    before = envelope_of(hits)
+    out = apply(before, Trim(min_relevance=floor))
+    best = max((h.relevance for h in hits), default=None)
+    if best is not None and best < floor:
+        assert out.results == () and out.result_count == 0
         assert out.status == "empty" and out.normalized_relevance == 0.0
-        assert out.abstained == {"min_relevance": floor, "best": max(h.relevance for h in hits), "dropped": dropped}
-        assert out.floor is None
-    elif dropped:
-        assert out.floor == {"min_relevance": floor, "dropped": dropped} and out.abstained is None
-        assert out.status == "success"
+        assert out.abstained == {"min_relevance": floor, "best": best, "dropped": len(hits)}
+        # Nothing else of the answer changes: which backend, which rule, how long.
+        assert out.replace(results=before.results, result_count=before.result_count) == before.replace(
+            normalized_relevance=0.0, status="empty", abstained=out.abstained
+        )
     else:
-        assert out == envelope_of(hits)
+        # Reached (or nothing to judge): the answer whole, weak hits under the best one included.
+        assert out == before and out.abstained is None
+
+
+@given(hits_strategy, floors)
+def test_a_hit_under_the_floor_is_never_dropped_from_an_answer_that_reaches_it(
+    hits: list[Result], floor: float
+) -> None:
+    out = apply(envelope_of(hits), Trim(min_relevance=floor))
+    assert list(out.results) in ([], hits)  # all or nothing: never a subset
 
 
 @given(hits_strategy, budgets)
@@ -91,7 +101,11 @@ def test_the_budget_is_never_passed_and_keeps_whole_hits_in_rank_order(hits: lis
 @given(hits_strategy, floors, budgets)
 def test_floor_then_budget_composes_both_invariants(hits: list[Result], floor: float, max_chars: int) -> None:
     out = apply(envelope_of(hits), Trim(min_relevance=floor, max_chars=max_chars))
-    assert all(h.relevance >= floor for h in out.results)
+    reached = bool(hits) and max(h.relevance for h in hits) >= floor
+    # The floor says all or nothing; the budget then trims what it kept, as it would alone.
+    assert out == (apply(envelope_of(hits), Trim(max_chars=max_chars)) if reached or not hits else out)
+    if hits and not reached:
+        assert out.results == () and out.abstained is not None and out.budget is None
     assert sum(len(h.content) for h in out.results) <= max_chars
     Envelope.from_dict(orjson.loads(out.to_json()))  # still a valid envelope, read back strictly
 
@@ -100,7 +114,15 @@ def test_an_envelope_asked_for_neither_is_unchanged_byte_for_byte() -> None:
     env = envelope_of([Result("a", 0.2, "qmd"), Result("b", 0.1, "qmd")])
     assert apply(env, Trim()).to_json() == env.to_json()
     assert apply(env, None) is env
-    assert b"abstained" not in env.to_json() and b"budget" not in env.to_json() and b"floor" not in env.to_json()
+    assert b"abstained" not in env.to_json() and b"budget" not in env.to_json()
+
+
+def test_an_answer_that_reaches_the_floor_keeps_its_weak_hits() -> None:
+    # The calibrated relevance falls with rank: the evidence is often a weak hit under a strong one.
+    env = envelope_of([Result("strong", 0.45, "qmd"), Result("the evidence", 0.08, "qmd"), Result("c", 0.02, "qmd")])
+    out = apply(env, Trim(min_relevance=0.2))
+    assert out.to_json() == env.to_json()  # unchanged, byte for byte: no report, nothing dropped
+    assert apply(env, Trim(min_relevance=0.45)).to_json() == env.to_json()  # at the floor is reaching it
 
 
 def test_abstention_says_why_and_the_json_carries_it_after_the_spec_fields() -> None:
@@ -116,6 +138,13 @@ def test_a_first_hit_larger_than_the_budget_is_cut_to_it_not_dropped() -> None:
     out = apply(env, Trim(max_chars=20))
     assert [h.content for h in out.results] == ["x" * 20]
     assert out.budget == {"max_chars": 20, "kept": 1, "cut": 1, "chars": 20, "truncated": True}
+
+
+def test_nothing_follows_a_first_hit_cut_to_the_budget_not_even_an_empty_one() -> None:
+    env = envelope_of([Result("00", 0.9, "qmd"), Result("", 0.8, "qmd")])
+    out = apply(env, Trim(max_chars=1))
+    assert [h.content for h in out.results] == ["0"]
+    assert out.budget == {"max_chars": 1, "kept": 1, "cut": 1, "chars": 1, "truncated": True}
 
 
 def test_a_smaller_later_hit_does_not_jump_the_queue() -> None:
