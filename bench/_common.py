@@ -17,8 +17,9 @@ import shutil
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -106,3 +107,44 @@ def environment_line() -> str:
     return (
         f"python {platform.python_version()} on {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {load}"
     )
+
+
+def router_report(
+    summaries: Mapping[str, Mapping[str, Any]],
+    *,
+    unit: str,
+    sections: Sequence[tuple[str, str]],
+    holds: str = "holding evidence",
+) -> None:
+    """The retrieval benches' closing tables, one run's variants each: for every routed variant
+    (not ``bm25`` nor ``alone:...``) how its answers were reached (``sections``: a summary key and
+    its title), then each variant's calibration buckets, its per-result calibration (results that
+    ``holds``), and its status and error codes. ``unit``: what the bench counts ("questions")."""
+    for name, s in summaries.items():
+        if name == "bm25" or name.startswith("alone:"):
+            continue
+        total = s["overall"][unit]
+        for key, title in sections:
+            table(
+                f"Router {name}: {title}",
+                [key, unit, "%"],
+                [[k, v, fmt(100 * v / total)] for k, v in s[key].items()] or [["-", 0, "-"]],
+            )
+    for name, s in summaries.items():
+        for by, rows in s["calibration"].items():
+            table(
+                f"Calibration {name}, answered by {by}: normalized_relevance bucket -> hit rate",
+                ["bucket", "answers", "share %", "hit@10 %", "hit@1 %"],
+                [[r["bucket"], r["answers"], fmt(r["share"]), fmt(r["hit@10"]), fmt(r["hit@1"])] for r in rows],
+            )
+    for name, s in summaries.items():
+        groups = s.get("result_calibration")
+        if groups:
+            buckets = [r["bucket"] for r in next(iter(groups.values()))]
+            table(
+                f"Per-result calibration {name}: each result's relevance bucket -> % of results {holds} (n)",
+                ["answered by", *buckets],
+                [[by, *[f"{fmt(r['hit'])} ({r['results']})" for r in rows]] for by, rows in groups.items()],
+            )
+    for name, s in summaries.items():
+        print(f"{name}: status {s['status']}" + (f", error codes {s['error_codes']}" if s["error_codes"] else ""))

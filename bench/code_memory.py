@@ -46,7 +46,7 @@ from typing import Any
 import orjson
 from _code_queries import PER_KIND, RULE_OF_KIND, Query, generate, labelled_results
 from _code_workspace import PACKAGE, CodeWorkspace, build, distribution, qmd_env
-from _common import REPO, environment_line, fmt, parser, scratch_dir, table
+from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _locomo_score import calibration, hit_at, summarise
 from locomo import Variant, bm25_terms, oracles_of, parse_variant
 
@@ -317,30 +317,16 @@ def report(scores: dict[str, dict[str, Any]], oracles: dict[str, dict[str, float
         ["variant", *KINDS],
         [[name, *[_st(s["status_truth_per_kind"][k]) for k in KINDS]] for name, s in scores.items()],
     )
-    for name, s in scores.items():
-        if name == "bm25" or name.startswith("alone:"):
-            continue
-        total = s["overall"]["queries"]
-        for key, title in (
+    router_report(
+        scores,
+        unit="queries",
+        sections=(
             ("rule", "rule fired"),
             ("routed_to", "answered by"),
             ("outcome", "why it answered so"),
             ("fallback_reasons", "steps passed over, and why"),
-        ):
-            table(
-                f"Router {name}: {title}",
-                [key, "queries", "%"],
-                [[k, v, fmt(100 * v / total)] for k, v in s[key].items()] or [["-", 0, "-"]],
-            )
-    for name, s in scores.items():
-        for by, rows_ in s["calibration"].items():
-            table(
-                f"Calibration {name}, answered by {by}: normalized_relevance bucket -> hit rate",
-                ["bucket", "answers", "share %", "hit@10 %", "hit@1 %"],
-                [[r["bucket"], r["answers"], fmt(r["share"]), fmt(r["hit@10"]), fmt(r["hit@1"])] for r in rows_],
-            )
-    for name, s in scores.items():
-        print(f"{name}: status {s['status']}" + (f", error codes {s['error_codes']}" if s["error_codes"] else ""))
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- main

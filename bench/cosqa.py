@@ -50,7 +50,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
-from _common import REPO, environment_line, fmt, parser, scratch_dir, table
+from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _cosqa_workspace import COLLECTION, Query, Workspace, build, data_checksum, env, load_corpus, load_queries, subset
 from _locomo_score import calibration, pct, result_calibration, summarise
 from locomo import Variant, bm25_terms, deep_merge, parse_variant
@@ -341,39 +341,17 @@ def report(summaries: dict[str, dict[str, Any]], corpus: int) -> None:
         ],
         note="wrong top-1 includes answers without results (empty, error).",
     )
-    for name, s in summaries.items():
-        if name == "bm25" or name.startswith("alone:"):
-            continue
-        total = s["overall"]["queries"]
-        for key, title in (
+    router_report(
+        summaries,
+        unit="queries",
+        sections=(
             ("rule", "rule fired"),
             ("routed_to", "answered by (routed_to/routed_mode)"),
             ("outcome", "why it answered so"),
             ("fallback_reasons", "steps passed over, and why"),
-        ):
-            table(
-                f"Router {name}: {title}",
-                [key, "queries", "%"],
-                [[k, v, fmt(100 * v / total)] for k, v in s[key].items()] or [["-", 0, "-"]],
-            )
-    for name, s in summaries.items():
-        for by, rows in s["calibration"].items():
-            table(
-                f"Calibration {name}, answered by {by}: normalized_relevance bucket -> hit rate",
-                ["bucket", "answers", "share %", "hit@10 %", "hit@1 %"],
-                [[r["bucket"], r["answers"], fmt(r["share"]), fmt(r["hit@10"]), fmt(r["hit@1"])] for r in rows],
-            )
-    for name, s in summaries.items():
-        groups = s["result_calibration"]
-        if groups:
-            buckets = [r["bucket"] for r in next(iter(groups.values()))]
-            table(
-                f"Per-result calibration {name}: each result's relevance bucket -> % of results that hit (n)",
-                ["answered by", *buckets],
-                [[by, *[f"{fmt(r['hit'])} ({r['results']})" for r in rows]] for by, rows in groups.items()],
-            )
-    for name, s in summaries.items():
-        print(f"{name}: status {s['status']}" + (f", error codes {s['error_codes']}" if s["error_codes"] else ""))
+        ),
+        holds="that hit",
+    )
 
 
 # --------------------------------------------------------------------------- main

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import REPO, environment_line, fmt, parser, scratch_dir, table
+from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _locomo_data import CATEGORIES, Asked, Conversation, LocomoFileError, Question, load_conversation
 from _locomo_score import (
     PAPER_OVERALL_WITH_ADVERSARIAL,
@@ -374,40 +374,17 @@ def report(
             f"{c} {int(next(iter(summaries.values()))['per_category'].get(c, {}).get('questions', 0))}" for c in cats
         ),
     )
-    for name, s in summaries.items():
-        if name == "bm25" or name.startswith("alone:"):
-            continue
-        total = s["overall"]["questions"]
-        for key, title in (
+    router_report(
+        summaries,
+        unit="questions",
+        sections=(
             ("rule", "rule fired"),
             ("routed_to", "answered by (routed_to/routed_mode)"),
             ("outcome", "why it answered so"),
             ("fallback_reasons", "steps passed over, and why"),
             ("fallbacks_used", "fallbacks_used"),
-        ):
-            table(
-                f"Router {name}: {title}",
-                [key, "questions", "%"],
-                [[k, v, fmt(100 * v / total)] for k, v in s[key].items()] or [["-", 0, "-"]],
-            )
-    for name, s in summaries.items():
-        for by, rows in s["calibration"].items():
-            table(
-                f"Calibration {name}, answered by {by}: normalized_relevance bucket -> hit rate",
-                ["bucket", "answers", "share %", "hit@10 %", "hit@1 %"],
-                [[r["bucket"], r["answers"], fmt(r["share"]), fmt(r["hit@10"]), fmt(r["hit@1"])] for r in rows],
-            )
-    for name, s in summaries.items():
-        groups = s["result_calibration"]
-        if groups:
-            buckets = [r["bucket"] for r in next(iter(groups.values()))]
-            table(
-                f"Per-result calibration {name}: each result's relevance bucket -> % of results holding evidence (n)",
-                ["answered by", *buckets],
-                [[by, *[f"{fmt(r['hit'])} ({r['results']})" for r in rows]] for by, rows in groups.items()],
-            )
-    for name, s in summaries.items():
-        print(f"{name}: status {s['status']}" + (f", error codes {s['error_codes']}" if s["error_codes"] else ""))
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- main

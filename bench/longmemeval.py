@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import REPO, environment_line, fmt, parser, scratch_dir, table
+from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _locomo_score import answered_by, hit_at, outcome, pct, percentile, quality, summarise
 from _locomo_workspace import tool_env
 from _longmemeval_workspace import Question, Workspace, build, labelled_results, load_questions, stratified
@@ -324,34 +324,9 @@ def report(summaries: dict[str, dict[str, Any]]) -> None:
         [[k, *[s["top1"].get(k, 0) for s in summaries.values()]] for k in kinds],
         note="a memory note's content is what Total Recall returns of it (an entry's first 2000 characters).",
     )
-    for name, s in summaries.items():
-        if name == "bm25" or name.startswith("alone:"):
-            continue
-        total = s["overall"]["questions"]
-        for key, title in (("routed_to", "answered by"), ("outcome", "why it answered so")):
-            table(
-                f"Router {name}: {title}",
-                [key, "questions", "%"],
-                [[k, v, fmt(100 * v / total)] for k, v in s[key].items()] or [["-", 0, "-"]],
-            )
-    for name, s in summaries.items():
-        for by, rows in s["calibration"].items():
-            table(
-                f"Calibration {name}, answered by {by}: normalized_relevance bucket -> hit rate",
-                ["bucket", "answers", "share %", "hit@10 %", "hit@1 %"],
-                [[r["bucket"], r["answers"], fmt(r["share"]), fmt(r["hit@10"]), fmt(r["hit@1"])] for r in rows],
-            )
-    for name, s in summaries.items():
-        groups = s["result_calibration"]
-        if groups:
-            buckets = [r["bucket"] for r in next(iter(groups.values()))]
-            table(
-                f"Per-result calibration {name}: each result's relevance bucket -> % of results holding evidence (n)",
-                ["answered by", *buckets],
-                [[by, *[f"{fmt(r['hit'])} ({r['results']})" for r in rows]] for by, rows in groups.items()],
-            )
-    for name, s in summaries.items():
-        print(f"{name}: status {s['status']}" + (f", error codes {s['error_codes']}" if s["error_codes"] else ""))
+    router_report(
+        summaries, unit="questions", sections=(("routed_to", "answered by"), ("outcome", "why it answered so"))
+    )
 
 
 # --------------------------------------------------------------------------- main

@@ -54,6 +54,8 @@ KNOWN_KEYS: set[str] = {
     "since",
     "until",
 }
+# The request's own fields; keys a transport adds later to KNOWN_KEYS go to ``extra``.
+_CORE_KEYS = frozenset(KNOWN_KEYS)
 _INT_LIMITS = {"timeout_ms": 600_000, "limit": 1000, "deadline_ms": 3_600_000, "max_chars": MAX_CHARS_LIMIT}
 
 # For a line too large (or too broken) to parse: recover an id written first, {"id": 12, ...}.
@@ -211,24 +213,6 @@ def parse_request(data: object) -> Request:  # noqa: C901 - one check per reques
         min_relevance=None if floor is None else float(floor),
         **ints,
     )
-
-
-_CORE_KEYS = frozenset(
-    {
-        "id",
-        "op",
-        "query",
-        "timeout_ms",
-        "limit",
-        "deadline_ms",
-        "explain",
-        "scope",
-        "min_relevance",
-        "max_chars",
-        "since",
-        "until",
-    }
-)
 
 
 def _json_type(value: object) -> str:
