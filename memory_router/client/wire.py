@@ -6,8 +6,6 @@ requests with. Standard library only: the thin client imports it on every query.
 
 from __future__ import annotations
 
-import _json  # the C half of `json`: `json` itself imports `re` (see dumps and loads)
-
 # The C module behind `socket`: importing `socket` itself builds its enums, a quarter of the
 # thin client's own import time. Only AF_UNIX stream sockets are used here.
 import _socket
@@ -16,6 +14,8 @@ import stat
 
 from memory_router import __version__
 from memory_router.config import envvars
+from memory_router.output.jsonout import compact
+from memory_router.output.jsonout import loads as loads  # the client's reader (re-exported)
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
@@ -89,57 +89,13 @@ class LineSplitter:
 # ---------------------------------------------------------------------- JSON on the client's side
 
 
-def _not_json(value: object) -> object:
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-class _Decoding:
-    """What the C scanner reads from a ``json.JSONDecoder``: strict strings, ``float``/``int``
-    numbers (its fast paths), and no ``NaN``/``Infinity`` (orjson, on the daemon's side, writes none)."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = staticmethod(_no_constant)
-
-
-# json.encoder's and json.decoder's own C fast paths, set up as json.dumps(value,
-# ensure_ascii=False, separators=(",", ":"), allow_nan=False) and json.loads set them up.
-_encode = _json.make_encoder(None, _not_json, _json.encode_basestring, None, ":", ",", False, False, False)
-_scan = _json.make_scanner(_Decoding)  # type: ignore[arg-type]  # it reads the attributes above, as of a JSONDecoder
-
-
 def dumps(value: object) -> bytes:
     """``value`` as one line of compact JSON, non-ASCII as UTF-8: ``json.dumps(value,
     ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` (the bytes orjson writes for the
-    same value, floats aside), without importing ``json``. A lone surrogate (argv bytes that are
-    not UTF-8) is written as such; the daemon refuses it as ``INVALID_UTF8``."""
-    return "".join(_encode(value, 0)).encode("utf-8", "surrogatepass")
-
-
-def loads(data: bytes) -> Any:
-    """One JSON value from UTF-8 ``data`` (surrounding whitespace allowed), as ``json.loads`` reads
-    it minus ``NaN`` and ``Infinity``; ``ValueError`` if it is anything else."""
-    text = data.decode("utf-8")  # UnicodeDecodeError is a ValueError
-    start = len(text) - len(text.lstrip(" \t\n\r"))
-    try:
-        value, end = _scan(text, start)
-    except Exception:  # noqa: BLE001 - not JSON: json itself says why, below
-        pass
-    else:
-        if not text[end:].strip(" \t\n\r"):
-            return value
-    # Not JSON: json's own message. The C scanner needs json.decoder loaded to raise its error
-    # (before 3.11 it raises SystemError instead), so json reads the text again here.
-    import json
-
-    return json.loads(text, parse_constant=_no_constant)
+    same value, floats aside), without importing ``json`` (:func:`memory_router.output.jsonout.compact`).
+    A lone surrogate (argv bytes that are not UTF-8) is written as such; the daemon refuses it as
+    ``INVALID_UTF8``."""
+    return compact(value).encode("utf-8", "surrogatepass")
 
 
 class DaemonError(Exception):

@@ -29,10 +29,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from memory_router import __version__
 from memory_router.config.router_config import MAX_CONFIG_BYTES, RouterConfig, load_config
+from memory_router.output.jsonout import loads_as_orjson
 
 CACHE_NAME = "router-config.cache"
 # 1 held the compiled values as well (trusted blindly: issue 22, item 7); 2 was also written for
@@ -127,8 +126,8 @@ def _read(cache_path: Path) -> Any:
     finally:
         os.close(fd)
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        return loads_as_orjson(raw)  # no orjson on a cold query (memory_router.output.jsonout)
+    except ValueError:
         return None
 
 
@@ -143,6 +142,8 @@ def _write(cache_path: Path, payload: dict[str, Any]) -> None:
     if not cache_path.parent.is_dir():
         return  # never create the state dir for a cache
     tmp = cache_path.with_name(f".{CACHE_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    import orjson  # a cache miss: the full validation has loaded it already
+
     body = orjson.dumps(payload)
     if len(body) > MAX_CACHE_BYTES:
         return  # it would never be read: no cache, rather than one rewritten on every query

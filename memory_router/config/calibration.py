@@ -32,9 +32,9 @@ def load(setting: str, config_path: Path | None = None) -> Calibration:
         if not path.is_absolute() and config_path is not None:
             path = config_path.parent / path
     try:
-        import orjson
+        from memory_router.output.jsonout import loads_as_orjson  # no orjson on a cold query
 
-        data = orjson.loads(path.read_bytes())
+        data = loads_as_orjson(path.read_bytes())
         return Calibration(parse(data), str(path))
     except (OSError, ValueError, TypeError, KeyError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

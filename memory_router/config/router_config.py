@@ -13,13 +13,10 @@ naming the file, the field path (``rules[2] (relationship).strong[3]``) and the 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
-
-import orjson
 
 # Re-exported: the defaults live below both this module and config_schema, which declares its
 # fields with them (config imports config_schema to validate; neither imports the other back).
@@ -161,10 +158,18 @@ def read_bytes(path: Path, error: type[Exception] = InvalidConfig, limit: int = 
 
 
 def parse_json(raw: bytes, path: Path, error: type[Exception] = InvalidConfig) -> Any:
-    """Parse a config file's bytes, turning syntax errors into ``error(path, "", msg)``."""
+    """Parse a config file's bytes as orjson does, turning syntax errors into ``error(path, "",
+    msg)``; without importing orjson where the file is read alike by json's C half (a cold query:
+    :func:`memory_router.output.jsonout.loads_as_orjson`)."""
+    from memory_router.output.jsonout import loads_as_orjson
+
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return loads_as_orjson(raw)
+    except ValueError as exc:  # orjson.JSONDecodeError: orjson read the file, for its own error
+        import orjson
+
+        if not isinstance(exc, orjson.JSONDecodeError):
+            raise
         raise error(path, "", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
 
@@ -215,6 +220,8 @@ def validate_settings(path: Path, name: str, type_name: str, raw: Mapping[str, A
     try:
         return validate(settings_class, raw)
     except ValidationError as exc:
+        import dataclasses
+
         from memory_router.config.schema import first_error
 
         known = (

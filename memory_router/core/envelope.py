@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import orjson
-
 from memory_router import contract
 from memory_router.backends.base import Result, check_relevance
 from memory_router.core.frozen import Frozen
 from memory_router.core.plan import Plan
+from memory_router.output.jsonout import dumps
 
 Status = Literal["success", "partial", "empty", "error"]
 
@@ -46,8 +45,9 @@ class Envelope(Frozen):
     """The spec's fields in the spec's order (the JSON keeps it), then ``rule`` and ``attempts``.
 
     A :class:`~memory_router.core.frozen.Frozen` value (the one idiom for values: see there)
-    serialised by orjson through :meth:`as_dict`, not a pydantic model: a cold CLI query would
-    spend more time importing pydantic than routing (docs/benchmarks.md, *Cold start*). Immutable
+    serialised as orjson writes :meth:`as_dict` (:mod:`memory_router.output.jsonout`, without
+    importing orjson on a cold query), not a pydantic model: a cold CLI query would spend more
+    time importing pydantic than routing (docs/benchmarks.md, *Cold start*). Immutable
     (change one with :meth:`replace`): the lists of the JSON are tuples here (a list given is
     copied into one); ``rule`` and each attempt stay dicts, the JSON objects they are. Equal by its
     fields and hashed by them (so not while ``rule`` or an attempt is set); built unchecked from
@@ -145,14 +145,9 @@ class Envelope(Frozen):
         return data
 
     def to_json(self, *, pretty: bool = False) -> bytes:
-        option = orjson.OPT_INDENT_2 if pretty else 0
-        data = self.as_dict()
-        try:
-            return orjson.dumps(data, option=option)
-        except TypeError:  # a name that is not UTF-8 (a lone surrogate): written escaped
-            from memory_router.output.jsonout import dumps
-
-            return dumps(data, option)
+        """orjson's bytes for :meth:`as_dict`, a name that is not UTF-8 written escaped; without
+        importing orjson on a cold query (:func:`memory_router.output.jsonout.dumps`)."""
+        return dumps(self.as_dict(), pretty=pretty)
 
     @classmethod
     def from_dict(cls, data: Any) -> Envelope:

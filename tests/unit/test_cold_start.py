@@ -239,15 +239,18 @@ WARM_OURS = frozenset(
         ".core.errors",
         ".core.frozen",
         ".output",
+        ".output.jsonout",
         ".output.outwrite",
     )
 )
 # The cold path (in-process; Total Recall, Lossless and a qmd that cannot run here, as the demo's
 # "fill" chain on a machine without qmd): none of these. asyncio (and ssl, subprocess, socket,
-# selectors, concurrent.futures and logging with it) is a fifth of a cold process.
+# selectors, concurrent.futures and logging with it) is a fifth of a cold process; orjson (with
+# uuid, platform and json) 12M instructions of it: the envelope and the config files are written and
+# read by json's C half where the two agree (memory_router/output/jsonout.py).
 COLD_NEVER = frozenset(
     "asyncio ssl subprocess socket selectors concurrent logging signal shutil click pydantic tempfile "
-    "zipfile bz2 lzma".split()
+    "zipfile bz2 lzma orjson json uuid platform".split()
 )
 COLD_MAX_OURS = 62  # modules of memory_router a cold query imports (61 when this was written)
 
@@ -310,6 +313,7 @@ def test_a_cold_query_imports_no_event_loop_no_processes_and_no_click(demo, tmp_
     proc, imported = _query_imports(query, env, demo.root)  # the config cache is compiled by the run above
     envelope = orjson.loads(proc.stdout)
     assert proc.returncode == 0 and envelope["status"] in ("success", "partial"), proc.stderr[-2000:]
+    assert proc.stdout.encode() == orjson.dumps(envelope) + b"\n"  # orjson's bytes, without orjson
     assert "TEARDOWN" not in proc.stderr
     assert {a["backend"] for a in envelope["attempts"]} == {"lossless", "totalrecall", "qmd"}  # the whole chain
     top = {name.split(".")[0] for name in imported}
