@@ -53,8 +53,11 @@ _EXTENSIONS = frozenset(
     graphql tf lock txt log csv env""".split()
 )
 _PATH = re.compile(r"(?<![\w/])(?:~/|\.{1,2}/|/)?(?:[\w.*-]+/)+[\w.*-]*|(?<![\w/])[\w*-]+\.[A-Za-z][A-Za-z0-9]{0,5}\b")
-_NOT_A_WORD_PIECE = regex.compile(r"\\[A-Za-z]|\[[^\]]*\]|\(\?[A-Za-z-]*[:)]|\(\?P<\w+>|\(\?<?[=!]")
-_LITERAL = regex.compile(r"[A-Za-z]{3,}")
+# These three read a signal's source text (the config's, validated), never a query: `re` compiles
+# them for a third of what `regex` takes, 1M instructions of a cold query.
+_NOT_A_WORD_PIECE = re.compile(r"\\[A-Za-z]|\[[^\]]*\]|\(\?[A-Za-z-]*[:)]|\(\?P<\w+>|\(\?<?[=!]")
+_LITERAL = re.compile(r"[A-Za-z]{3,}")
+_ANY_RUN = re.compile(r"\.[*+]\??")
 _SCAN_CHARS = 4000
 _PIECES: dict[str, tuple[regex.Pattern[str], ...]] = {}
 
@@ -116,7 +119,7 @@ def _pieces(source: str) -> tuple[regex.Pattern[str], ...]:
     found = _PIECES.get(source)
     if found is None:
         out = []
-        for piece in regex.split(r"\.[*+]\??", source):
+        for piece in _ANY_RUN.split(source):
             if "{{" in piece or not _LITERAL.search(_NOT_A_WORD_PIECE.sub(" ", piece)):
                 continue  # no literal word (a path or identifier pattern matches content, not phrasing)
             try:
