@@ -7,16 +7,27 @@ ratio to the interpreter floor (``python -c pass`` of the same environment), tak
 each run of a command follows a run of the floor, and the ratio is the median of those pairs'
 ratios. ``query`` runs twice: in-process (``MEMORY_ROUTER_DAEMON=off``, the cold path) and warm,
 answered by a ``serve --socket`` daemon the script starts on the same data
-(``MEMORY_ROUTER_DAEMON=require``: a run the daemon does not answer fails the script). Rows with
-the compiled config cache off and with the click application show what those two means are
-worth. ``--against OTHER_VENV`` runs the same commands with another environment's interpreter
-and ``memory-router`` (e.g. a plain venv with an older commit installed) in the same loop: before
-and after in one run. Then, for `query`: where the time goes inside the process (phases timed in
-a fresh interpreter) and ``python -X importtime`` summed by module (self time, median over repeats).
+(``MEMORY_ROUTER_DAEMON=require``: a run the daemon does not answer fails the script). The query,
+"what did we decide about the database schema", is the spec's decision-recall phrasing: rule 3
+routes it to the demo's "fill" chain, Lossless and Total Recall asked at once and merged (qmd is
+not installed in a plain venv, so the chain skips it), the answer its ten results (~6 KB).
+
+The commands of ours run through a console script of the kind installers write, one per
+template, so a row does not depend on the pip that installed the environment: pip >= 25 and uv
+write a script that imports only ``sys`` (the rows without a note); pip < 25 (the pip that
+Python 3.11-3.13's ``venv`` bundles) writes distlib's, which imports ``re`` before any code of
+ours runs (~0.6x the floor in instructions: one warm row shows it). Rows with the compiled config
+cache off and with the click application show what those two means are worth. ``--against
+OTHER_VENV`` runs the same commands with another environment's interpreter (e.g. a plain venv
+with an older commit installed) in the same loop: before and after in one run.
+``--instructions`` also counts each command's instructions once under callgrind (valgrind),
+which the machine's load does not change, with its ratio to the floor's. Then, for `query`: where
+the time goes inside the process (phases timed in a fresh interpreter) and ``python -X
+importtime`` summed by module (self time, median over repeats).
 
 Targets (issue 32): the warm query at most 1.5x the floor, the cold one at most 5x.
 
-    python bench/cold_start.py [--quick] [--repeat 30] [--top 15] [--against /path/to/venv]
+    python bench/cold_start.py [--quick] [--repeat 30] [--top 15] [--against /path/to/venv] [--instructions]
 """
 
 from __future__ import annotations
@@ -63,9 +74,38 @@ print(json.dumps({n: (b - a) * 1000 for n, a, b in zip(names, t, t[1:])}))
 """
 
 CLICK_APP = "from memory_router.cli.main import main; main(prog_name='memory-router')"
-# The console script as uv writes it: pip's (distlib's template) imports `re` before any of our
-# code runs (~0.7x the interpreter floor in instructions), which the warm query cannot avoid.
-NO_RE_SCRIPT = "import sys; sys.argv[0] = 'memory-router'; from memory_router.cli.entry import main; sys.exit(main())"
+# The console script as installers write it for `memory-router = memory_router.cli.entry:main`:
+# pip >= 25 (uv's differs only in how it strips a Windows suffix), and pip < 25 (distlib's
+# template), whose `import re` runs before any code of ours.
+CONSOLE_SCRIPTS = {
+    "pip25": (
+        "import sys\n"
+        "from memory_router.cli.entry import main\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = sys.argv[0].removesuffix('.exe')\n"
+        "    sys.exit(main())\n"
+    ),
+    "pip24": (
+        "# -*- coding: utf-8 -*-\n"
+        "import re\n"
+        "import sys\n"
+        "from memory_router.cli.entry import main\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        "    sys.exit(main())\n"
+    ),
+}
+
+
+def console_script(python: str, template: str, where: Path) -> list[str]:
+    """``memory-router`` written as an installer writes it (``template``: a key of
+    :data:`CONSOLE_SCRIPTS`) for ``python``'s environment, in ``where``: its command line."""
+    folder = where / template
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "memory-router"
+    script.write_text(f"#!{python}\n{CONSOLE_SCRIPTS[template]}")
+    script.chmod(0o755)
+    return [str(script)]
 
 
 def config_cache_name() -> str:
@@ -120,6 +160,9 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--top", type=int, default=15, help="modules to show in the import-time table")
     p.add_argument("--against", metavar="VENV", help="also run every command with this environment (before/after)")
+    p.add_argument(
+        "--instructions", action="store_true", help="also count each command's instructions once under callgrind"
+    )
     args = p.parse_args()
     reps = repeats(args, 15)
     # .pyc files must be written on the warm-up run (PYTHONDONTWRITEBYTECODE=<anything> stops it);
@@ -140,13 +183,18 @@ def main() -> None:
         state, config = demo / "state", demo / "state" / "router-config.json"
         where = ["--state-dir", str(state), "--config", str(config)]
         print(f"cold start: {reps} runs per command; demo data in {demo}; {environment_line()}")
-        cli_table(args.against, reps, env, state, config)
+        cli_table(args.against, reps, env, state, config, demo / "scripts")
+        if args.instructions:
+            instructions_table(args.against, env, state, config, demo / "scripts")
         phases_table(reps, env, state, config)
         importtime_table(args, reps, env, [*cli, "query", QUERY, *where][len(cli) :])
 
 
 FLOOR = "python -c pass (interpreter floor)"
 WARM = "memory-router query QUERY, warm (a serve --socket daemon answers)"
+WARM_PIP24 = "  warm, console script as pip < 25 writes it (import re)"
+COLD = "memory-router query QUERY, cold (in-process, demo data)"
+Commands = dict[str, tuple[list[str], dict[str, str]]]
 
 
 def start_daemon(python: str, state: Path, config: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -169,37 +217,51 @@ def start_daemon(python: str, state: Path, config: Path, env: dict[str, str]) ->
     return proc
 
 
-def cli_table(against: str | None, reps: int, env: dict[str, str], state: Path, config: Path) -> None:
-    def commands(python: str, state: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
-        cmd = cli_command(python)
-        where = ["--state-dir", str(state), "--config", str(config)]
-        return {
-            FLOOR: ([python, "-c", "pass"], env),
-            "memory-router --help": ([*cmd, "--help"], env),
-            "memory-router route QUERY": ([*cmd, "route", QUERY, *where], env),
-            "memory-router query QUERY, cold (in-process, demo data)": ([*cmd, "query", QUERY, *where], env),
-            WARM: ([*cmd, "query", QUERY, *where], {**env, "MEMORY_ROUTER_DAEMON": "require"}),
-            "  warm, without the installer's `import re`": (
-                [python, "-c", NO_RE_SCRIPT, "query", QUERY, *where],
-                {**env, "MEMORY_ROUTER_DAEMON": "require"},
-            ),
-            "  cold, config cache off": (
-                [*cmd, "query", QUERY, *where],
-                {**env, "MEMORY_ROUTER_CONFIG_CACHE": "off"},
-            ),
-            "  cold, through the click app": ([python, "-c", CLICK_APP, "query", QUERY, *where], env),
-        }
+def commands(python: str, state: Path, config: Path, env: dict[str, str], scripts: Path) -> Commands:
+    """Each row's command line and environment, for ``python``'s environment on ``state``."""
+    cmd = console_script(python, "pip25", scripts)
+    old = console_script(python, "pip24", scripts)
+    where = ["--state-dir", str(state), "--config", str(config)]
+    warm = {**env, "MEMORY_ROUTER_DAEMON": "require"}
+    return {
+        FLOOR: ([python, "-c", "pass"], env),
+        WARM: ([*cmd, "query", QUERY, *where], warm),
+        WARM_PIP24: ([*old, "query", QUERY, *where], warm),
+        COLD: ([*cmd, "query", QUERY, *where], env),
+        "  cold, config cache off": ([*cmd, "query", QUERY, *where], {**env, "MEMORY_ROUTER_CONFIG_CACHE": "off"}),
+        "  cold, through the click app": ([python, "-c", CLICK_APP, "query", QUERY, *where], env),
+        "memory-router --help": ([*cmd, "--help"], env),
+        "memory-router route QUERY": ([*cmd, "route", QUERY, *where], env),
+    }
 
-    setups = {"": (sys.executable, state)}
-    if against:
+
+def setups(against: str | None, state: Path, suffix: str = "") -> dict[str, tuple[str, Path]]:
+    """The environments measured (tag -> interpreter, state dir): this one and ``--against``'s,
+    each on its own copy of the demo's state dir (``suffix`` names the copies)."""
+    out: dict[str, tuple[str, Path]] = {}
+    for tag, python in [
+        ("", sys.executable),
+        *([(f" [{Path(against).name}]", str(Path(against) / "bin" / "python"))] if against else []),
+    ]:
         # Its own state dir: the two versions' config caches have different keys, and sharing one
         # file would make every run after the other version's a cache miss; its own daemon too.
-        other = state.with_name(state.name + "-against")
-        shutil.copytree(state, other, ignore=shutil.ignore_patterns(config_cache_name()))
-        setups[f" [{Path(against).name}]"] = (str(Path(against) / "bin" / "python"), other)
-    daemons = [start_daemon(python, where, config, env) for python, where in setups.values()]
+        copy = state.with_name(f"{state.name}{suffix}-{len(out)}")
+        shutil.copytree(state, copy, ignore=shutil.ignore_patterns(config_cache_name(), "router.sock*"))
+        out[tag] = (python, copy)
+    return out
+
+
+def cli_table(
+    against: str | None, reps: int, env: dict[str, str], state: Path, config: Path, scripts: Path
+) -> dict[str, float]:
+    """The wall-time table; returns each row's median ratio to the floor."""
+    envs = setups(against, state)
+    daemons = [start_daemon(python, where, config, env) for python, where in envs.values()]
     try:
-        rounds = {tag: commands(python, where) for tag, (python, where) in setups.items()}
+        rounds = {
+            tag: commands(python, where, config, env, scripts / str(i))
+            for i, (tag, (python, where)) in enumerate(envs.items())
+        }
         runs = [
             (label + tag, tag, argv, run_env) for tag, cmds in rounds.items() for label, (argv, run_env) in cmds.items()
         ]
@@ -233,9 +295,78 @@ def cli_table(against: str | None, reps: int, env: dict[str, str], state: Path, 
         ]
 
     table(
-        "CLI cold start, ms (fresh process each run); x floor: median ratio to a floor run just before each",
+        f"CLI cold start, ms (fresh process each run; load average {load_average()}); x floor: median ratio "
+        "to a floor run just before each",
         ["command", "median", "min", "CPU median", "x floor"],
         [row(label) for label, _, _, _ in runs],
+        note="Targets: warm at most 1.5x the floor, cold at most 5x.",
+    )
+    return {label: median(ratio[label]) for label, _, _, _ in runs}
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """Instructions of one run of ``argv`` under callgrind (its whole process, interpreter included)."""
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        check=False,
+    )
+    for line in proc.stderr.splitlines():
+        if "Collected :" in line:
+            if proc.returncode not in (0, 1):
+                raise SystemExit(f"{argv} exited {proc.returncode} under valgrind: {proc.stderr[-1000:]}")
+            return int(line.rsplit(":", 1)[1])
+    raise SystemExit(f"valgrind did not count {argv}: {proc.stderr[-1000:]}")
+
+
+def instructions_table(against: str | None, env: dict[str, str], state: Path, config: Path, scripts: Path) -> None:
+    """Each row once under callgrind. valgrind hands its program an LD_LIBRARY_PATH of its own,
+    a variable the daemon's context compares (qmd reads it): the daemon of these rows is started
+    with the value valgrind gives, else the client would rightly route in-process. Hash
+    randomisation off, so a run counts the same each time."""
+    env = {**env, "PYTHONHASHSEED": "0"}
+    probe = subprocess.run(
+        ["valgrind", "--tool=none", sys.executable, "-c", "import os; print(os.environ.get('LD_LIBRARY_PATH', ''))"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    as_valgrind = {**env, "LD_LIBRARY_PATH": probe.stdout.strip()}
+    envs = setups(against, state, "-vg")
+    daemons = [start_daemon(python, where, config, as_valgrind) for python, where in envs.values()]
+    counts: dict[str, int] = {}
+    try:
+        for i, (tag, (python, where)) in enumerate(envs.items()):
+            rows = commands(python, where, config, env, scripts / f"vg{i}")
+            for argv, run_env in rows.values():  # .pyc files and the config cache, as valgrind's program sees them
+                run_ms(argv, {**run_env, "LD_LIBRARY_PATH": as_valgrind["LD_LIBRARY_PATH"]})
+            for label, (argv, run_env) in rows.items():
+                counts[label + tag] = instructions(argv, run_env)
+    finally:
+        for daemon in daemons:
+            daemon.terminate()
+            daemon.wait(30)
+    floors = {tag: counts[FLOOR + tag] for tag in envs}
+    table(
+        "Instructions (callgrind, one run each; the machine's load does not change them), millions",
+        ["command", "instructions", "x floor"],
+        [
+            [label, fmt(n / 1e6), f"{n / floors[tag]:.2f}"]
+            for tag in envs
+            for label, n in counts.items()
+            if label.endswith(tag) and (tag or not any(label.endswith(t) for t in envs if t))
+        ],
     )
 
 
