@@ -34,7 +34,6 @@ import asyncio
 import importlib.metadata
 import json
 import math
-import os
 import sqlite3
 import sys
 import time
@@ -48,6 +47,7 @@ from _code_queries import PER_KIND, RULE_OF_KIND, Query, generate, labelled_resu
 from _code_workspace import PACKAGE, CodeWorkspace, build, distribution, qmd_env
 from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _locomo_score import calibration, hit_at, summarise
+from _serve import ask_in_turn, serve
 from locomo import Variant, bm25_terms, oracles_of, parse_variant
 
 from memory_router.backends import BackendContext
@@ -117,61 +117,15 @@ async def ask_serve(variant: Variant, ws: CodeWorkspace, queries: Sequence[Query
     """Every query through one ``memory-router serve``, one at a time, after one warm-up query
     that is not scored (it loads qmd's model)."""
     state = ws.root / "runs" / variant.file_name.removesuffix(".jsonl")
-    state.mkdir(parents=True, exist_ok=True)
-    config_path = state / "router-config.json"
-    config_path.write_text(json.dumps(workspace_config(variant, ws), indent=1), encoding="utf-8")
-    ready = {"status": "ready"}
-    (state / "backends.json").write_text(
-        json.dumps({"tier": "starter", "backends": {"qmd": ready, "totalrecall": ready}}), encoding="utf-8"
-    )
-    argv = [sys.executable, "-m", "memory_router", "serve", "--state-dir", str(state)]
-    argv += ["--config", str(config_path), "--no-reload", "--concurrency", "1"]
-    with open(state / "serve.stderr", "wb") as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-            env=qmd_env(),
-            limit=64 * 1024 * 1024,
-            start_new_session=True,
-        )
-    assert proc.stdin and proc.stdout
-    records: list[dict[str, Any]] = []
+    config = workspace_config(variant, ws)
 
-    async def ask(request: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        assert proc.stdin and proc.stdout
-        t0 = time.perf_counter()
-        proc.stdin.write(orjson.dumps(request) + b"\n")
-        await proc.stdin.drain()
-        line = await proc.stdout.readline()
-        elapsed = (time.perf_counter() - t0) * 1000
-        if not line:
-            tail = (state / "serve.stderr").read_text(encoding="utf-8", errors="replace")[-400:]
-            raise ConnectionError(f"serve exited early (stderr: {tail})")
-        return orjson.loads(line), elapsed
-
-    try:
-        if queries:
-            await ask({"id": "warm-up", "query": queries[0].question, "limit": LIMIT, "timeout_ms": WARMUP_TIMEOUT_MS})
-        for i, q in enumerate(queries):
-            answer, elapsed = await ask({"id": i, "query": q.question, "limit": LIMIT})
-            if answer.get("id") != i:
-                raise ConnectionError(f"answer for id {answer.get('id')!r} while waiting for {i}")
-            records.append(record(variant.name, ws, q, answer, elapsed))
-    except (ConnectionError, BrokenPipeError, ValueError) as exc:
+    def failed(exc: Exception) -> None:
         print(f"  {variant.name}: {exc}; the remaining queries are recorded as errors", file=sys.stderr)
-        failed = {"status": "error", "error_code": "BENCH_SERVE_FAILED"}
-        records += [record(variant.name, ws, q, failed, 0.0) for q in queries[len(records) :]]
-    finally:
-        if proc.stdin and not proc.stdin.is_closing():
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except asyncio.TimeoutError:
-            os.killpg(proc.pid, 9)
-            await proc.wait()
-    return records
+
+    async with serve(state, config, tier="starter", ready=("qmd", "totalrecall"), env=qmd_env()) as ask:
+        texts = [q.question for q in queries]
+        answers = await ask_in_turn(ask, texts, limit=LIMIT, warmup_timeout_ms=WARMUP_TIMEOUT_MS, on_error=failed)
+    return [record(variant.name, ws, q, a, ms) for q, (a, ms) in zip(queries, answers, strict=True)]
 
 
 def ask_bm25(ws: CodeWorkspace, queries: Sequence[Query]) -> list[dict[str, Any]]:

@@ -53,6 +53,7 @@ import orjson
 from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _cosqa_workspace import COLLECTION, Query, Workspace, build, data_checksum, env, load_corpus, load_queries, subset
 from _locomo_score import calibration, pct, result_calibration, summarise
+from _serve import ask_in_turn, serve
 from locomo import Variant, bm25_terms, deep_merge, parse_variant
 from locomo import builtin as locomo_builtin
 
@@ -183,61 +184,16 @@ async def ask_serve(v: Variant, ws: Workspace, queries: Sequence[Query], gold: d
     """Every query through one ``memory-router serve``, one at a time, after one unscored warm-up
     query (it loads qmd's model). qmd's embedding settings are in the daemon's environment."""
     state = ws.root / "runs" / v.file_name.removesuffix(".jsonl")
-    state.mkdir(parents=True, exist_ok=True)
-    config_path = state / "router-config.json"
-    config_path.write_text(json.dumps(workspace_config(v, ws), indent=1), encoding="utf-8")
-    ready = {"status": "ready"}
-    (state / "backends.json").write_text(
-        json.dumps({"tier": "pro", "backends": {"qmd": ready, "totalrecall": ready, "lossless": ready}}),
-        encoding="utf-8",
-    )
-    argv = [sys.executable, "-m", "memory_router", "serve", "--state-dir", str(state)]
-    argv += ["--config", str(config_path), "--no-reload", "--concurrency", "1"]
-    with open(state / "serve.stderr", "wb") as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-            env=env(),
-            limit=64 * 1024 * 1024,
-            start_new_session=True,
+    config = workspace_config(v, ws)
+    async with serve(state, config, tier="pro", ready=("qmd", "totalrecall", "lossless"), env=env()) as ask:
+        answers = await ask_in_turn(
+            ask,
+            [q.query for q in queries],
+            limit=LIMIT,
+            warmup_timeout_ms=WARMUP_TIMEOUT_MS,
+            on_error=lambda exc: progress(f"  {v.name}: {exc}; the remaining queries are recorded as errors"),
         )
-    records: list[dict[str, Any]] = []
-
-    async def ask(request: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        assert proc.stdin and proc.stdout
-        t0 = time.perf_counter()
-        proc.stdin.write(orjson.dumps(request) + b"\n")
-        await proc.stdin.drain()
-        line = await proc.stdout.readline()
-        elapsed = (time.perf_counter() - t0) * 1000
-        if not line:
-            tail = (state / "serve.stderr").read_text(encoding="utf-8", errors="replace")[-400:]
-            raise ConnectionError(f"serve exited early (stderr: {tail})")
-        return orjson.loads(line), elapsed
-
-    try:
-        if queries:
-            await ask({"id": "warm-up", "query": queries[0].query, "limit": LIMIT, "timeout_ms": WARMUP_TIMEOUT_MS})
-        for i, q in enumerate(queries):
-            answer, elapsed = await ask({"id": i, "query": q.query, "limit": LIMIT})
-            if answer.get("id") != i:
-                raise ConnectionError(f"answer for id {answer.get('id')!r} while waiting for {i}")
-            records.append(record(v.name, ws, q, gold[q.gold], answer, elapsed))
-    except (ConnectionError, BrokenPipeError, ValueError) as exc:
-        progress(f"  {v.name}: {exc}; the remaining queries are recorded as errors")
-        failed = {"status": "error", "error_code": "BENCH_SERVE_FAILED"}
-        records += [record(v.name, ws, q, gold[q.gold], failed, 0.0) for q in queries[len(records) :]]
-    finally:
-        if proc.stdin and not proc.stdin.is_closing():
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except asyncio.TimeoutError:
-            os.killpg(proc.pid, 9)
-            await proc.wait()
-    return records
+    return [record(v.name, ws, q, gold[q.gold], a, ms) for q, (a, ms) in zip(queries, answers, strict=True)]
 
 
 def ask_bm25(ws: Workspace, queries: Sequence[Query], gold: dict[int, str]) -> list[dict[str, Any]]:

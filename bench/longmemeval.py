@@ -55,6 +55,7 @@ from _common import REPO, environment_line, fmt, parser, router_report, scratch_
 from _locomo_score import answered_by, hit_at, outcome, pct, percentile, quality, summarise
 from _locomo_workspace import tool_env
 from _longmemeval_workspace import Question, Workspace, build, labelled_results, load_questions, stratified
+from _serve import ask_in_turn, serve
 from locomo import Variant, ask_bm25, parse_variant, workspace_config
 from locomo import record as locomo_record
 
@@ -100,51 +101,18 @@ def record(variant: str, ws: Workspace, q: Question, answer: dict[str, Any], dur
 
 
 async def ask_serve(variant: Variant, ws: Workspace, q: Question) -> dict[str, Any]:
-    """One question through a fresh ``memory-router serve`` on this question's stores."""
+    """One question through a fresh ``memory-router serve`` on this question's stores (qmd and
+    Cognee are not installed here: not listed, so the router passes their steps over)."""
     state = ws.root.parent / "runs" / variant.file_name.removesuffix(".jsonl")
-    state.mkdir(parents=True, exist_ok=True)
-    config_path = state / "router-config.json"
-    config_path.write_text(json.dumps(workspace_config(variant, ws), indent=1), encoding="utf-8")
-    ready = {"status": "ready"}
-    # qmd and Cognee are not installed here: not listed, so the router passes their steps over.
-    (state / "backends.json").write_text(
-        json.dumps({"tier": "pro", "backends": {name: ready for name in READY}}), encoding="utf-8"
-    )
-    argv = [sys.executable, "-m", "memory_router", "serve", "--state-dir", str(state)]
-    argv += ["--config", str(config_path), "--no-reload", "--concurrency", "1"]
-    with open(state / "serve.stderr", "wb") as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-            env=tool_env(),
-            limit=64 * 1024 * 1024,
-            start_new_session=True,
-        )
-    assert proc.stdin and proc.stdout
-    try:
-        t0 = time.perf_counter()
-        request = {"id": 0, "query": q.question, "limit": LIMIT, "timeout_ms": QUERY_TIMEOUT_MS}
-        proc.stdin.write(orjson.dumps(request) + b"\n")
-        await proc.stdin.drain()
-        line = await proc.stdout.readline()
-        elapsed = (time.perf_counter() - t0) * 1000
-        if not line:
-            tail = (state / "serve.stderr").read_text(encoding="utf-8", errors="replace")[-400:]
-            raise ConnectionError(f"serve exited early (stderr: {tail})")
-        answer = orjson.loads(line)
-    except (ConnectionError, BrokenPipeError, ValueError) as exc:
+    config = workspace_config(variant, ws)
+
+    def failed(exc: Exception) -> None:
         print(f"  {variant.name} on {ws.conv}: {exc}; recorded as an error", file=sys.stderr)
-        answer, elapsed = {"status": "error", "error_code": "BENCH_SERVE_FAILED"}, 0.0
-    finally:
-        if not proc.stdin.is_closing():
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except asyncio.TimeoutError:
-            os.killpg(proc.pid, 9)
-            await proc.wait()
+
+    async with serve(state, config, tier="pro", ready=READY, env=tool_env()) as ask:
+        ((answer, elapsed),) = await ask_in_turn(
+            ask, [q.question], limit=LIMIT, timeout_ms=QUERY_TIMEOUT_MS, on_error=failed
+        )
     return record(variant.name, ws, q, answer, elapsed)
 
 
