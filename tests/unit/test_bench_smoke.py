@@ -65,7 +65,7 @@ NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.p
 NOT_SCRIPTS |= {"_locomo_workspace.py", "_qmd_index.py"}
 NOT_SCRIPTS |= {"_code_queries.py", "_code_workspace.py"}
 NOT_SCRIPTS |= {"_longmemeval_workspace.py"}
-NOT_SCRIPTS |= {"_cosqa_workspace.py"}
+NOT_SCRIPTS |= {"_cosqa_workspace.py", "_serve.py"}
 # Needs the records of a LoCoMo run: test_locomo_quick_run_scores_every_question_once runs it on them.
 NOT_SCRIPTS |= {"fit_calibration.py"}
 # Reads router records of real bench runs: tests/unit/test_bench_status_truth.py runs it on a tiny set.

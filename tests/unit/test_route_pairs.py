@@ -31,7 +31,10 @@ from memory_router.core.errors import InvalidQuery
 from memory_router.routing.router import Router
 from memory_router.routing.routerlog import RouterLog
 
-TIMEOUT_MS = 100
+# Instant outcomes answer far inside the config's timeout, even on a loaded machine (at 100 ms a
+# blocking adapter's raise in its first pool thread was once timed out); a hang is cut at HANG_MS.
+TIMEOUT_MS = 2000
+HANG_MS = 100
 QUERY = "where is the auth middleware"
 
 
@@ -66,7 +69,13 @@ OUTCOMES: dict[str, tuple[tuple[Handler, Handler], dict[str, int], str, str | No
         "BACKEND_ERROR",
         ["FALLBACK"],
     ),
-    "fallback after a timeout": ((hang(), answer(0.8)), {}, "success", "QUERY_TIMEOUT", ["TIMEOUT"]),
+    "fallback after a timeout": (
+        (hang(), answer(0.8)),
+        {"timeout_ms": HANG_MS},
+        "success",
+        "QUERY_TIMEOUT",
+        ["TIMEOUT"],
+    ),
     "adapter raises": ((raising, answer(0.8)), {}, "success", "BACKEND_ERROR", ["FALLBACK"]),
     "adapter raises TimeoutError": ((timing_out, answer(0.8)), {}, "success", "QUERY_TIMEOUT", ["TIMEOUT"]),
     "not a contract": ((not_a_contract, answer(0.8)), {}, "success", "BACKEND_ERROR", ["FALLBACK"]),
