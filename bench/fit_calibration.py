@@ -11,9 +11,11 @@ labelled ``hit`` when it holds one of the question's evidence turns.
 Per calibration key (``qmd:search``, ``qmd:vsearch``, ``qmd:query``, ``totalrecall``,
 ``lossless``):
 
-1. a logistic model of ``hit`` per result over (native relevance, query-term coverage, 1/rank),
-   fitted by Newton's method (IRLS, a light ridge) with the native and coverage weights held
-   non-negative (a negative one is pinned at 0 and the rest refitted): monotone in both;
+1. a logistic model of ``hit`` per result over (native relevance, query-term coverage, 1/rank,
+   the exact match of the query's identifiers and paths, the gap to the next result's native
+   relevance), fitted by Newton's method (IRLS, a light ridge) with the native, coverage, exact
+   and gap weights held non-negative (a negative one is pinned at 0 and the rest refitted):
+   monotone in each;
 2. the first result's step map: isotonic regression (pool adjacent violators, blocks of at least
    1/12 of the answers) of "the first result is a hit" on its logistic value.
 
@@ -46,7 +48,7 @@ from memory_router.backends.base import BackendResponse, Result  # noqa: E402
 from memory_router.config.paths import packaged_config  # noqa: E402
 from memory_router.config.router_config import load_config  # noqa: E402
 from memory_router.core.asked import Asked, asked, exact  # noqa: E402
-from memory_router.core.calibration import FEATURES, FORMAT, Calibration, Model, coverage  # noqa: E402
+from memory_router.core.calibration import FEATURES, FORMAT, Calibration, Model, coverage, gap  # noqa: E402
 from memory_router.core.frozen import Frozen  # noqa: E402
 from memory_router.core.fuse import RRF_K  # noqa: E402
 
@@ -67,20 +69,20 @@ ISOTONIC_BLOCKS = 12
 # that say success from 18% to 12%; 0.5 keeps LoCoMo at 49.3 and CoSQA at 18%, and left out, code
 # and CoSQA fare best under it.
 BENCH_POWER = 0.5
-# The rule table on the bench's tier (Pro minus Cognee), by key; the extension as router-config.json has it.
-SPEC_CHAINS = {
-    "exact_symbol": ["qmd:search", "totalrecall"],
-    "relationship": ["qmd:vsearch", "totalrecall"],
-    "decision_recall": ["lossless", "totalrecall", "qmd:search"],
-    "concept": ["qmd:vsearch", "qmd:query", "totalrecall"],
-    "recent_context": ["totalrecall", "qmd:search"],
-    "file_path": ["qmd:search", "totalrecall"],
-    "default": ["qmd:query", "totalrecall"],
-}
-EXTENSIONS = {"default": ["lossless"]}
-
-
 RULES = load_config(packaged_config()).rules  # the packaged rule table: which rule's words a query drops
+
+
+def _key(backend: str, mode: str | None) -> str:
+    """A chain step's calibration key as the alone records name it (qmd's default mode is query)."""
+    return f"qmd:{mode or 'query'}" if backend == "qmd" else backend
+
+
+# The rule table on the bench's tier (Pro minus Cognee), by key: the spec's chains, and the chains
+# as router-config.json extends them (its "extend" steps where it puts them).
+SPEC_CHAINS = {
+    r.id: [_key(s.backend, s.mode) for s in r.chain if not s.extension and s.backend != "cognee"] for r in RULES.rules
+}
+EXTENDED_CHAINS = {r.id: [_key(s.backend, s.mode) for s in r.chain if s.backend != "cognee"] for r in RULES.rules}
 # A question's key: (bench, group, question id); the group (a conversation, a question's history, a
 # repository folder) is what leave-one-out cross-validation holds out.
 QKey = tuple[str, str, str]
@@ -162,11 +164,19 @@ def answers(rows: Iterable[dict[str, Any]]) -> dict[QKey, Answer]:
     return out
 
 
-def features(answer: Answer) -> list[tuple[float, float, float, float]]:
+def features(answer: Answer) -> list[tuple[float, float, float, float, float]]:
+    """Each result's features, in the order of ``FEATURES`` (memory_router.core.calibration)."""
     wanted = answer.wanted
+    hits = answer.response.results
     return [
-        (r.relevance, coverage(wanted.terms, r.content), 1.0 / i, exact(wanted, r))
-        for i, r in enumerate(answer.response.results, start=1)
+        (
+            r.relevance,
+            coverage(wanted.terms, r.content),
+            1.0 / i,
+            exact(wanted, r),
+            gap(r.relevance, hits[i].relevance if i < len(hits) else 0.0),
+        )
+        for i, r in enumerate(hits, start=1)
     ]
 
 
@@ -263,7 +273,8 @@ def isotonic(points: list[tuple[float, float]], blocks: int = ISOTONIC_BLOCKS) -
     return [round(b[0] / b[2], 4) for b in stack], [round(y, 4) for y in rates]
 
 
-MONOTONE = (0, 1, 3)  # native, coverage, exact: their weights must be >= 0
+DROPPED: frozenset[str] = frozenset()  # features held at weight 0 (--drop), to measure what one adds
+MONOTONE = (0, 1, 3, 4)  # native, coverage, exact, gap: their weights must be >= 0
 
 
 def fit_key(recorded: Iterable[Answer]) -> Model:
@@ -286,7 +297,7 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
             xs.append(f)
             ys.append(h)
             sw.append(bench_weight[a.question[0]])
-    free = [True, True, True, True]
+    free = [name not in DROPPED for name in FEATURES]  # a dropped feature's weight stays 0
     while True:
         w = fit_logistic(xs, ys, free, sample_weights=sw)
         negative = [i for i in MONOTONE if free[i] and w[i + 1] < 0]
@@ -294,8 +305,8 @@ def fit_key(recorded: Iterable[Answer]) -> Model:
             break
         for i in negative:
             free[i] = False
-    intercept, native, coverage, rank, exact = (round(v, 4) for v in w)
-    logistic = Model(intercept, native, coverage, rank, exact)
+    intercept, native, cover, rank, exact_weight, gap_weight = (round(v, 4) for v in w)
+    logistic = Model(intercept, native, cover, rank, exact_weight, gap=gap_weight)
     firsts = []  # the step map's points, each bench's repeated up to the largest bench's count
     for a in listed:
         repeat = max(
@@ -362,6 +373,7 @@ class Replayed(Frozen):
     dia_ids: tuple[frozenset[str], ...]
     hits: tuple[bool, ...]
     success: bool = False  # whether the router would say `success` (its relevance reached the threshold)
+    relevance: float = 0.0  # the answer's normalized_relevance, which the status is decided on
 
 
 NOTHING = Replayed((), ())
@@ -381,11 +393,11 @@ def replay_sequential(chain: Sequence[str], per_key: PerKey, calibration: Calibr
         value = calibrated(calibration, key, a).normalized_relevance
         tried.append((value, a))
         if value >= THRESHOLD:
-            return Replayed(a.dia_ids, a.hits, True)
+            return Replayed(a.dia_ids, a.hits, True, value)
     if not tried:
         return NOTHING
-    best = max(tried, key=lambda t: t[0])[1]  # the earliest wins a tie
-    return Replayed(best.dia_ids, best.hits)
+    value, best = max(tried, key=lambda t: t[0])  # the earliest wins a tie
+    return Replayed(best.dia_ids, best.hits, False, value)
 
 
 def replay_fused(
@@ -405,7 +417,7 @@ def replay_fused(
             info[ident] = (ids, hit)
     order = sorted(scores, key=lambda i: -scores[i])[:10]
     best = max((r.relevance for k in chain for r in _results(per_key, calibration, k, q)), default=0.0)
-    return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order), best >= THRESHOLD)
+    return Replayed(tuple(info[i][0] for i in order), tuple(info[i][1] for i in order), best >= THRESHOLD, best)
 
 
 def replay_headed(chain: Sequence[str], per_key: PerKey, calibration: Calibration | None, q: QKey) -> Replayed:
@@ -415,15 +427,15 @@ def replay_headed(chain: Sequence[str], per_key: PerKey, calibration: Calibratio
     fused = replay_fused(chain, per_key, calibration, q, True)
     if not head.hits:
         return fused
-    return _headed(head.dia_ids[0], head.hits[0], fused, head.success)  # fill's status is the walk's
+    return _headed(head.dia_ids[0], head.hits[0], fused, head.success, head.relevance)  # fill's status is the walk's
 
 
-def _headed(first_ids: frozenset[str], first_hit: bool, fused: Replayed, success: bool) -> Replayed:
+def _headed(first_ids: frozenset[str], first_hit: bool, fused: Replayed, success: bool, relevance: float) -> Replayed:
     """``fused`` with ``(first_ids, first_hit)`` put first and its duplicate dropped, cut at 10."""
     rest = [(i, h) for i, h in zip(fused.dia_ids, fused.hits, strict=True) if not (first_ids and i == first_ids)]
     ids = (first_ids, *(i for i, _ in rest))[:10]
     hits = (first_hit, *(h for _, h in rest))[:10]
-    return Replayed(ids, hits, success)
+    return Replayed(ids, hits, success, relevance)
 
 
 def replay_best_head(chain: Sequence[str], per_key: PerKey, calibration: Calibration | None, q: QKey) -> Replayed:
@@ -438,7 +450,7 @@ def replay_best_head(chain: Sequence[str], per_key: PerKey, calibration: Calibra
     if not tried:
         return fused
     value, best = max(tried, key=lambda t: t[0])
-    return _headed(best.dia_ids[0], best.hits[0], fused, value >= THRESHOLD)
+    return _headed(best.dia_ids[0], best.hits[0], fused, value >= THRESHOLD, value)
 
 
 def _results(per_key: PerKey, calibration: Calibration | None, key: str, q: QKey) -> tuple[Result, ...]:
@@ -454,6 +466,7 @@ def metrics(replays: list[tuple[Replayed, frozenset[str]]]) -> dict[str, float]:
     # The status against the truth: right top-1 answers that say success, wrong ones that do not.
     out["right say success"] = 100 * sum(r.success for r in right) / len(right) if right else float("nan")
     out["wrong do not"] = 100 * sum(not r.success for r in wrong) / len(wrong) if wrong else float("nan")
+    out["AUC"] = auc([r.relevance for r in right], [r.relevance for r in wrong])
     for k in (1, 5, 10):
         out[f"hit@{k}"] = 100 * sum(any(r.hits[:k]) for r, _ in replays) / n
     for k in (5, 10):
@@ -463,8 +476,47 @@ def metrics(replays: list[tuple[Replayed, frozenset[str]]]) -> dict[str, float]:
     return out
 
 
+def auc(right: Sequence[float], wrong: Sequence[float]) -> float:
+    """The chance that a right answer's relevance is above a wrong one's (ties count half): how
+    well the one number the status is decided on tells right top-1 answers from wrong ones."""
+    if not right or not wrong:
+        return float("nan")
+    ranked = sorted([(v, 1) for v in right] + [(v, 0) for v in wrong])
+    rank_sum, i = 0.0, 0
+    while i < len(ranked):
+        j = i
+        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
+            j += 1
+        mid = (i + 1 + j) / 2  # the average 1-based rank of a run of equal values
+        rank_sum += mid * sum(label for _, label in ranked[i:j])
+        i = j
+    n1, n0 = len(right), len(wrong)
+    return (rank_sum - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
 def chain_for(rule: str, extended: bool) -> list[str]:
-    return SPEC_CHAINS.get(rule, SPEC_CHAINS["default"]) + (EXTENSIONS.get(rule, []) if extended else [])
+    chains = EXTENDED_CHAINS if extended else SPEC_CHAINS
+    return list(chains.get(rule, chains["default"]))
+
+
+# Fill variants measured before one ships (rows of the replay tables): the chain of a rule as it
+# would be, and the head the answer would take.
+FILL_CANDIDATES: dict[str, tuple[Any, dict[str, list[str]]]] = {
+    "fill, Lossless before Total Recall in rule 7": ("walk", {"default": ["qmd:query", "lossless", "totalrecall"]}),
+    "fill, head = most relevant first result": ("best", {}),
+    "fill, default rule + qmd:search": ("walk", {"default": [*EXTENDED_CHAINS["default"], "qmd:search"]}),
+    "fill, default rule + qmd:search and qmd:vsearch": (
+        "walk",
+        {"default": [*EXTENDED_CHAINS["default"], "qmd:search", "qmd:vsearch"]},
+    ),
+    "fill, most relevant head, rule 7 + qmd:search and qmd:vsearch, rule 4 + qmd:search": (
+        "best",
+        {
+            "default": [*EXTENDED_CHAINS["default"], "qmd:search", "qmd:vsearch"],
+            "concept": [*EXTENDED_CHAINS["concept"], "qmd:search"],
+        },
+    ),
+}
 
 
 def _fill_rows(
@@ -474,17 +526,14 @@ def _fill_rows(
     rule_of: dict[QKey, str],
     evidence: dict[QKey, frozenset[str]],
 ) -> list[Row]:
-    """Fill variants measured before one ships: another head, or qmd search asked by the default rule too."""
+    """The rows of ``FILL_CANDIDATES``: each variant replayed over every question."""
     rows = []
-    for label, replay, extra in (
-        ("fill, head = most relevant first result", replay_best_head, []),
-        ("fill, default rule + qmd:search", replay_headed, ["qmd:search"]),
-        ("fill, default rule + qmd:search, most relevant head", replay_best_head, ["qmd:search"]),
-    ):
+    for label, (head, chains) in FILL_CANDIDATES.items():
+        replay = replay_best_head if head == "best" else replay_headed
         out = []
         for q in questions:
             rule = rule_of.get(q, "default")
-            chain = chain_for(rule, True) + (extra if rule == "default" else [])
+            chain = chains.get(rule) or chain_for(rule, True)
             out.append((replay(chain, per_key, calibration_for(q), q), evidence[q]))
         rows.append((label, out))
     return rows
@@ -509,7 +558,14 @@ def replays(
                 f"[recorded] {variant}",
                 [
                     (
-                        Replayed(got[q].dia_ids, got[q].hits, got[q].status == "success") if q in got else NOTHING,
+                        Replayed(
+                            got[q].dia_ids,
+                            got[q].hits,
+                            got[q].status == "success",
+                            got[q].response.normalized_relevance,  # as the router gave it
+                        )
+                        if q in got
+                        else NOTHING,
                         evidence[q],
                     )
                     for q in questions
@@ -555,14 +611,14 @@ def replays(
     return rows
 
 
-COLUMNS = ("hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "right say success", "wrong do not")
+COLUMNS = ("hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "right say success", "wrong do not", "AUC")
 
 
 def print_rows(rows: list[Row]) -> list[str]:
     lines = ["| configuration | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for label, got in rows:
         m = metrics(got)
-        cells = [label, *(_pct(m[k]) for k in COLUMNS)]
+        cells = [label, *(f"{m[k]:.3f}" if k == "AUC" and not math.isnan(m[k]) else _pct(m[k]) for k in COLUMNS)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -575,7 +631,7 @@ def shipped_key(key: str, embed_model: str) -> str:
 
 def weights(model: Model) -> tuple[float, ...]:
     """The logistic's intercept and weights, in the order ``("intercept", *FEATURES)``."""
-    return (model.intercept, model.native, model.coverage, model.rank, model.exact)
+    return (model.intercept, model.native, model.coverage, model.rank, model.exact, model.gap)
 
 
 def as_json(model: Model) -> dict[str, Any]:
@@ -629,8 +685,16 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
         default=BENCH_POWER,
         help="0: every bench weighs the same (default); 1: every answer does; 0.5: a bench weighs sqrt(its size)",
     )
+    parser.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        choices=FEATURES,
+        help="fit with this feature's weight held at 0 (repeatable): what the feature adds",
+    )
     args = parser.parse_args(argv)
     globals()["BENCH_POWER"] = args.bench_power  # read by fit_key
+    globals()["DROPPED"] = frozenset(args.drop)  # read by fit_key
     folders = args.records or [Path("/work/data/locomo/records")]
 
     records = read_records(folders)
@@ -709,8 +773,9 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
             "format": FORMAT,
             "about": (
                 "P(a result holds what was asked), per backend and mode: a logistic map over the native relevance, "
-                "the query-term coverage (the matched rule's own words set aside), 1/rank and the exact match of the "
-                "query's identifiers and paths, then an isotonic step map of the first result "
+                "the query-term coverage (the matched rule's own words set aside), 1/rank, the exact match of the "
+                "query's identifiers and paths and the gap to the next result's native relevance, then an isotonic "
+                "step map of the first result "
                 "(memory_router/core/calibration.py). Fitted by bench/fit_calibration.py on development halves only, "
                 f"{_weighing()}: {counts}."
             ),

@@ -13,7 +13,7 @@ Calibration replaces every result's ``relevance`` with an estimate of one thing,
 fitted offline on labelled data (``bench/fit_calibration.py``, from the records of
 ``bench/locomo.py``) and shipped as data (``calibration.json`` beside this module, read by
 :func:`memory_router.config.calibration.load`; this module only parses and applies it). A map is a
-logistic model per backend type and mode over three features of a result:
+logistic model per backend type and mode over five features of a result:
 
 * ``native``: the adapter's own relevance (kept on the result as ``native_relevance``);
 * ``coverage``: the share of the query's content terms (stopwords and words about *when* dropped,
@@ -22,13 +22,19 @@ logistic model per backend type and mode over three features of a result:
 * ``rank``: ``1 / position`` in the backend's own order;
 * ``exact``: the share of the identifiers and paths the query names that the result matches
   exactly (:func:`memory_router.core.asked.exact`: ``parseAuthToken`` in its text, a file under
-  ``src/auth/``), 0 when the query names none.
+  ``src/auth/``), 0 when the query names none;
+* ``gap``: how far the result stands out from the next one in the backend's own scores (its
+  native relevance minus the next result's, 0 at least; the last result's next is 0). A first
+  result far ahead of the second is right more often than one of many alike. Replayed over the
+  four benches (docs/calibration.md), fitting it lifts LoCoMo's hit@1 from 48.0 to 50.0 and the AUC
+  of the answer's relevance for "the first result is right" from 0.689 to 0.713 (CoSQA 0.691 to
+  0.704), and costs LongMemEval 2 of its 100 questions (68 to 66, AUC 0.749 to 0.688).
 
 Coverage does not count the words of the rule the query matched ("find", "function", "how does
 ... work"): they say how to search, not what (:mod:`memory_router.core.asked`). The maps are fitted
 across kinds of memory (chat notes, a chat history without notes, code, code search:
-docs/calibration.md). Its coefficients on ``native``, ``coverage`` and ``exact`` are fitted
-non-negative, so the value is monotone in each. A backend's own order is kept (a backend knows its
+docs/calibration.md). Its coefficients on ``native``, ``coverage``, ``exact`` and ``gap`` are
+fitted non-negative, so the value is monotone in each. A backend's own order is kept (a backend knows its
 ranking best, and the code-memory benches depend on it): each relevance is capped by the one before it.
 
 The first result's value is then recalibrated by a step map fitted on first results alone
@@ -65,7 +71,7 @@ from memory_router.core.frozen import Frozen
 from memory_router.core.rules import Rule
 
 FORMAT = 1
-FEATURES = ("native", "coverage", "rank", "exact")
+FEATURES = ("native", "coverage", "rank", "exact", "gap")
 _WORD = re.compile(r"[0-9A-Za-z]+")
 # Enough of a result's text to judge it; a huge hit costs no more than this to score.
 _SCAN_CHARS = 4000
@@ -87,9 +93,11 @@ class Model(Frozen):
     exact: float = 0.0
     first_x: tuple[float, ...] = ()
     first_y: tuple[float, ...] = ()
+    gap: float = 0.0  # a weight of a file written before the feature: 0, the map it was fitted as
 
-    def __call__(self, native: float, coverage: float, rank: float, exact: float = 0.0) -> float:
+    def __call__(self, native: float, coverage: float, rank: float, exact: float = 0.0, gap: float = 0.0) -> float:
         z = self.intercept + self.native * native + self.coverage * coverage + self.rank * rank + self.exact * exact
+        z += self.gap * gap
         if z >= 0:
             return 1.0 / (1.0 + math.exp(-z))
         e = math.exp(z)
@@ -147,8 +155,11 @@ class Calibration(Frozen):
         terms = wanted.terms
         results: list[Result] = []
         cap = 1.0
-        for position, hit in enumerate(response.results, start=1):
-            value = model(hit.relevance, coverage(terms, hit.content), 1.0 / position, exact(wanted, hit))
+        hits = response.results
+        for position, hit in enumerate(hits, start=1):
+            after = hits[position].relevance if position < len(hits) else 0.0
+            stands_out = gap(hit.relevance, after)
+            value = model(hit.relevance, coverage(terms, hit.content), 1.0 / position, exact(wanted, hit), stands_out)
             if position == 1:
                 value = model.first(value)
             cap = min(cap, value)  # keep the backend's own order
@@ -165,6 +176,11 @@ def query_terms(query: str, rule: Rule | None = None) -> frozenset[str]:
     """The query's content terms, stemmed: what a result has to hold to answer it (the words of
     ``rule``, the rule it matched, not counted)."""
     return asked(query, rule).terms
+
+
+def gap(native: float, following: float) -> float:
+    """How far a result's native relevance stands above the next result's (0 when it does not)."""
+    return max(0.0, native - following)
 
 
 def coverage(terms: frozenset[str], content: str) -> float:
@@ -194,10 +210,10 @@ def parse(data: Any) -> dict[str, Model]:
                 raise ValueError(f"maps.{key}.{name} must be a finite number, got {value!r}")
             values.append(float(value))
         first_x, first_y = _first_map(key, raw.get("first"))
-        intercept, native, cover, rank, exact_weight = values
-        model = Model(intercept, native, cover, rank, exact_weight, first_x, first_y)
-        if model.native < 0 or model.coverage < 0 or model.exact < 0:
-            raise ValueError(f"maps.{key}: the native, coverage and exact weights must be >= 0 (monotone)")
+        intercept, native, cover, rank, exact_weight, gap_weight = values
+        model = Model(intercept, native, cover, rank, exact_weight, first_x, first_y, gap_weight)
+        if model.native < 0 or model.coverage < 0 or model.exact < 0 or model.gap < 0:
+            raise ValueError(f"maps.{key}: the native, coverage, exact and gap weights must be >= 0 (monotone)")
         models[key] = model
     return models
 

@@ -116,7 +116,7 @@ def models(draw: st.DrawFn) -> Model:
     first_x = tuple(sorted(draw(st.lists(unit, min_size=size, max_size=size))))
     first_y = tuple(sorted(draw(st.lists(unit, min_size=size, max_size=size))))
     weights = draw(st.tuples(st.floats(-6, 6), st.floats(0, 8), st.floats(0, 8), st.floats(-3, 3), st.floats(0, 8)))
-    return Model(*weights, first_x=first_x, first_y=first_y)
+    return Model(*weights, first_x=first_x, first_y=first_y, gap=draw(st.floats(0, 8)))
 
 
 @given(models(), unit, unit, unit, unit, unit)
@@ -129,6 +129,29 @@ def test_the_map_is_monotone_in_native_relevance_and_coverage(model, a, b, c, d,
     # The first result's step map keeps the order too, and stays in 0..1.
     assert model.first(model(lo_n, lo_c, rank)) <= model.first(model(hi_n, hi_c, rank)) + 1e-12
     assert 0.0 <= model.first(model(a, c, rank)) <= 1.0
+
+
+@given(models(), unit, unit, unit, unit)
+def test_the_map_is_monotone_in_how_far_a_result_stands_out(model, native, cover, a, b):
+    small, large = sorted((a, b))
+    assert model(native, cover, 1.0, 0.0, small) <= model(native, cover, 1.0, 0.0, large) + 1e-12
+
+
+def test_a_first_result_far_ahead_of_the_second_is_the_likelier_answer():
+    """Two answers whose first results score the same natively: the one whose first result stands
+    out from the rest (gap 0.6) is called likelier than the one among many alike (gap 0.0)."""
+    calibration = Calibration({"lossless": Model(-2.0, 1.0, 1.0, 1.0, gap=2.0)}, "test")
+    query = "the payments queue"
+    alone = calibration.apply("lossless", query, response(query, 0.7, 0.1, text="payments queue"))
+    crowded = calibration.apply("lossless", query, response(query, 0.7, 0.7, 0.7, text="payments queue"))
+    assert alone.normalized_relevance > crowded.normalized_relevance
+
+
+def test_a_file_written_before_the_gap_feature_reads_as_it_was_fitted():
+    maps = {"lossless": {"intercept": -1.0, "native": 1.0, "coverage": 1.0, "rank": 1.0, "exact": 0.0}}
+    assert parse(_file(maps))["lossless"].gap == 0.0
+    with pytest.raises(ValueError, match="gap weights must be >= 0"):
+        parse(_file({"lossless": {**maps["lossless"], "gap": -0.5}}))
 
 
 def test_the_first_results_step_map_interpolates_its_breakpoints():
