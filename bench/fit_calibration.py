@@ -502,7 +502,10 @@ def chain_for(rule: str, extended: bool) -> list[str]:
 # Fill variants measured before one ships (rows of the replay tables): the chain of a rule as it
 # would be, and the head the answer would take.
 FILL_CANDIDATES: dict[str, tuple[Any, dict[str, list[str]]]] = {
-    "fill, Lossless before Total Recall in rule 7": ("walk", {"default": ["qmd:query", "lossless", "totalrecall"]}),
+    "fill, Lossless last in rule 7 (after Total Recall)": (
+        "walk",
+        {"default": ["qmd:query", "totalrecall", "lossless"]},
+    ),
     "fill, head = most relevant first result": ("best", {}),
     "fill, default rule + qmd:search": ("walk", {"default": [*EXTENDED_CHAINS["default"], "qmd:search"]}),
     "fill, default rule + qmd:search and qmd:vsearch": (

@@ -265,6 +265,15 @@ def validate_config(data: Any, path: Path) -> tuple[dict[str, Any], dict[str, An
         if rule.number in numbers:
             raise InvalidConfig(path, f"{label}.number", f"rule number {rule.number} is used twice")
         numbers.add(rule.number)
+        for index, step in enumerate(rule.extend):
+            named = [ChainStep(s.backend, s.mode).health_key for s in rule.chain]
+            if step.before is not None and step.before not in named:
+                raise InvalidConfig(
+                    path,
+                    f"{label}.extend[{index}].before",
+                    f"names no step of the rule's chain: {step.before!r}",
+                    f"Use one of: {', '.join(named)} (backend, or backend/mode), or leave it out to try the step last.",
+                )
         for _, step, field_path in _steps(rule.chain, rule.extend, label):
             if step.backend not in settings:
                 raise InvalidConfig(
@@ -320,7 +329,7 @@ def compile_config(data: Any, path: Path, settings: Mapping[str, Any] | None = N
         strong_sources, weak_sources = tuple(r.get("strong", ())), tuple(r.get("weak", ()))
         chain = chain_of(
             ((step["backend"], step.get("mode")) for step in r["chain"]),
-            ((step["backend"], step.get("mode")) for step in r.get("extend", ())),
+            ((step["backend"], step.get("mode"), step.get("before")) for step in r.get("extend", ())),
             table,
         )
         if r.get("strategy") is not None:
@@ -368,16 +377,22 @@ def compile_config(data: Any, path: Path, settings: Mapping[str, Any] | None = N
 
 
 def chain_of(
-    chain: Iterable[tuple[str, str | None]], extend: Iterable[tuple[str, str | None]], table: str
+    chain: Iterable[tuple[str, str | None]], extend: Iterable[tuple[str, str | None, str | None]], table: str
 ) -> tuple[ChainStep, ...]:
-    """A rule's chain as the config's ``table`` has it: the spec's steps, then (``extended``) its
-    ``extend`` steps that are not in it already, marked as extensions."""
-    steps = tuple(ChainStep(backend, mode) for backend, mode in chain)
+    """A rule's chain as the config's ``table`` has it: the spec's steps in their order, and
+    (``extended``) its ``extend`` steps that are not in it already, marked as extensions, each
+    before the chain step its ``before`` names (``backend`` or ``backend/mode``) or else last."""
+    steps = [ChainStep(backend, mode) for backend, mode in chain]
     if table != "extended":
-        return steps
-    return steps + tuple(
-        ChainStep(backend, mode, True) for backend, mode in extend if ChainStep(backend, mode) not in steps
-    )
+        return tuple(steps)
+    spec = tuple(steps)
+    for backend, mode, before in extend:
+        step = ChainStep(backend, mode, True)
+        if ChainStep(backend, mode) in spec:
+            continue
+        at = next((i for i, s in enumerate(steps) if not s.extension and s.health_key == before), len(steps))
+        steps.insert(at, step)
+    return tuple(steps)
 
 
 def _steps(chain: Any, extend: Any, label: str) -> Any:

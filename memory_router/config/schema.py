@@ -27,6 +27,12 @@ class StepSpec(_Strict):
     mode: str | None = None
 
 
+class ExtendSpec(StepSpec):
+    # The step of the rule's chain this extension is tried before ("totalrecall", "qmd/search");
+    # None: after the whole chain.
+    before: str | None = None
+
+
 class RuleSpec(_Strict):
     number: int = Field(ge=1)
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
@@ -35,7 +41,7 @@ class RuleSpec(_Strict):
     weak: tuple[str, ...] = ()
     chain: tuple[StepSpec, ...] = Field(min_length=1)
     # Extension steps (not in the spec's table), appended to the chain unless "table" is "spec".
-    extend: tuple[StepSpec, ...] = ()
+    extend: tuple[ExtendSpec, ...] = ()
     # This rule's strategy; None: the config's global "strategy".
     strategy: Literal["sequential", "fuse", "fill"] | None = None
 

@@ -26,6 +26,9 @@ def write_config(tmp_path: Path, **overrides: Any) -> Path:
     # The chain walked one step at a time (the spec's sequential): what the deadline and cooldown
     # tests below count; the packaged "fill" is tested in tests/unit/test_fallback_machine.py.
     data["strategy"] = "sequential"
+    # The spec's table: rule 7 is qmd/query -> totalrecall, the two steps these tests give answers
+    # to (the packaged table also asks Lossless, before Total Recall: tests/unit/test_rules.py).
+    data["table"] = "spec"
     data.update(overrides)
     path = tmp_path / "router-config.json"
     path.write_bytes(orjson.dumps(data))

@@ -50,6 +50,30 @@ def test_rule_naming_unknown_backend():
     assert "defined: cognee, lossless, qmd, totalrecall" in msg
 
 
+def test_an_extension_placed_before_a_step_the_chain_lacks_is_refused():
+    msg = broken(lambda d: d["rules"][6]["extend"][0].__setitem__("before", "totalrecal"))
+    assert "rules[6] (default).extend[0].before: names no step of the rule's chain: 'totalrecal'" in msg
+    assert "qmd/query, totalrecall" in msg
+
+
+def test_an_extension_goes_before_the_step_it_names_and_last_without_one():
+    def chain(extend: list) -> list[tuple[str, bool]]:
+        data = copy.deepcopy(BASE)
+        data["rules"][6]["extend"] = extend
+        rule = parse_config(data, Path("/cfg/router-config.json")).rules.rules[6]
+        return [(s.health_key, s.extension) for s in rule.chain]
+
+    assert chain([{"backend": "lossless", "before": "totalrecall"}]) == [
+        ("qmd/query", False),
+        ("lossless", True),
+        ("totalrecall", False),
+    ]
+    assert chain([{"backend": "lossless", "before": "qmd/query"}])[0] == ("lossless", True)
+    assert chain([{"backend": "lossless"}])[-1] == ("lossless", True)
+    spec = parse_config({**copy.deepcopy(BASE), "table": "spec"}, Path("/cfg/router-config.json")).rules.rules[6]
+    assert [s.health_key for s in spec.chain] == ["qmd/query", "totalrecall"]
+
+
 def test_unknown_key_is_a_typo_not_ignored():
     msg = broken(lambda d: d.__setitem__("treshold", 0.5))
     assert "treshold: unknown key" in msg

@@ -28,11 +28,11 @@ SPEC_TABLE = parse_config({**read_json(packaged_config()), "table": "spec"}, pac
 
 
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
-def test_spec_example_pro_chain_starts_with_the_spec_table_then_only_marked_extensions(example):
+def test_spec_example_pro_chain_is_the_spec_table_in_its_order_plus_only_marked_extensions(example):
     plan = make_plan(CONFIG.rules.match(example.query), installed(*ALL_BACKENDS).unusable_reason)
     spec_steps = [s for s in plan.steps if not s.extension]
-    assert tuple(s.backend for s in spec_steps) == example.chain
-    assert plan.steps[: len(spec_steps)] == tuple(spec_steps)  # extensions only after the spec's steps
+    assert tuple(s.backend for s in spec_steps) == example.chain  # the spec's steps, in the spec's order
+    assert plan.steps[0] == spec_steps[0]  # an extension never goes before the spec's first step here
     assert plan.skipped == ()
 
 
@@ -43,15 +43,15 @@ def test_spec_example_pro_chain_is_the_spec_table_exactly_with_the_switch(exampl
     assert not any(s.extension for s in plan.steps)
 
 
-def test_the_default_rule_asks_lossless_last_on_pro_and_never_on_starter():
+def test_the_default_rule_asks_lossless_before_total_recall_on_pro_and_never_on_starter():
     pro = make_plan(CONFIG.rules.match("database"), installed(*ALL_BACKENDS).unusable_reason)
     assert [(s.backend, s.mode, s.extension) for s in pro.steps] == [
         ("qmd", "query", False),
-        ("totalrecall", None, False),
         ("lossless", None, True),
+        ("totalrecall", None, False),
     ]
     chain = pro.as_dict()["chain"]
-    assert isinstance(chain, list) and chain[-1] == {"backend": "lossless", "mode": None, "extension": True}
+    assert isinstance(chain, list) and chain[1] == {"backend": "lossless", "mode": None, "extension": True}
     starter = make_plan(CONFIG.rules.match("database"), installed(*STARTER).unusable_reason)
     assert starter.fallback_chain == ["qmd", "totalrecall"]
 
