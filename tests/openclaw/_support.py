@@ -5,8 +5,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # MR_OPENCLAW_PLUGIN_DIR: run the same tests against another copy of the plugin (an older revision).
@@ -80,3 +90,60 @@ def scratch_env(home: Path) -> dict[str, str]:
     env["NO_COLOR"] = "1"
     env.update(QUIET_GATEWAY)
     return env
+
+
+TOKEN = "memory-router-test-token"  # the Gateway's auth token in every test
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RunningGateway:
+    """A loopback ``openclaw gateway run`` of a test (its output in ``log``)."""
+
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def wait_listening(self, timeout: float = 150) -> None:
+        """Until the Gateway answers HTTP on its port; fails the test with its log's end if it
+        exits or does not listen within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"the Gateway exited:\n{self.log.read_text()[-3000:]}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        pytest.fail(f"the Gateway did not listen within {timeout} s:\n{self.log.read_text()[-3000:]}")
+
+
+@contextmanager
+def gateway_run(env: dict[str, str], home: Path) -> Iterator[RunningGateway]:
+    """OpenClaw's Gateway in ``home`` on a free loopback port, token auth (:data:`TOKEN`); its
+    process group stopped on exit (SIGTERM, then SIGKILL after 20 s)."""
+    port = free_port()
+    log = home / "gateway.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(NODE24), str(OPENCLAW_MJS), "gateway", "run", "--port", str(port), "--bind", "loopback"]
+            + ["--auth", "token", "--token", TOKEN, "--allow-unconfigured"],
+            env=env,
+            cwd=home,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield RunningGateway(port, proc, log)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -13,8 +13,6 @@ with ``minRelevance: 0.3`` in the plugin's config so the default floor is visibl
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from ._support import NODE24, OPENCLAW_MJS, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
-from .test_openclaw_e2e import TOKEN, Setup, free_port, gateway_ready, invoke, ok, openclaw
+from ._support import gateway_run, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
+from .test_openclaw_e2e import Setup, gateway_ready, invoke, ok, openclaw
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
 
@@ -48,26 +46,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         {"path": "plugins.entries.memory-router.config", "value": {**config, "minRelevance": FLOOR}},
     ]
     ok(openclaw(env, home, "config", "set", "--batch-json", json.dumps(settings), "--strict-json"))
-    port = free_port()
-    log = home / "gateway.log"
-    with log.open("wb") as out:
-        gateway = subprocess.Popen(
-            [str(NODE24), str(OPENCLAW_MJS), "gateway", "run", "--port", str(port), "--bind", "loopback"]
-            + ["--auth", "token", "--token", TOKEN, "--allow-unconfigured"],
-            env=env,
-            cwd=home,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     try:
-        yield Setup(home, demo, env, port, gateway, log)
-    finally:
-        try:
-            os.killpg(gateway.pid, signal.SIGTERM)
-            gateway.wait(20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(gateway.pid, signal.SIGKILL)
+        with gateway_run(env, home) as gw:
+            yield Setup(home, demo, env, gw.port, gw.proc, gw.log)
+    finally:  # the Gateway gone first: nothing starts the daemon again
         subprocess.run(
             [str(memory_router_bin()), "daemon", "stop", "--state-dir", str(demo / "state")],
             env=env,

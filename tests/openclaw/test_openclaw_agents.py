@@ -23,9 +23,7 @@ both. Skipped only when .tools/openclaw is absent.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import urllib.request
@@ -38,8 +36,8 @@ from typing import Any
 import pytest
 
 from ..support.cognee import cognee_server as cognee_harness
-from ._support import NODE24, OPENCLAW_MJS, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
-from .test_openclaw_e2e import TOKEN, daemons, free_port, ok, openclaw
+from ._support import TOKEN, gateway_run, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
+from .test_openclaw_e2e import daemons, ok, openclaw
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
 
@@ -184,28 +182,12 @@ def gw(request: pytest.FixtureRequest, world: World, tmp_path_factory: pytest.Te
         config["agents"]["list"] = _roster(world)
         path.write_text(json.dumps(config, indent=2))
     assert roster_kind(home) == roster
-    port = free_port()
-    log = home / "gateway.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(NODE24), str(OPENCLAW_MJS), "gateway", "run", "--port", str(port), "--bind", "loopback"]
-            + ["--auth", "token", "--token", TOKEN, "--allow-unconfigured"],
-            env=env,
-            cwd=home,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    g = Gateway(world, roster, home, env, port, proc, log)
     try:
-        _ready(g)
-        yield g
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
+        with gateway_run(env, home) as running:
+            g = Gateway(world, roster, home, env, running.port, running.proc, running.log)
+            running.wait_listening()
+            yield g
+    finally:  # the Gateway gone first: nothing starts a daemon again
         for sock in [world.state / "router.sock", *world.state.glob("router-openclaw-*.sock")]:
             subprocess.run(
                 [str(memory_router_bin()), "daemon", "stop", "--state-dir", str(world.state), "--socket", str(sock)],
@@ -214,20 +196,6 @@ def gw(request: pytest.FixtureRequest, world: World, tmp_path_factory: pytest.Te
                 timeout=30,
                 check=False,
             )
-
-
-def _ready(g: Gateway, timeout: float = 150) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert g.proc.poll() is None, f"the Gateway exited:\n{g.log.read_text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{g.port}/", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"the Gateway did not listen within {timeout} s:\n{g.log.read_text()[-3000:]}")
 
 
 def invoke(g: Gateway, agent: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:

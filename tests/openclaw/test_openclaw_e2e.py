@@ -15,11 +15,7 @@ Skipped only when .tools/openclaw is absent (CI installs it with .ci/setup.d/50-
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,11 +26,20 @@ import pytest
 
 from memory_router.client.wire import Connection
 
-from ._support import NODE24, OPENCLAW_MJS, memory_router_bin, openclaw_missing, scratch_env, shipped_plugin
+from ._support import (
+    NODE24,
+    OPENCLAW_MJS,
+    TOKEN,
+    RunningGateway,
+    gateway_run,
+    memory_router_bin,
+    openclaw_missing,
+    scratch_env,
+    shipped_plugin,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
 
-TOKEN = "memory-router-test-token"
 DECISION = "what did we decide about the database schema in the morning session"  # Lossless: no file
 AUTH = "auth"  # Total Recall: workspace files with lines
 
@@ -74,12 +79,6 @@ def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[st
     return proc
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     home = tmp_path_factory.mktemp("oc")
@@ -99,26 +98,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         },
     ]
     ok(openclaw(env, home, "config", "set", "--batch-json", json.dumps(settings), "--strict-json"))
-    port = free_port()
-    log = home / "gateway.log"
-    with log.open("wb") as out:
-        gateway = subprocess.Popen(
-            [str(NODE24), str(OPENCLAW_MJS), "gateway", "run", "--port", str(port), "--bind", "loopback"]
-            + ["--auth", "token", "--token", TOKEN, "--allow-unconfigured"],
-            env=env,
-            cwd=home,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     try:
-        yield Setup(home, demo, env, port, gateway, log)
-    finally:
-        try:
-            os.killpg(gateway.pid, signal.SIGTERM)
-            gateway.wait(20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(gateway.pid, signal.SIGKILL)
+        with gateway_run(env, home) as gw:
+            yield Setup(home, demo, env, gw.port, gw.proc, gw.log)
+    finally:  # the Gateway gone first: nothing starts the daemon again
         subprocess.run(
             [str(memory_router_bin()), "daemon", "stop", "--state-dir", str(demo / "state")],
             env=env,
@@ -129,15 +112,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 
 
 def gateway_ready(setup: Setup, timeout: float = 150) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert setup.gateway.poll() is None, f"the Gateway exited:\n{setup.gateway_log.read_text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{setup.port}/", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"the Gateway did not listen within {timeout} s:\n{setup.gateway_log.read_text()[-3000:]}")
+    RunningGateway(setup.port, setup.gateway, setup.gateway_log).wait_listening(timeout)
 
 
 def router_query(setup: Setup, query: str, limit: int) -> dict[str, Any]:
