@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -487,10 +487,7 @@ def install(
         out.update(openclaw=oc[0], agent=state.agent, workspace=state.workspace, state_dir=str(context[0].state_dir))
         out["notes"] = list(state.notes)
         if dry_run:
-            out["steps"] = [step.as_dict() for step in steps]
-            for step in steps:
-                say(f"would {step.what}: {' '.join(step.argv) if step.argv else step.path}")
-            say("nothing to do: memory-router holds the memory slot" if not steps else f"{len(steps)} steps")
+            _show_plan(steps, out, "nothing to do: memory-router holds the memory slot")
             return
         if not steps:
             say("nothing to do: memory-router already holds OpenClaw's memory slot")
@@ -502,6 +499,14 @@ def install(
             say("done: restart the Gateway (`openclaw gateway restart`) if one is running")
 
     _guarded(body, out)
+
+
+def _show_plan(steps: Sequence[plan.InstallStep], out: dict[str, Any], nothing: str) -> None:
+    """``--dry-run``: the steps said on stderr and listed in the JSON, none carried out."""
+    out["steps"] = [step.as_dict() for step in steps]
+    for step in steps:
+        say(f"would {step.what}: {' '.join(step.argv) if step.argv else step.path}")
+    say(nothing if not steps else f"{len(steps)} steps")
 
 
 @openclaw.command()
@@ -530,10 +535,7 @@ def uninstall(dry_run: bool, openclaw_path: str | None, state_dir: str | None) -
         steps = plan.plan_uninstall(state)
         out.update(openclaw=oc[0], state_dir=str(state_path))
         if dry_run:
-            out["steps"] = [step.as_dict() for step in steps]
-            for step in steps:
-                say(f"would {step.what}: {' '.join(step.argv) if step.argv else step.path}")
-            say("nothing to do: memory-router is not installed in OpenClaw" if not steps else f"{len(steps)} steps")
+            _show_plan(steps, out, "nothing to do: memory-router is not installed in OpenClaw")
             return
         if not steps:
             say("nothing to do: memory-router is not installed in OpenClaw")
