@@ -48,14 +48,16 @@ def quote(value: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-_BARE = re.compile(r"[A-Za-z0-9_.:/-]+")
+_BARE = (
+    r"[A-Za-z0-9_.:/-]+"  # compiled on first use (re's cache keeps it): only a fallback or a timeout is logged with one
+)
 
 
 def token(value: str) -> str:
     """A value written unquoted (backend names, error codes) when it is a plain token, else
     quoted: an error code comes from the backend, and a backend program is not trusted to keep
     it to one word (a newline in it would otherwise forge a log line)."""
-    return value if _BARE.fullmatch(value) else quote(value)
+    return value if re.fullmatch(_BARE, value) else quote(value)
 
 
 def _now() -> str:

@@ -220,8 +220,9 @@ def _rest_of_line(text: str, start: int) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
-_FENCE = re.compile(r"^[ \t]*(```+|~~~+)")
-_INLINE_CODE = re.compile(r"(`{1,3})([^`\n]+?)\1")
+# Compiled on first use (re's cache keeps them): only a definition search in markdown reads them.
+_FENCE = r"^[ \t]*(```+|~~~+)"
+_INLINE_CODE = r"(`{1,3})([^`\n]+?)\1"
 MAX_INLINE_LINE = 2000  # longer markdown lines are not searched for inline code
 
 
@@ -232,20 +233,21 @@ def _markdown_code(text: str) -> list[tuple[int, str]]:
     fence: str | None = None
     block: list[str] = []
     block_start = 0
+    fence_re, inline_code = re.compile(_FENCE), re.compile(_INLINE_CODE)
     for number, line in enumerate(text.split("\n"), 1):
         if fence is not None:
-            m = _FENCE.match(line)
+            m = fence_re.match(line)
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
                 pieces.append((block_start, "\n".join(block)))
                 fence, block = None, []
             else:
                 block.append(line)
             continue
-        if m := _FENCE.match(line):
+        if m := fence_re.match(line):
             fence, block, block_start = m.group(1), [], number + 1
             continue
         if "`" in line and len(line) <= MAX_INLINE_LINE:
-            pieces.extend((number, span.group(2).strip()) for span in _INLINE_CODE.finditer(line))
+            pieces.extend((number, span.group(2).strip()) for span in inline_code.finditer(line))
     if fence is not None and block:
         pieces.append((block_start, "\n".join(block)))
     return pieces

@@ -21,9 +21,11 @@ BRIEF_CHARS = 400  # a message longer than this has its coverage discounted by B
 NO_TERMS_DECISION = 0.5
 NO_TERMS_OTHER = 0.3
 
-_DECISION_TEXT = re.compile(
-    r"\b(?:decid\w*|decision\w*|chose|chosen|choose|because|rationale|instead\s+of|trade-?offs?|went\s+with|settled\s+on)\b",
-    re.IGNORECASE,
+# Matched case-insensitively, compiled on first use (re's cache keeps it): only a query without
+# terms (its hits the most recent rows) reads it, and compiling it at import cost every cold query.
+_DECISION_TEXT = (
+    r"\b(?:decid\w*|decision\w*|chose|chosen|choose|because|rationale|instead\s+of|trade-?offs?"
+    r"|went\s+with|settled\s+on)\b"
 )
 
 
@@ -42,7 +44,8 @@ def brevity(hit: Hit, to_assistant: bool) -> float:
 def relevance(hit: Hit, to_assistant: bool) -> float:
     recency_weight = recency(hit.row.get("age_days"))
     if hit.match == "recent":
-        base = NO_TERMS_DECISION if _DECISION_TEXT.search(hit.row["content"] or "") else NO_TERMS_OTHER
+        decision = re.search(_DECISION_TEXT, hit.row["content"] or "", re.IGNORECASE)
+        base = NO_TERMS_DECISION if decision else NO_TERMS_OTHER
         return base * recency_weight
     weight = SUMMARY_WEIGHT if hit.table == "summaries" else MESSAGE_WEIGHT
     band = BAND_FLOOR + (1 - BAND_FLOOR) * hit.strength
