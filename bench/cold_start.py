@@ -19,7 +19,8 @@ Python 3.11-3.13's ``venv`` bundles) writes distlib's, which imports ``re`` befo
 ours runs (~0.6x the floor in instructions: one warm row shows it). Rows with the compiled config
 cache off and with the click application show what those two means are worth. ``--against
 OTHER_VENV`` runs the same commands with another environment's interpreter (e.g. a plain venv
-with an older commit installed) in the same loop: before and after in one run.
+with an older commit installed) in the same loop, on a demo that version wrote: before and after in
+one run.
 ``--instructions`` also counts each command's instructions once under callgrind (valgrind),
 which the machine's load does not change, with its ratio to the floor's. Then, for `query`: where
 the time goes inside the process (phases timed in a fresh interpreter) and ``python -X
@@ -182,10 +183,27 @@ def main() -> None:
         )
         state, config = demo / "state", demo / "state" / "router-config.json"
         where = ["--state-dir", str(state), "--config", str(config)]
-        print(f"cold start: {reps} runs per command; demo data in {demo}; {environment_line()}")
-        cli_table(args.against, reps, env, state, config, demo / "scripts")
+        demos = {"": (sys.executable, demo)}
+        if args.against:
+            # The other version on a demo it wrote itself: a newer demo's config may use keys an
+            # older version refuses (and an older one's, keys a newer one has dropped).
+            python = str(Path(args.against) / "bin" / "python")
+            other = Path(tmp) / "against"
+            subprocess.run(
+                [*cli_command(python), "demo", "--dir", str(other)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+            demos[f" [{Path(args.against).name}]"] = (python, other)
+        print(
+            f"cold start: {reps} runs per command; demo data in {', '.join(str(d) for _, d in demos.values())}; "
+            f"{environment_line()}"
+        )
+        cli_table(demos, reps, env, demo / "scripts")
         if args.instructions:
-            instructions_table(args.against, env, state, config, demo / "scripts")
+            instructions_table(demos, env, demo / "scripts")
         phases_table(reps, env, state, config)
         importtime_table(args, reps, env, [*cli, "query", QUERY, *where][len(cli) :])
 
@@ -235,32 +253,31 @@ def commands(python: str, state: Path, config: Path, env: dict[str, str], script
     }
 
 
-def setups(against: str | None, state: Path, suffix: str = "") -> dict[str, tuple[str, Path]]:
-    """The environments measured (tag -> interpreter, state dir): this one and ``--against``'s,
-    each on its own copy of the demo's state dir (``suffix`` names the copies)."""
-    out: dict[str, tuple[str, Path]] = {}
-    for tag, python in [
-        ("", sys.executable),
-        *([(f" [{Path(against).name}]", str(Path(against) / "bin" / "python"))] if against else []),
-    ]:
-        # Its own state dir: the two versions' config caches have different keys, and sharing one
-        # file would make every run after the other version's a cache miss; its own daemon too.
+Demos = dict[str, tuple[str, Path]]  # tag -> (interpreter, the demo its version wrote)
+
+
+def setups(demos: Demos, suffix: str = "") -> dict[str, tuple[str, Path, Path]]:
+    """The environments measured (tag -> interpreter, state dir, config): this one and
+    ``--against``'s, each on its own copy of its demo's state dir (``suffix`` names the copies)."""
+    out: dict[str, tuple[str, Path, Path]] = {}
+    for tag, (python, demo) in demos.items():
+        # Its own state dir: a config cache written by another run (valgrind's, the other table's)
+        # would not be this one's; its own daemon too.
+        state = demo / "state"
         copy = state.with_name(f"{state.name}{suffix}-{len(out)}")
         shutil.copytree(state, copy, ignore=shutil.ignore_patterns(config_cache_name(), "router.sock*"))
-        out[tag] = (python, copy)
+        out[tag] = (python, copy, state / "router-config.json")
     return out
 
 
-def cli_table(
-    against: str | None, reps: int, env: dict[str, str], state: Path, config: Path, scripts: Path
-) -> dict[str, float]:
+def cli_table(demos: Demos, reps: int, env: dict[str, str], scripts: Path) -> dict[str, float]:
     """The wall-time table; returns each row's median ratio to the floor."""
-    envs = setups(against, state)
-    daemons = [start_daemon(python, where, config, env) for python, where in envs.values()]
+    envs = setups(demos)
+    daemons = [start_daemon(python, where, config, env) for python, where, config in envs.values()]
     try:
         rounds = {
             tag: commands(python, where, config, env, scripts / str(i))
-            for i, (tag, (python, where)) in enumerate(envs.items())
+            for i, (tag, (python, where, config)) in enumerate(envs.items())
         }
         runs = [
             (label + tag, tag, argv, run_env) for tag, cmds in rounds.items() for label, (argv, run_env) in cmds.items()
@@ -329,7 +346,7 @@ def instructions(argv: list[str], env: dict[str, str]) -> int:
     raise SystemExit(f"valgrind did not count {argv}: {proc.stderr[-1000:]}")
 
 
-def instructions_table(against: str | None, env: dict[str, str], state: Path, config: Path, scripts: Path) -> None:
+def instructions_table(demos: Demos, env: dict[str, str], scripts: Path) -> None:
     """Each row once under callgrind. valgrind hands its program an LD_LIBRARY_PATH of its own,
     a variable the daemon's context compares (qmd reads it): the daemon of these rows is started
     with the value valgrind gives, else the client would rightly route in-process. Hash
@@ -343,11 +360,11 @@ def instructions_table(against: str | None, env: dict[str, str], state: Path, co
         check=True,
     )
     as_valgrind = {**env, "LD_LIBRARY_PATH": probe.stdout.strip()}
-    envs = setups(against, state, "-vg")
-    daemons = [start_daemon(python, where, config, as_valgrind) for python, where in envs.values()]
+    envs = setups(demos, "-vg")
+    daemons = [start_daemon(python, where, config, as_valgrind) for python, where, config in envs.values()]
     counts: dict[str, int] = {}
     try:
-        for i, (tag, (python, where)) in enumerate(envs.items()):
+        for i, (tag, (python, where, config)) in enumerate(envs.items()):
             rows = commands(python, where, config, env, scripts / f"vg{i}")
             for argv, run_env in rows.values():  # .pyc files and the config cache, as valgrind's program sees them
                 run_ms(argv, {**run_env, "LD_LIBRARY_PATH": as_valgrind["LD_LIBRARY_PATH"]})
