@@ -42,6 +42,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from _common import environment_line, fmt, median, parser, repeats, table
@@ -256,6 +258,21 @@ def commands(python: str, state: Path, config: Path, env: dict[str, str], script
 Demos = dict[str, tuple[str, Path]]  # tag -> (interpreter, the demo its version wrote)
 
 
+@contextmanager
+def serving(envs: dict[str, tuple[str, Path, Path]], env: dict[str, str]) -> Iterator[None]:
+    """A ``serve --socket`` daemon per environment (see :func:`setups`) while the block runs; each
+    one started is stopped after it, also when a later one fails to start."""
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        for python, state, config in envs.values():
+            started.append(start_daemon(python, state, config, env))
+        yield
+    finally:
+        for daemon in started:
+            daemon.terminate()
+            daemon.wait(30)
+
+
 def setups(demos: Demos, suffix: str = "") -> dict[str, tuple[str, Path, Path]]:
     """The environments measured (tag -> interpreter, state dir, config): this one and
     ``--against``'s, each on its own copy of its demo's state dir (``suffix`` names the copies)."""
@@ -273,8 +290,7 @@ def setups(demos: Demos, suffix: str = "") -> dict[str, tuple[str, Path, Path]]:
 def cli_table(demos: Demos, reps: int, env: dict[str, str], scripts: Path) -> dict[str, float]:
     """The wall-time table; returns each row's median ratio to the floor."""
     envs = setups(demos)
-    daemons = [start_daemon(python, where, config, env) for python, where, config in envs.values()]
-    try:
+    with serving(envs, env):
         rounds = {
             tag: commands(python, where, config, env, scripts / str(i))
             for i, (tag, (python, where, config)) in enumerate(envs.items())
@@ -297,10 +313,6 @@ def cli_table(demos: Demos, reps: int, env: dict[str, str], scripts: Path) -> di
                 wall[label].append(w)
                 cpu[label].append(c)
                 ratio[label].append(w / floor if floor else 1.0)
-    finally:
-        for daemon in daemons:
-            daemon.terminate()
-            daemon.wait(30)
 
     def row(label: str) -> list[str]:
         return [
@@ -361,19 +373,14 @@ def instructions_table(demos: Demos, env: dict[str, str], scripts: Path) -> None
     )
     as_valgrind = {**env, "LD_LIBRARY_PATH": probe.stdout.strip()}
     envs = setups(demos, "-vg")
-    daemons = [start_daemon(python, where, config, as_valgrind) for python, where, config in envs.values()]
     counts: dict[str, int] = {}
-    try:
+    with serving(envs, as_valgrind):
         for i, (tag, (python, where, config)) in enumerate(envs.items()):
             rows = commands(python, where, config, env, scripts / f"vg{i}")
             for argv, run_env in rows.values():  # .pyc files and the config cache, as valgrind's program sees them
                 run_ms(argv, {**run_env, "LD_LIBRARY_PATH": as_valgrind["LD_LIBRARY_PATH"]})
             for label, (argv, run_env) in rows.items():
                 counts[label + tag] = instructions(argv, run_env)
-    finally:
-        for daemon in daemons:
-            daemon.terminate()
-            daemon.wait(30)
     floors = {tag: counts[FLOOR + tag] for tag in envs}
     table(
         "Instructions (callgrind, one run each; the machine's load does not change them), millions",
