@@ -338,6 +338,8 @@ _HEADINGS = {
 
 
 def _cell(value: str) -> str:
+    # The interpreter and the checkout are where this run happened to be, not what a reader needs.
+    value = value.replace(sys.executable, "python").replace(str(REPORT_PATH.parents[1]), "<repo>")
     return value.replace("|", "\\|").replace("\n", " ")
 
 
