@@ -36,7 +36,7 @@ from memory_router.core.envelope import Envelope
 from memory_router.routing.router import Router
 from memory_router.routing.routerlog import RouterLog
 
-DEFAULT_QUERY = "database"  # rule 7: qmd/query -> totalrecall
+DEFAULT_QUERY = "database"  # rule 7 (Pro tier): qmd/query -> lossless -> totalrecall
 RELATION_QUERY = "how does the auth middleware relate to the session store"  # rule 2: cognee -> qmd -> totalrecall
 EXCESS_BOUND_MS = 20.0  # what we call "not more": scheduling + kill/reap, well under a timeout
 
@@ -63,44 +63,54 @@ def main() -> None:
     config = load_config()
     ok = MockBackend("totalrecall", answer(0.9))
 
-    scenarios: list[tuple[str, str, int, dict[str, Backend]]] = [
+    # (label, query, primaries that time out, backends replaced, the step that answers)
+    scenarios: list[tuple[str, str, int, dict[str, Backend], str]] = [
         (
             "primary errors at once -> fallback",
             DEFAULT_QUERY,
             0,
             {"qmd": MockBackend("qmd", fail("BACKEND_ERROR", "exit 1"))},
+            "lossless",
         ),
-        ("primary hangs (in-process) -> fallback", DEFAULT_QUERY, 1, {"qmd": MockBackend("qmd", hang())}),
-        ("primary hangs (real process, killed) -> fallback", DEFAULT_QUERY, 1, {"qmd": sleeper("qmd", state)}),
+        ("primary hangs (in-process) -> fallback", DEFAULT_QUERY, 1, {"qmd": MockBackend("qmd", hang())}, "lossless"),
+        (
+            "primary hangs (real process, killed) -> fallback",
+            DEFAULT_QUERY,
+            1,
+            {"qmd": sleeper("qmd", state)},
+            "lossless",
+        ),
         (
             "two primaries hang (in-process) -> fallback",
             RELATION_QUERY,
             2,
             {"cognee": MockBackend("cognee", hang()), "qmd": MockBackend("qmd", hang())},
+            "totalrecall",
         ),
         (
             "two primaries hang (real processes) -> fallback",
             RELATION_QUERY,
             2,
             {"cognee": sleeper("cognee", state), "qmd": sleeper("qmd", state)},
+            "totalrecall",
         ),
     ]
     rows = []
-    for label, query, timeouts, overrides in scenarios:
+    for label, query, timeouts, overrides, fallback in scenarios:
         backends: dict[str, Backend] = {"totalrecall": ok, "lossless": ok, "cognee": ok, "qmd": ok, **overrides}
         router = Router(config, context=BackendContext(state_dir=state), log=RouterLog(None), backends=backends)
 
-        async def run_all(router: Router, query: str, label: str) -> list[float]:
+        async def run_all(router: Router, query: str, label: str, fallback: str) -> list[float]:
             await timed_route(router, query, installed, timeout_ms)  # warm-up
             walls = []
             for _ in range(reps):
                 wall, envelope = await timed_route(router, query, installed, timeout_ms)
-                if envelope.routed_to != "totalrecall" or envelope.status != "success":
+                if envelope.routed_to != fallback or envelope.status != "success":
                     raise SystemExit(f"{label}: unexpected envelope {envelope.status} via {envelope.routed_to}")
                 walls.append(wall)
             return walls
 
-        walls = asyncio.run(run_all(router, query, label))
+        walls = asyncio.run(run_all(router, query, label, fallback))
         wall = median(walls)
         excess = wall - timeouts * timeout_ms
         rows.append([label, timeouts, fmt(wall), fmt(max(walls)), fmt(excess), verdict(excess, EXCESS_BOUND_MS)])

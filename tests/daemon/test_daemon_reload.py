@@ -21,7 +21,7 @@ from .test_daemon_serve import Daemon
 
 pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/tier_guard.py)
 
-QUERY = "the middleware issue"  # rule 7: qmd/query -> totalrecall
+QUERY = "the middleware issue"  # rule 7: qmd/query -> totalrecall (the spec's chain; Pro extends it)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
