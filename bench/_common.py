@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# Where the retrieval benches keep their workspaces, qmd indexes and records between runs (large:
+# CoSQA's embedded index is gigabytes, so they are reused); MEMORY_ROUTER_BENCH_DATA puts them
+# elsewhere, for example one folder shared by several checkouts.
+BENCH_DATA = Path(os.environ.get("MEMORY_ROUTER_BENCH_DATA") or REPO / ".bench-data")
 
 
 def scratch_dir(prefix: str) -> Path:

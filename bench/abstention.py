@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import fmt, parser, table
+from _common import BENCH_DATA, fmt, parser, table
 
 FLOORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 # The plugin's default floor: the highest (in steps of 0.01) that costs the answerable questions at
@@ -45,14 +45,15 @@ FLOORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 # comes first; the floor abstains where that costs (almost) nothing.
 RECALL_TOLERANCE = 1.0
 STEPS = tuple(i / 100 for i in range(101))
-# The records docs/abstention.md reports: made through serve at 7f94fe8 (the refitted calibration).
+# Where bench/locomo.py and bench/longmemeval.py write their records by default (docs/abstention.md
+# reports a run of 7f94fe8 through serve, the refitted calibration: pass its folders to repeat it).
 DEFAULT_ANSWERABLE = {
-    "locomo": Path("/work/data/locomo/records-h3/router.jsonl"),
-    "longmemeval": Path("/work/data/longmemeval/records-h3/router.jsonl"),
+    "locomo": BENCH_DATA / "locomo" / "records" / "router.jsonl",
+    "longmemeval": BENCH_DATA / "longmemeval" / "records" / "router.jsonl",
 }
 DEFAULT_UNANSWERABLE = {
-    "locomo": Path("/work/data/locomo/records-h3-adversarial/router.jsonl"),
-    "longmemeval": Path("/work/data/longmemeval/records-h3-abstention/router.jsonl"),
+    "locomo": BENCH_DATA / "locomo" / "records-adversarial" / "router.jsonl",
+    "longmemeval": BENCH_DATA / "longmemeval" / "records-abstention" / "router.jsonl",
 }
 
 

@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 from _code_queries import PER_KIND, RULE_OF_KIND, Query, generate, labelled_results
 from _code_workspace import PACKAGE, CodeWorkspace, build, distribution, qmd_env
-from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
+from _common import BENCH_DATA, REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _locomo_score import calibration, hit_at, summarise
 from _serve import ask_in_turn, serve
 from locomo import Variant, bm25_terms, oracles_of, parse_variant
@@ -54,7 +54,7 @@ from memory_router.backends import BackendContext
 from memory_router.backends.qmd import adapter as qmd_adapter
 from memory_router.config.router_config import load_config
 
-WORK = Path("/work/data/code_memory")
+WORK = BENCH_DATA / "code_memory"
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 BUILTIN = (
     "router",

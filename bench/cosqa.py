@@ -5,7 +5,7 @@ The corpus (6,267 Python functions) is laid out as a user's code workspace: one 
 ``src/<package>/<name>.py`` (see ``_cosqa_workspace``), indexed by real qmd (collection ``code``,
 mask ``**/*.{py,md}``) and embedded with MiniLM; Total Recall's root is the workspace (it has no
 memory notes, so it answers ``empty``, as it would for this user) and Lossless reads an empty
-``lcm.db``. The index is built once and cached under ``/work/data/cosqa/work/``. Each of the 500
+``lcm.db``. The index is built once and cached under ``.bench-data/cosqa/work/``. Each of the 500
 dev queries (real web queries: "python check if a variable is iterable") is sent as it is through
 ONE long-lived ``memory-router serve`` per variant, ``limit`` 10.
 
@@ -50,7 +50,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
-from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
+from _common import BENCH_DATA, REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _cosqa_workspace import COLLECTION, Query, Workspace, build, data_checksum, env, load_corpus, load_queries, subset
 from _locomo_score import calibration, pct, result_calibration, summarise
 from _serve import ask_in_turn, serve
@@ -68,7 +68,7 @@ def _shared_data() -> Path:
 
 
 DATA = Path(os.environ.get("COSQA_DIR") or _shared_data())
-WORK = Path("/work/data/cosqa")
+WORK = BENCH_DATA / "cosqa"
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 BUILTIN = (
     "router",

@@ -44,6 +44,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import BENCH_DATA  # noqa: E402
+
 from memory_router.backends.base import BackendResponse, Result  # noqa: E402
 from memory_router.config.paths import packaged_config  # noqa: E402
 from memory_router.config.router_config import load_config  # noqa: E402
@@ -672,7 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
         "--records",
         type=Path,
         action="append",
-        help="a bench's records folder (repeatable; default /work/data/locomo/records)",
+        help="a bench's records folder (repeatable; default .bench-data/locomo/records)",
     )
     parser.add_argument("--write", type=Path, help="write the fitted maps to this calibration file")
     parser.add_argument("--markdown", type=Path, help="also write the tables as markdown")
@@ -698,7 +700,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901 - one report, 
     args = parser.parse_args(argv)
     globals()["BENCH_POWER"] = args.bench_power  # read by fit_key
     globals()["DROPPED"] = frozenset(args.drop)  # read by fit_key
-    folders = args.records or [Path("/work/data/locomo/records")]
+    folders = args.records or [BENCH_DATA / "locomo" / "records"]
 
     records = read_records(folders)
     per_key = {key: answers(records[variant]) for variant, key in ALONE_KEYS.items() if variant in records}

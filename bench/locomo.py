@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
+from _common import BENCH_DATA, REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _locomo_data import CATEGORIES, Asked, Conversation, LocomoFileError, Question, load_conversation
 from _locomo_score import (
     PAPER_OVERALL_WITH_ADVERSARIAL,
@@ -66,7 +66,7 @@ CONVERSATIONS = ("26", "30", "41", "42", "43")
 
 def _shared_data() -> Path:
     """The development half in the shared folder beside the checkout (CI's layout), or beside an
-    ancestor of it (a worktree under /work/wt/<name>); LOCOMO_DIR overrides."""
+    ancestor of it (a git worktree in a folder of worktrees); LOCOMO_DIR overrides."""
     for folder in REPO.parents:
         if (folder / "shared" / "data" / "locomo-dev").is_dir():
             return folder / "shared" / "data" / "locomo-dev"
@@ -74,7 +74,7 @@ def _shared_data() -> Path:
 
 
 DATA = Path(os.environ.get("LOCOMO_DIR") or _shared_data())
-WORK = Path("/work/data/locomo")
+WORK = BENCH_DATA / "locomo"
 MODEL = REPO / ".tools" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 BUILTIN = (
     "router",

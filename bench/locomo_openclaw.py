@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import REPO, environment_line, fmt, parser, scratch_dir, table
+from _common import BENCH_DATA, REPO, environment_line, fmt, parser, scratch_dir, table
 from _locomo_data import CATEGORIES, Conversation, Question
 from _locomo_score import summarise
 from _locomo_workspace import COLLECTION, Workspace, build, tool_env
@@ -76,7 +76,7 @@ from tests.openclaw._support import (  # noqa: E402
     shipped_plugin,
 )
 
-WORK = Path("/work/data/locomo-openclaw")
+WORK = BENCH_DATA / "locomo-openclaw"
 LIMIT = 10
 TOKEN = "locomo-openclaw-bench"
 AGENT = "main"  # the workspaces' lcm.db holds the conversation as agent:main:main

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import REPO, environment_line, fmt, parser, router_report, scratch_dir, table
+from _common import BENCH_DATA, REPO, environment_line, fmt, parser, router_report, scratch_dir, table
 from _locomo_score import answered_by, hit_at, outcome, pct, percentile, quality, summarise
 from _locomo_workspace import tool_env
 from _longmemeval_workspace import Question, Workspace, build, labelled_results, load_questions, stratified
@@ -60,7 +60,7 @@ from locomo import Variant, ask_bm25, parse_variant, workspace_config
 from locomo import record as locomo_record
 
 BENCH = "longmemeval"
-WORK = Path("/work/data/longmemeval")
+WORK = BENCH_DATA / "longmemeval"
 DEFAULT_VARIANTS = ("router", "alone:totalrecall", "alone:lossless", "fuse", "spec", "bm25")
 QUICK_VARIANTS = ("router", "alone:lossless", "bm25")
 PATCHES = {"fuse": {"strategy": "fuse"}, "spec": {"table": "spec"}}

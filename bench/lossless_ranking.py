@@ -33,7 +33,7 @@ from typing import Any
 from unittest import mock
 
 import orjson
-from _common import fmt, parser, table
+from _common import BENCH_DATA, fmt, parser, table
 
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest
@@ -41,7 +41,7 @@ from memory_router.backends.common.words import STOPWORDS
 from memory_router.backends.lossless import adapter, ranking
 from memory_router.backends.lossless.terms import fts_match, query_terms
 
-BENCHES = {"locomo": Path("/work/data/locomo"), "longmemeval": Path("/work/data/longmemeval")}
+BENCHES = {"locomo": BENCH_DATA / "locomo", "longmemeval": BENCH_DATA / "longmemeval"}
 LIMIT, POOL, QUICK = 10, 30, 20
 
 

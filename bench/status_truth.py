@@ -13,7 +13,7 @@ cosqa.py with ``--records DIR``) and prints, per bench:
   first result's content words that a result from another store in the top 10 also holds (two
   stores finding the same fact), refitted leave-one-bench-out beside the relevance's logit.
 
-    python bench/status_truth.py /work/data/after/{locomo,longmemeval,code,cosqa}
+    python bench/status_truth.py .bench-data/after/{locomo,longmemeval,code,cosqa}
 
 Gold labels never reach a feature: the bench's evidence ids (``[D1:3]``) are stripped from every
 text before its words are counted.

@@ -57,8 +57,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     # Reads the CoSQA files outside the repository (without them it says so and exits 0); the
     # quick run embeds 35 functions with MiniLM (test_bench_cosqa checks its records).
     "cosqa.py": (["--quick"], []),
-    # Reads the LoCoMo and LongMemEval benches' records and workspaces (/work/data); without them it
-    # says so and exits 0.
+    # Reads the LoCoMo and LongMemEval benches' records and workspaces (.bench-data, or
+    # $MEMORY_ROUTER_BENCH_DATA); without them it says so and exits 0.
     "lossless_ranking.py": (["--quick"], []),
 }
 NOT_SCRIPTS = {"_common.py", "corpus.py", "_instant_adapter.py", "_locomo_data.py", "_locomo_score.py"}
