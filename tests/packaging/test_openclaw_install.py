@@ -244,11 +244,11 @@ def test_one_command_gives_openclaw_memory_router_and_uninstall_gives_memory_cor
             assert rpc["provider"] == "memory-router" and from_qmd(rpc["results"], "openclaw-main-memory/MEMORY.md")
 
             # Freshness: a note the agent writes now is found by qmd through the Gateway.
-            word = f"quokkaplan{os.getpid()}"
-            assert not from_qmd(g.tool({"query": f"search for {word}"})["results"], "2026-12-05.md")
+            word, today = f"quokkaplan{os.getpid()}", date.today()  # today's daily note
+            assert not from_qmd(g.tool({"query": f"search for {word}"})["results"], f"{today}.md")
             written = time.monotonic()
-            (workspace / "memory" / "2026-12-05.md").write_text(f"# 2026-12-05\n\n- Ana named the {word} rollout.\n")
-            while not from_qmd(g.tool({"query": f"search for {word}"})["results"], "memory/2026-12-05.md"):
+            (workspace / "memory" / f"{today}.md").write_text(f"# {today}\n\n- Ana named the {word} rollout.\n")
+            while not from_qmd(g.tool({"query": f"search for {word}"})["results"], f"memory/{today}.md"):
                 assert time.monotonic() - written < FRESH_WITHIN_S, f"{word} not found by qmd in {FRESH_WITHIN_S} s"
                 time.sleep(0.25)
             timings["write_to_found"] = time.monotonic() - written
