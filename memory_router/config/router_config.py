@@ -265,15 +265,6 @@ def validate_config(data: Any, path: Path) -> tuple[dict[str, Any], dict[str, An
         if rule.number in numbers:
             raise InvalidConfig(path, f"{label}.number", f"rule number {rule.number} is used twice")
         numbers.add(rule.number)
-        for index, step in enumerate(rule.extend):
-            named = [ChainStep(s.backend, s.mode).health_key for s in rule.chain]
-            if step.before is not None and step.before not in named:
-                raise InvalidConfig(
-                    path,
-                    f"{label}.extend[{index}].before",
-                    f"names no step of the rule's chain: {step.before!r}",
-                    f"Use one of: {', '.join(named)} (backend, or backend/mode), or leave it out to try the step last.",
-                )
         for _, step, field_path in _steps(rule.chain, rule.extend, label):
             if step.backend not in settings:
                 raise InvalidConfig(
@@ -291,6 +282,16 @@ def validate_config(data: Any, path: Path) -> tuple[dict[str, Any], dict[str, An
                     f"{field_path}.mode",
                     f"{type_name} has no mode {step.mode!r}",
                     f"Use one of: {', '.join(sorted(modes))}.",
+                )
+        # After the steps: a chain that names an unknown backend says so, not that "before" misses it.
+        named = [ChainStep(s.backend, s.mode).health_key for s in rule.chain]
+        for at, extension in enumerate(rule.extend):
+            if extension.before is not None and extension.before not in named:
+                raise InvalidConfig(
+                    path,
+                    f"{label}.extend[{at}].before",
+                    f"names no step of the rule's chain: {extension.before!r}",
+                    f"Use one of: {', '.join(named)} (backend, or backend/mode), or leave it out to try the step last.",
                 )
         # Every signal compiles and cannot match the empty query (the error quotes the pattern).
         compile_rule(

@@ -41,7 +41,7 @@ from ._support import (
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(openclaw_missing() is not None, reason=openclaw_missing() or "")]
 
 DECISION = "what did we decide about the database schema in the morning session"  # Lossless: no file
-AUTH = "auth"  # Total Recall: workspace files with lines
+AUTH = "auth"  # rule 7: its hits include Total Recall's, workspace files with lines
 
 
 @dataclass
@@ -247,7 +247,8 @@ def test_memory_search_tool_and_memory_get_through_the_gateway(setup: Setup) -> 
     got = invoke(setup, "memory_get", {"path": hit["path"]})
     assert got["status"] == "ok" and got["text"] == hit["snippet"]
     # A Total Recall hit is a workspace file: memory_get reads the file at the hit's line.
-    tr = invoke(setup, "memory_search", {"query": AUTH, "maxResults": 1})["results"][0]
+    hits = invoke(setup, "memory_search", {"query": AUTH, "maxResults": 10})["results"]
+    tr = next(r for r in hits if r["memoryRouter"]["backend"] == "totalrecall")
     got = invoke(setup, "memory_get", {"path": tr["path"], "from": tr["startLine"], "lines": 1})
     assert got["status"] == "ok"
     assert got["text"] == (setup.demo / tr["path"]).read_text().split("\n")[tr["startLine"] - 1]

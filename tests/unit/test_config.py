@@ -50,6 +50,13 @@ def test_rule_naming_unknown_backend():
     assert "defined: cognee, lossless, qmd, totalrecall" in msg
 
 
+def test_a_default_chain_with_a_typo_names_the_typo_not_the_extension_that_now_misses_its_step():
+    # The packaged rule 7 extends its chain before totalrecall: a user who replaces that chain with
+    # a typo must hear about the typo, the real mistake.
+    msg = broken(lambda d: d["rules"][6].__setitem__("chain", [{"backend": "cogne"}]))
+    assert "rules[6] (default).chain[0].backend: names unknown backend 'cogne'" in msg
+
+
 def test_an_extension_placed_before_a_step_the_chain_lacks_is_refused():
     msg = broken(lambda d: d["rules"][6]["extend"][0].__setitem__("before", "totalrecal"))
     assert "rules[6] (default).extend[0].before: names no step of the rule's chain: 'totalrecal'" in msg
