@@ -93,6 +93,23 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], 
     sys.stdout.flush()
 
 
+def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """P(a random positive scores above a random negative), ties counted half (Mann-Whitney): how
+    well one number (a relevance) tells right answers from wrong ones."""
+    if not positive or not negative:
+        return math.nan
+    scored = sorted([(v, 1) for v in positive] + [(v, 0) for v in negative])
+    rank_sum, i = 0.0, 0
+    while i < len(scored):
+        j = i
+        while j < len(scored) and scored[j][0] == scored[i][0]:
+            j += 1
+        rank_sum += sum(label for _, label in scored[i:j]) * (i + j + 1) / 2  # mid-rank of the tie block
+        i = j
+    n = len(positive)
+    return (rank_sum - n * (n + 1) / 2) / (n * len(negative))
+
+
 def verdict(value: float, target: float, *, below: bool = True) -> str:
     """'ok' if the figure meets the target, else 'MISSED'."""
     if math.isnan(value):

@@ -44,7 +44,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import BENCH_DATA  # noqa: E402
+from _common import BENCH_DATA, auc  # noqa: E402
 
 from memory_router.backends.base import BackendResponse, Result  # noqa: E402
 from memory_router.config.paths import packaged_config  # noqa: E402
@@ -476,24 +476,6 @@ def metrics(replays: list[tuple[Replayed, frozenset[str]]]) -> dict[str, float]:
             len(ev & frozenset().union(*r.dia_ids[:k])) / len(ev) if ev else 0.0 for r, ev in replays
         )
     return out
-
-
-def auc(right: Sequence[float], wrong: Sequence[float]) -> float:
-    """The chance that a right answer's relevance is above a wrong one's (ties count half): how
-    well the one number the status is decided on tells right top-1 answers from wrong ones."""
-    if not right or not wrong:
-        return float("nan")
-    ranked = sorted([(v, 1) for v in right] + [(v, 0) for v in wrong])
-    rank_sum, i = 0.0, 0
-    while i < len(ranked):
-        j = i
-        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
-            j += 1
-        mid = (i + 1 + j) / 2  # the average 1-based rank of a run of equal values
-        rank_sum += mid * sum(label for _, label in ranked[i:j])
-        i = j
-    n1, n0 = len(right), len(wrong)
-    return (rank_sum - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
 def chain_for(rule: str, extended: bool) -> list[str]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import fmt, table
+from _common import auc, fmt, table
 
 from memory_router.backends.common.words import stem
 
@@ -47,22 +47,6 @@ _STOP = frozenset(
 def words(text: str) -> frozenset[str]:
     text = _GOLD.sub(" ", text)
     return frozenset(stem(w.lower()) for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP)
-
-
-def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
-    """P(a random positive scores above a random negative), ties counted half (Mann-Whitney)."""
-    if not positive or not negative:
-        return math.nan
-    scored = sorted([(v, 1) for v in positive] + [(v, 0) for v in negative])
-    rank_sum, i = 0.0, 0
-    while i < len(scored):
-        j = i
-        while j < len(scored) and scored[j][0] == scored[i][0]:
-            j += 1
-        rank_sum += sum(label for _, label in scored[i:j]) * (i + j + 1) / 2  # mid-rank of the tie block
-        i = j
-    n = len(positive)
-    return (rank_sum - n * (n + 1) / 2) / (n * len(negative))
 
 
 def agreement(results: Sequence[dict[str, Any]]) -> float:

@@ -1,4 +1,5 @@
-"""bench/status_truth.py's arithmetic: the AUC and the cross-store agreement feature (in-process)."""
+"""The benches' AUC (bench/_common.py, read by status_truth.py and fit_calibration.py) and
+status_truth.py's cross-store agreement feature (in-process)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,20 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import status_truth  # noqa: E402
+from _common import auc  # noqa: E402
 
 
 def test_auc_is_one_for_a_perfect_separation_zero_reversed_and_a_half_for_ties() -> None:
-    assert status_truth.auc([0.9, 0.8], [0.1, 0.2]) == 1.0
-    assert status_truth.auc([0.1, 0.2], [0.9, 0.8]) == 0.0
-    assert status_truth.auc([0.5, 0.5], [0.5]) == 0.5
-    assert status_truth.auc([0.9, 0.3], [0.5]) == 0.5
+    assert auc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert auc([0.1, 0.2], [0.9, 0.8]) == 0.0
+    assert auc([0.5, 0.5], [0.5]) == 0.5
+    assert auc([0.9, 0.3], [0.5]) == 0.5
 
 
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=20), st.lists(st.floats(0, 1), min_size=1, max_size=20))
 def test_auc_counts_the_ordered_pairs(positive: list[float], negative: list[float]) -> None:
     pairs = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positive for n in negative)
-    assert abs(status_truth.auc(positive, negative) - pairs / (len(positive) * len(negative))) < 1e-9
+    assert abs(auc(positive, negative) - pairs / (len(positive) * len(negative))) < 1e-9
 
 
 def test_agreement_counts_other_stores_only_and_never_the_gold_labels() -> None:
