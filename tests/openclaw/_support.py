@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,14 +124,17 @@ class RunningGateway:
 
 
 @contextmanager
-def gateway_run(env: dict[str, str], home: Path) -> Iterator[RunningGateway]:
-    """OpenClaw's Gateway in ``home`` on a free loopback port, token auth (:data:`TOKEN`); its
+def gateway_run(
+    env: dict[str, str], home: Path, openclaw: Sequence[str] = (str(NODE24), str(OPENCLAW_MJS))
+) -> Iterator[RunningGateway]:
+    """OpenClaw's Gateway in ``home`` on a free loopback port, token auth (:data:`TOKEN`), run by
+    ``openclaw`` (the checkout's .tools copy, or ``("openclaw",)`` as a user's PATH has it); its
     process group stopped on exit (SIGTERM, then SIGKILL after 20 s)."""
     port = free_port()
     log = home / "gateway.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(NODE24), str(OPENCLAW_MJS), "gateway", "run", "--port", str(port), "--bind", "loopback"]
+            [*openclaw, "gateway", "run", "--port", str(port), "--bind", "loopback"]
             + ["--auth", "token", "--token", TOKEN, "--allow-unconfigured"],
             env=env,
             cwd=home,
@@ -145,5 +148,8 @@ def gateway_run(env: dict[str, str], home: Path) -> Iterator[RunningGateway]:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

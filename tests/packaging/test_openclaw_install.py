@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -31,7 +28,15 @@ from typing import Any
 import pytest
 
 from memory_router.cli.openclaw_setup import plugin_files
-from tests.openclaw._support import NODE24, OPENCLAW_MJS, QUIET_GATEWAY, openclaw_missing
+from tests.openclaw._support import (
+    NODE24,
+    OPENCLAW_MJS,
+    QUIET_GATEWAY,
+    TOKEN,
+    RunningGateway,
+    gateway_run,
+    openclaw_missing,
+)
 
 from .test_wheel import NODE22, QMD_PACKAGE, REPO, _run
 
@@ -42,7 +47,6 @@ pytestmark = [
 ]
 
 FACT = "The staging database is named heliotrope-7; we moved it off the old cluster."
-TOKEN = "memory-router-install-test"
 FRESH_WITHIN_S = 30.0  # a note written into the agent's memory, findable through the Gateway (debounce 1.5 s)
 
 
@@ -103,32 +107,10 @@ def openclaw_json(home: Path) -> dict:
 
 
 class Gateway:
-    """A loopback Gateway the user starts after `install` (`openclaw gateway run`), token auth."""
+    """A loopback Gateway the user starts after `install` (`openclaw gateway run`, from PATH)."""
 
-    def __init__(self, env: dict[str, str], home: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.env, self.home, self.log = env, home, home / "gateway.log"
-        argv = ["openclaw", "gateway", "run", "--port", str(self.port), "--bind", "loopback"]
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [*argv, "--auth", "token", "--token", TOKEN, "--allow-unconfigured"],
-                env=env,
-                cwd=home,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"the Gateway exited:\n{self.log.read_text()[-3000:]}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.5)
-        pytest.fail(f"the Gateway did not listen within 240 s:\n{self.log.read_text()[-3000:]}")
+    def __init__(self, env: dict[str, str], home: Path, running: RunningGateway) -> None:
+        self.env, self.home, self.port = env, home, running.port
 
     def tool(self, args: dict[str, Any]) -> dict[str, Any]:
         """The agent's memory_search tool, as a model's tool call reaches it (POST /tools/invoke)."""
@@ -152,24 +134,12 @@ class Gateway:
         assert code == 0, stderr[-2000:]
         return out
 
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
 
 @contextmanager
 def gateway(env: dict[str, str], home: Path) -> Iterator[Gateway]:
-    g = Gateway(env, home)
-    try:
-        yield g
-    finally:
-        g.stop()
+    with gateway_run(env, home, openclaw=("openclaw",)) as running:
+        running.wait_listening(240)
+        yield Gateway(env, home, running)
 
 
 def from_qmd(results: list[dict[str, Any]], path_end: str) -> list[dict[str, Any]]:
