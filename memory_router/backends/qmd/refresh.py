@@ -366,11 +366,13 @@ class Refresher:
             await asyncio.to_thread(write_record, record_path(self.index_file), {**record, "last_run": run})
         finally:
             self.phase = None
+            if error is not None:
+                # Said before the state shows the failure, so whoever sees it failed (`daemon
+                # status`, a test) finds it on stderr and in router.log too.
+                why = f"{self.name}: {error}; the index answers as before; retried on the next change"
+                self.report("QMD_REFRESH_FAILED", why)
             self.schedule.end(error)
             await asyncio.to_thread(unlock, fd)
-        if error is not None:
-            why = f"{self.name}: {error}; the index answers as before; retried on the next change"
-            self.report("QMD_REFRESH_FAILED", why)
 
     def _has_pending(self) -> bool:
         specs, _ = wanted_specs(self.config_file, self.collections)
