@@ -368,8 +368,9 @@ class BlockingBackend(Protocol):
 
 class BlockingAdapter:
     """The base of an adapter whose search is blocking work in this process (files, SQLite), in
-    the style of httpx's transports: it implements :meth:`search_blocking` only, and this class
-    gives it the async :meth:`search` (and :meth:`aclose`), so the two cannot drift apart.
+    the style of httpx's transports: it implements :meth:`search_blocking` (and, if it holds more
+    than its threads, :meth:`close_blocking`) only, and this class gives it the async
+    :meth:`search` and :meth:`aclose`, so the two cannot drift apart.
 
     :meth:`search` runs :meth:`search_blocking` on the instance's own worker threads (a
     :class:`~memory_router.backends.common.threads.WorkerPool`: a stuck backend starves only
@@ -400,10 +401,15 @@ class BlockingAdapter:
             stop.set()  # the router's timeout: the worker stops at its next check
             raise
 
+    def close_blocking(self) -> None:
+        """What :meth:`aclose` frees besides the worker threads (Lossless: the connections it keeps
+        between a daemon's searches); nothing by default."""
+
     async def aclose(self) -> None:
         """:class:`ClosableBackend`: a reload replaced this instance, or the daemon stops."""
         if self._pool is not None:
             self._pool.close()
+        self.close_blocking()
 
 
 @runtime_checkable

@@ -23,14 +23,20 @@ from ..support.lcm_fixtures import CONDENSED, NOW, OLD_CACHE_LEAF, QUEUE_LEAF, S
 
 
 def backend(
-    tmp_path: Path, db: Path | None = None, environ: dict[str, str] | None = None, **settings: object
+    tmp_path: Path,
+    db: Path | None = None,
+    environ: dict[str, str] | None = None,
+    *,
+    long_lived: bool = False,
+    **settings: object,
 ) -> L.LosslessBackend:
+    """``long_lived``: the daemon's instance (it keeps idle connections between searches)."""
     if db is not None:
         settings["db_path"] = str(db)
     return L.create(
         "lossless",
         _settings.validate(L.Settings, settings),
-        BackendContext(state_dir=tmp_path, environ=environ or {}, cwd=tmp_path),
+        BackendContext(state_dir=tmp_path, environ=environ or {}, cwd=tmp_path, long_lived=long_lived),
     )
 
 
@@ -217,9 +223,10 @@ def test_fts_table_this_sqlite_cannot_read_falls_back_to_like(tmp_path: Path) ->
     assert resp.query_sent.startswith("LIKE")
 
 
-def test_schema_change_while_cached_is_picked_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize("long_lived", [False, True], ids=["one-shot", "daemon"])
+def test_schema_change_while_cached_is_picked_up(tmp_path: Path, long_lived: bool) -> None:
     db = build_small_db(tmp_path / "lcm.db", "no_fts")
-    b = backend(tmp_path, db)
+    b = backend(tmp_path, db, long_lived=long_lived)
     assert (search(b, "database schema").query_sent or "").startswith("LIKE")
     conn = sqlite3.connect(db)
     conn.executescript("""
@@ -251,6 +258,70 @@ def test_reader_sees_committed_rows_only_while_the_plugin_writes_in_wal(tmp_path
     after = search(b, "zeppelin freight")
     assert after.results[0].extra["summary_id"] == "sum_00000000000000f1"
     writer.close()
+
+
+def _open_fds_on(path: Path) -> int:
+    """This process's descriptors open on ``path`` (Linux: /proc/self/fd)."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            count += fd.resolve() == path.resolve()
+        except OSError:
+            continue
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors through /proc")
+def test_the_daemon_keeps_a_connection_between_searches_that_never_holds_back_the_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's instance opens the file once for many searches (opening it cost more than the
+    search), yet between searches it holds no transaction: the plugin's checkpoint truncates the
+    WAL, its new rows are found by the next search, and closing the instance closes the file."""
+    db = build_small_db(tmp_path / "lcm.db")
+    opened: list[Path] = []
+    real_connect = L.connect_readonly
+
+    def counting(path: Path, **kw: Any) -> sqlite3.Connection:
+        opened.append(path)
+        return real_connect(path, **kw)
+
+    monkeypatch.setattr("memory_router.backends.lossless.location.connect_readonly", counting)
+    b = backend(tmp_path, db, long_lived=True)
+
+    async def run() -> None:
+        for _ in range(5):
+            assert (await b.search(BackendRequest("database schema"))).status == "success"
+        assert len(opened) == 1 and _open_fds_on(db) == 1
+        writer = sqlite3.connect(db, isolation_level=None)
+        LcmWriter(writer).summary(
+            1, "Zeppelin decision: we chose zeppelins for freight.", latest=NOW, summary_id="sum_00000000000000f1"
+        )
+        busy, _, _ = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        writer.close()
+        assert busy == 0, "an idle connection held back the plugin's checkpoint"
+        found = await b.search(BackendRequest("zeppelin freight"))
+        assert found.results[0].extra["summary_id"] == "sum_00000000000000f1"
+        assert len(opened) == 1
+        await b.aclose()
+        assert _open_fds_on(db) == 0, "a closed instance left the database open"
+
+    asyncio.run(run())
+
+
+def test_a_database_replaced_on_disk_is_read_afresh_by_the_daemon(tmp_path: Path) -> None:
+    db = build_small_db(tmp_path / "lcm.db")
+    b = backend(tmp_path, db, long_lived=True)
+    assert search(b, "database schema").status == "success"
+    # Another lcm.db moved over the path (a restore, a copy from another machine).
+    other = build_small_db(tmp_path / "other.db")
+    conn = sqlite3.connect(other, isolation_level=None)
+    LcmWriter(conn).summary(1, "Zeppelin decision: we chose zeppelins for freight.", latest=NOW)
+    conn.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    other.replace(db)
+    assert search(b, "zeppelin freight").results[0].content.startswith("Zeppelin decision")
 
 
 def test_connection_is_read_only(tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ def test_blocking_adapters_implement_one_method_and_get_the_rest(cls: type) -> N
     assert issubclass(cls, BlockingAdapter)
     assert cls.search is BlockingAdapter.search and cls.aclose is BlockingAdapter.aclose
     assert cls.search_blocking is not BlockingAdapter.search_blocking
+    # What a subclass may add is a blocking half too: close_blocking (Lossless's connections).
     assert not hasattr(cls, "search_sync")
 
 

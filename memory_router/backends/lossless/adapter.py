@@ -10,9 +10,10 @@ existing of ``$LCM_DATABASE_PATH``, ``$OPENCLAW_STATE_DIR/lcm.db`` and ``~/.open
 plugin's own resolution order. Environment and home come from the :class:`BackendContext`.
 
 **How it is opened.** ``file:<path>?mode=ro`` as a URI (a missing file is an error, never a new
-empty database), ``PRAGMA query_only=ON``, a busy timeout (``busy_timeout_ms``), one short-lived
-connection per search (so no read transaction outlives a query and WAL checkpoints of the live
-plugin are never held back), a progress handler that aborts SQLite work at the request's
+empty database), ``PRAGMA query_only=ON``, a busy timeout (``busy_timeout_ms``), no read
+transaction outliving a search (so WAL checkpoints of the live plugin are never held back; the
+daemon keeps a few idle connections between searches, which hold none:
+:class:`~.location.Connections`), a progress handler that aborts SQLite work at the request's
 deadline or as soon as the router gives up on the call (its ``stop`` event, checked every 2000
 SQLite VM steps, in the daemon and the one-shot CLI alike).
 
@@ -85,9 +86,9 @@ from memory_router.backends.base import (
 from memory_router.backends.common.settings import Limits
 from memory_router.backends.common.words import STOPWORDS as STOPWORDS
 from memory_router.backends.common.words import recency as recency
+from memory_router.backends.lossless.location import Connections, locate, variables_in
 from memory_router.backends.lossless.location import Location as Location
 from memory_router.backends.lossless.location import connect_readonly as connect_readonly
-from memory_router.backends.lossless.location import locate, variables_in
 from memory_router.backends.lossless.ranking import LIKE_STRENGTH, to_result
 from memory_router.backends.lossless.search import Hit, Search
 from memory_router.backends.lossless.tables import Schema as Schema
@@ -102,6 +103,7 @@ from memory_router.config.envvars import LOSSLESS
 ENV_VARS: frozenset[str] = LOSSLESS  # the environment variables it reads: memory_router.config.envvars
 
 MAX_POOL = 200
+IDLE_CONNECTIONS = 4  # as many as the instance's worker threads (threads.DEFAULT_WORKERS)
 FIX_HINT = (
     "install and run the lossless-claw OpenClaw plugin (it creates lcm.db on start), or point "
     "backends.{name}.db_path in router-config.json (or LCM_DATABASE_PATH) at an existing lcm.db"
@@ -142,6 +144,9 @@ class LosslessBackend(BlockingAdapter):
         self.context = context
         self._schemas: dict[tuple[str, int], Schema] = {}
         self._schemas_lock = threading.Lock()
+        # The daemon keeps one idle connection per worker thread for the next search; a one-shot
+        # router none (its one search closes what it opened).
+        self._connections = Connections(IDLE_CONNECTIONS if context.long_lived else 0)
 
     # -- plumbing
 
@@ -222,7 +227,7 @@ class LosslessBackend(BlockingAdapter):
             # A lock wait is not interruptible (the progress handler does not run while SQLite
             # sleeps on a busy lock), so it must not be allowed to outlive the router's timeout.
             busy_ms = min(self.settings.busy_timeout_ms, max(1, int(request.timeout_s * 1000)))
-            conn = connect_readonly(loc.path, busy_timeout_ms=busy_ms)
+            conn = self._connections.take(loc.path, busy_ms)
         except sqlite3.Error as exc:
             return BackendResponse.failure(
                 self.name,
@@ -237,7 +242,7 @@ class LosslessBackend(BlockingAdapter):
         # ("interrupted"), so no SQLite work outlives the router's timeout.
         conn.set_progress_handler(lambda: 1 if stop.is_set() or time.monotonic() > deadline else 0, 2000)
         if stop.is_set():  # the router gave up before the thread got here
-            conn.close()
+            self._connections.give_back(conn, reusable=False)
             return BackendResponse.failure(
                 self.name,
                 request.query,
@@ -246,6 +251,7 @@ class LosslessBackend(BlockingAdapter):
                 duration_ms=watch.ms,
             )
         sent: str | None = None
+        reusable = False  # a connection whose search failed or was stopped is closed, never reused
         try:
             schema = self._schema(conn, loc.path)
             if not schema.is_lcm:
@@ -271,6 +277,7 @@ class LosslessBackend(BlockingAdapter):
             max_chars = self.settings.max_content_chars
             results = [to_result(h, self.name, max_chars, to_assistant) for h in hits]
             results.sort(key=lambda r: r.relevance, reverse=True)
+            reusable = not stop.is_set()
             return BackendResponse.from_results(
                 self.name, request.query, results[: request.limit], duration_ms=watch.ms, query_sent=sent
             )
@@ -304,7 +311,12 @@ class LosslessBackend(BlockingAdapter):
                 query_sent=sent,
             )
         finally:
-            conn.close()
+            self._connections.give_back(conn, reusable=reusable)
+
+    def close_blocking(self) -> None:
+        """:meth:`~.base.BlockingAdapter.close_blocking`: the idle connections close now, the ones
+        in use when their search ends (the daemon closes a backend a reload replaced)."""
+        self._connections.close()
 
     # -- search strategy
 
