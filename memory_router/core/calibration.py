@@ -188,7 +188,7 @@ def coverage(terms: frozenset[str], content: str) -> float:
     nothing to judge by, neither a match nor a miss)."""
     if not terms:
         return 0.5
-    words = {_stem(w) for w in set(_WORD.findall(content[:_SCAN_CHARS].lower()))}
+    words = set(map(_stem, set(_WORD.findall(content[:_SCAN_CHARS].lower()))))
     return len(terms & words) / len(terms)
 
 

@@ -443,3 +443,24 @@ def test_a_reload_swaps_in_a_new_snapshot_whole_and_never_edits_the_one_a_reques
             third.router = first.router  # type: ignore[misc]
     finally:
         service.match_pool.shutdown()
+
+
+def test_the_handshake_publishes_the_names_a_reloaded_config_adds(tmp_path: Path) -> None:
+    """The socket daemon works out its hello's context once per configuration: a reload whose
+    Lossless db_path names $MY_DB_DIR publishes that variable from the next hello on, so a client
+    with another value routes in-process."""
+    from memory_router.daemon.socket_server import SocketServer
+
+    service = make_service(tmp_path, {"qmd": MockBackend("qmd", answer(0.9))})
+    try:
+        server = SocketServer(service, lifecycle=None, path=service.state_dir / "router.sock")  # type: ignore[arg-type]
+        before = server.context
+        assert "MY_DB_DIR" not in before["env"] and server.context == before
+        config = read_json(service.config_path)
+        config["backends"]["lossless"]["db_path"] = "$MY_DB_DIR/lcm.db"
+        _replace(service.config_path, orjson.dumps(config))
+        assert service.reload() == {"router-config.json": "reloaded"}
+        after = server.context
+        assert "MY_DB_DIR" in after["env"] and after["env_salt"] == before["env_salt"]
+    finally:
+        service.match_pool.shutdown()

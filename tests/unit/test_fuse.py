@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from hypothesis import given
@@ -178,6 +179,36 @@ def test_fused_results_are_unique_capped_and_ordered_by_their_rrf_score(answers,
         assert all(set(r.extra.get("also_from", [])) <= {f"b{i}" for i in range(len(answers))} for r in merged)
     else:
         assert top is None
+
+
+# Every character Python's text patterns take for a space (re's \s up to U+3000: tabs, the ASCII separators
+# \x1c-\x1f, NEL, no-break and ideographic spaces...).
+SPACES = "".join(chr(c) for c in range(0x3001) if re.fullmatch(r"\s", chr(c)))
+
+
+@given(st.lists(st.sampled_from(["Decision:", "UUID", "v7", "keys"]), min_size=1, max_size=4), st.data())
+def test_texts_that_differ_only_in_spacing_and_case_are_one_memory(words, data):
+    """Two backends' hits with no path are merged when their texts differ only in where and which
+    spaces they have and in case (a summary and the message it quotes); any other difference keeps
+    them apart."""
+    gap = st.text(SPACES, min_size=1, max_size=3)
+    spaced = data.draw(st.sampled_from(["", *SPACES]))  # leading spaces too
+    for word in words:
+        spaced += word + data.draw(gap)
+    plain = " ".join(words)
+    attempts = [
+        Attempt(ChainStep(b), BackendResponse.from_results(b, "q", [Result(text, 0.5, b)]), 1, True)
+        for b, text in (("lossless", plain), ("totalrecall", spaced.upper()))
+    ]
+    merged, _ = fuse_results(attempts, 10)
+    assert [r.content for r in merged] == [plain] and merged[0].extra["also_from"] == ["totalrecall"]
+    attempts[1] = Attempt(
+        ChainStep("totalrecall"),
+        BackendResponse.from_results("totalrecall", "q", [Result(spaced + "s", 0.5, "totalrecall")]),
+        1,
+        True,
+    )
+    assert len(fuse_results(attempts, 10)[0]) == 2
 
 
 @pytest.mark.parametrize("value", ["fuse", "sequential"])
