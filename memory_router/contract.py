@@ -86,6 +86,7 @@ REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
 INTERNAL_ERROR = "INTERNAL_ERROR"
 SHUTTING_DOWN = "SHUTTING_DOWN"
 FORBIDDEN = "FORBIDDEN"
+CONTEXT_MISMATCH = "CONTEXT_MISMATCH"
 MEMORY_ROUTER_ERROR = "MEMORY_ROUTER_ERROR"
 DAEMON_CONFIG_ERROR = "DAEMON_CONFIG_ERROR"
 DAEMON_START_FAILED = "DAEMON_START_FAILED"
@@ -125,6 +126,13 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode(INTERNAL_ERROR, EXIT_ERROR, DAEMON, "the daemon failed answering (a bug; stderr says why)", retry=True),
     ErrorCode(SHUTTING_DOWN, EXIT_ERROR, DAEMON, "the daemon is stopping and answers nothing more", retry=True),
     ErrorCode(FORBIDDEN, EXIT_ERROR, DAEMON, "the daemon refused the connection (its connection cap)", retry=True),
+    ErrorCode(
+        CONTEXT_MISMATCH,
+        EXIT_ERROR,
+        DAEMON,
+        "a query sent with the thin client's context reached a daemon serving another one: not routed",
+        retry=True,
+    ),
     ErrorCode(MEMORY_ROUTER_ERROR, None, PLUGIN, "the plugin could not get an envelope (it names why)"),
     ErrorCode(DAEMON_CONFIG_ERROR, None, PLUGIN, "the daemon the plugin started exited 2 (a configuration error)"),
     ErrorCode(DAEMON_START_FAILED, None, PLUGIN, "the daemon the plugin started exited before listening"),

@@ -4,23 +4,28 @@ This module is on the hot path of every query an agent makes, so it imports only
 library (and orjson, for ``--pretty`` only): no click, no pydantic, no ``json`` (nor the ``re`` it
 imports), no ``typing``, no router. It takes the invocation as the console script resolved it once
 (:mod:`memory_router.client.invocation`: the arguments, the files, the text) and
-:func:`route_via_daemon` answers it in three steps: :func:`connect_or_spawn`, :func:`handshake`
-and :func:`ask`. If a daemon answers, the envelope it returns is printed and the process exits;
-otherwise :func:`route_via_daemon` returns ``None`` and the caller routes in-process with the
-same three values.
+:func:`route_via_daemon` answers it in two steps: :func:`connect_or_spawn`, then
+:func:`ask_at_once` (the handshake and the query in one write; where the daemon cannot tell that
+it serves this context, :func:`handshake` compares the contexts here and :func:`ask` asks again).
+If a daemon answers, the envelope it returns is printed and the process exits; otherwise
+:func:`route_via_daemon` returns ``None`` and the caller routes in-process with the same three
+values.
 
-Wire protocol (JSON lines over a stream socket, the same lines as ``serve`` on stdin)::
+Wire protocol (JSON lines over a stream socket, the same lines as ``serve`` on stdin, answered in
+order)::
 
     -> {"op": "hello", "protocol": 1, "version": "0.1.0"}
+    -> {"query": "auth", "limit": 5, "context": {...this process's, hashed with its own salt...}}
     <- {"op": "hello", "protocol": 1, "version": "0.1.0", "pid": 123, "context": {...}}
-    -> {"query": "auth", "limit": 5}
     <- {"id": null, "query_echo": "auth", ...the envelope...}
 
 The daemon answers a client only with the same *context*: state dir, backends.json,
 router-config.json, working directory and the environment variables the router and its adapters
 read (:mod:`memory_router.config.envvars`, plus the names the daemon's configuration adds), compared
 as salted hashes, never as values (:func:`context`). Anything else would let a daemon started
-elsewhere answer with other memory, so a mismatch routes in-process. A daemon speaking another
+elsewhere answer with other memory, so a mismatch routes in-process; the daemon compares the
+query's ``context`` before it routes anything, so a daemon of another context never runs the
+query (no router.log line, no backend call). A daemon speaking another
 protocol version is skipped with a warning on stderr. A daemon that accepts and closes, or fails
 in any other way before answering, routes in-process with a one-line warning.
 
@@ -34,6 +39,8 @@ from __future__ import annotations
 import os
 import sys
 
+from memory_router.client.wire import HELLO, dumps, loads
+
 # The wire module is the client's API, re-exported (the `x as x` form marks it for mypy).
 from memory_router.client.wire import PROTOCOL as PROTOCOL
 from memory_router.client.wire import SOCKET_NAME as SOCKET_NAME
@@ -43,14 +50,15 @@ from memory_router.client.wire import ProtocolMismatch as ProtocolMismatch
 from memory_router.client.wire import context as context
 from memory_router.client.wire import context_diff as context_diff
 from memory_router.client.wire import context_for as context_for
-from memory_router.client.wire import dumps, loads
 from memory_router.client.wire import env_digest as env_digest
 from memory_router.client.wire import socket_path as socket_path
 from memory_router.config import statedir
 from memory_router.contract import (
     COMMON_OPTIONS,
+    CONTEXT_MISMATCH,
     DAEMON_MODES,
     DAEMON_UNAVAILABLE,
+    INVALID_REQUEST,
     RETRY_IN_PROCESS,
     error_fields,
     exit_code,
@@ -114,8 +122,7 @@ def route_via_daemon(args: QueryArgs, files: Resolved, text: str) -> int | None:
         return None  # (an unsafe state dir: the in-process path refuses it with STATE_DIR_UNSAFE)
     try:
         with connect_or_spawn(args, files, mode) as conn:
-            handshake(conn, files)
-            envelope_line, envelope = ask(conn, args, text)
+            envelope_line, envelope = ask_at_once(conn, args, files, text)
     except Unavailable as no:
         if no.warning and not (no.unless_required and mode == "require"):
             say(f"warning: {no.warning}")
@@ -158,15 +165,64 @@ def connect_or_spawn(args: QueryArgs, files: Resolved, mode: str) -> Connection:
         raise Unavailable(str(exc)) from None
 
 
+def ask_at_once(conn: Connection, args: QueryArgs, files: Resolved, text: str) -> tuple[bytes, dict[str, Any]]:
+    """``hello`` and the query in one write, the query carrying this process's context (hashed
+    with a salt of its own), so the daemon routes it only if it serves that context: one round
+    trip where :func:`handshake` then :func:`ask` take two. Returns what :func:`ask` returns.
+
+    A daemon that does not route it answers ``CONTEXT_MISMATCH`` (its context differs, or holds
+    names this process did not send: variables its config adds), or ``INVALID_REQUEST`` if it
+    predates the ``context`` key; then the two contexts are compared here from its ``hello``, as
+    :func:`handshake` does, and the query is asked again without the key if they are the same."""
+    guard = context(
+        cwd=os.getcwd(),
+        environ=os.environ,
+        state_dir=files.state_dir,
+        backends_json=files.backends_json,
+        config=files.config,
+        salt=os.urandom(8).hex(),
+    )
+    request = query_request(args, text)
+    try:
+        conn.send(HELLO + b"\n" + dumps({**request, "context": guard}))
+    except DaemonError as exc:  # it accepted and closed (its connection cap)
+        raise Unavailable(str(exc), f"{exc}; routing in-process", unless_required=True) from None
+    hello = _hello_reply(conn)
+    envelope_line, envelope = _decode(_receive(conn, args))
+    if envelope.get("error_code") in _NOT_ROUTED:
+        same_context(conn, hello, files)
+        return ask(conn, args, text)
+    return _answered(envelope_line, envelope)
+
+
+# A guarded query's answers that say it was not routed: the daemon serves another context (or
+# could not tell), or it is older than the ``context`` key.
+_NOT_ROUTED = (CONTEXT_MISMATCH, INVALID_REQUEST)
+
+
 def handshake(conn: Connection, files: Resolved) -> dict[str, Any]:
     """``hello``, and the daemon's context compared with this process's (:func:`context_for`):
     its reply, or :class:`Unavailable` (another protocol, a refusal, another context)."""
     try:
-        hello = conn.hello()
+        conn.send(HELLO)
+    except DaemonError as exc:
+        raise Unavailable(str(exc), f"{exc}; routing in-process", unless_required=True) from None
+    hello = _hello_reply(conn)
+    same_context(conn, hello, files)
+    return hello
+
+
+def _hello_reply(conn: Connection) -> dict[str, Any]:
+    try:
+        return conn.hello_reply()
     except ProtocolMismatch as exc:
         raise Unavailable(str(exc), str(exc)) from None
     except DaemonError as exc:
         raise Unavailable(str(exc), f"{exc}; routing in-process", unless_required=True) from None
+
+
+def same_context(conn: Connection, hello: dict[str, Any], files: Resolved) -> None:
+    """:class:`Unavailable` unless the daemon's context (its ``hello``) is this process's."""
     theirs = hello.get("context")
     mine = context_for(
         theirs,
@@ -182,12 +238,20 @@ def handshake(conn: Connection, files: Resolved) -> dict[str, Any]:
             f"the daemon at {conn.path} (pid {hello.get('pid')}) serves another context (differs in "
             f"{', '.join(diff)}); routing in-process"
         )
-    return hello
 
 
 def ask(conn: Connection, args: QueryArgs, text: str) -> tuple[bytes, dict[str, Any]]:
     """Send the query, read the daemon's answer: the envelope line exactly as the in-process CLI
     prints it, and the envelope; :class:`Unavailable` when it is not an answer to the query."""
+    try:
+        conn.send(dumps(query_request(args, text)))
+    except DaemonError as exc:
+        raise Unavailable(str(exc), f"{exc}; routing in-process") from None
+    return _answered(*_decode(_receive(conn, args)))
+
+
+def query_request(args: QueryArgs, text: str) -> dict[str, Any]:
+    """The request line's object for the query ``text`` and ``args``' options."""
     request: dict[str, Any] = {"query": text}
     for field in ("timeout_ms", "limit", "min_relevance", "max_chars"):
         if (value := getattr(args, field)) is not None:
@@ -198,13 +262,22 @@ def ask(conn: Connection, args: QueryArgs, text: str) -> tuple[bytes, dict[str, 
         request["until"] = args.until
     if args.agent or args.session_key:
         request["scope"] = {k: v for k, v in (("agent", args.agent), ("session_key", args.session_key)) if v}
+    return request
+
+
+def _receive(conn: Connection, args: QueryArgs) -> bytes:
+    """The daemon's answer line to the query."""
     # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.
     wait = max(60.0, 8 * (args.timeout_ms or 5000) / 1000)
     try:
-        conn.send(dumps(request))
-        raw = conn.receive(wait)
+        return conn.receive(wait)
     except DaemonError as exc:
         raise Unavailable(str(exc), f"{exc}; routing in-process") from None
+
+
+def _decode(raw: bytes) -> tuple[bytes, dict[str, Any]]:
+    """The answer line as the in-process CLI prints it, and the envelope; :class:`Unavailable`
+    when it is not an envelope."""
     # The daemon echoes our (absent) id first: {"id":null,<the envelope's fields>}. Dropping
     # that member leaves exactly the bytes the in-process CLI prints.
     prefix = b'{"id":null,'
@@ -216,6 +289,12 @@ def ask(conn: Connection, args: QueryArgs, text: str) -> tuple[bytes, dict[str, 
         envelope = loads(envelope_line)
     except ValueError:
         raise Unavailable("the daemon sent invalid JSON", "the daemon sent invalid JSON; routing in-process") from None
+    return envelope_line, envelope
+
+
+def _answered(envelope_line: bytes, envelope: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """``envelope_line`` and ``envelope``, or :class:`Unavailable` when it is not an answer to
+    the query."""
     code = envelope.get("error_code")
     if code in RETRY_IN_PROCESS:  # not an answer to the query (contract.ERROR_CODES' retry column)
         raise Unavailable(

@@ -103,6 +103,8 @@ class DaemonError(Exception):
 
 
 _MAX_RESPONSE = 64 << 20
+# The handshake's line: this client's protocol and version.
+HELLO = dumps({"op": "hello", "protocol": PROTOCOL, "version": __version__})
 
 # ---------------------------------------------------------------------- paths and context
 
@@ -254,6 +256,10 @@ class Connection:
 
     def request(self, obj: dict[str, Any], timeout: float | None = 10.0) -> dict[str, Any]:
         self.send(dumps(obj))
+        return self.receive_object(timeout)
+
+    def receive_object(self, timeout: float | None) -> dict[str, Any]:
+        """The next line, which must be a JSON object."""
         raw = self.receive(timeout)
         try:
             data = loads(raw)
@@ -265,7 +271,13 @@ class Connection:
 
     def hello(self) -> dict[str, Any]:
         """The handshake; raises :class:`ProtocolMismatch` for a daemon of another version."""
-        reply = self.request({"op": "hello", "protocol": PROTOCOL, "version": __version__}, timeout=5.0)
+        self.send(HELLO)
+        return self.hello_reply()
+
+    def hello_reply(self) -> dict[str, Any]:
+        """The daemon's reply to :data:`HELLO`, sent already (alone, or with the query in the
+        same write: :func:`memory_router.client.thin.ask_at_once`); raises as :meth:`hello`."""
+        reply = self.receive_object(5.0)
         if reply.get("op") != "hello" and isinstance(reply.get("error_code"), str):
             # A refusal before the handshake (FORBIDDEN: its connection cap, another user).
             raise DaemonError(f"the daemon at {self.path} refused the connection: {reply.get('error_message')}")

@@ -11,6 +11,13 @@ never reach the service:
   compares with its own before trusting the daemon's answers.
 * ``{"op": "shutdown"}``: ``memory-router daemon stop``.
 
+And one key only this transport reads: a request's ``"context"``, the asking client's context in
+the handshake's terms but hashed with the client's own salt (the thin client sends its ``hello``
+and its query in one write, :func:`memory_router.client.thin.ask_at_once`). Such a request is
+routed only if that context is this daemon's; otherwise it is answered ``CONTEXT_MISMATCH``
+without being routed (no backend call, no router.log line), and the client compares the contexts
+from the ``hello`` reply instead. Over stdin ``"context"`` is an unknown key, as before.
+
 Safety:
 
 * The socket is created ``0600`` (under a ``0177`` umask, so it is never reachable by others even
@@ -53,7 +60,7 @@ import orjson
 
 from memory_router import __version__, contract
 from memory_router.backends import adapter_env_vars
-from memory_router.client.wire import PROTOCOL, LineSplitter, Oversized, context
+from memory_router.client.wire import PROTOCOL, LineSplitter, Oversized, context, context_diff
 from memory_router.config import envvars, statedir
 from memory_router.contract import say
 from memory_router.daemon.lifecycle import CLEANUP_S, GRACE_S, Lifecycle, shutting_down
@@ -320,7 +327,7 @@ class SocketServer:
             if isinstance(item, Oversized):
                 response = self.service.oversized_line(item.prefix, item.length)
             else:
-                response = self._transport_op(item) or await self.service.handle_line(item)
+                response = await self.respond(item)
             writer.write(response + b"\n")
             written = True
             await writer.drain()
@@ -336,6 +343,56 @@ class SocketServer:
             pass  # the client went away; nothing to answer
         finally:
             slots.release()
+
+    async def respond(self, line: bytes) -> bytes:
+        """The response to one request line as this transport answers it: its own ops
+        (``hello``, ``shutdown``), a query carrying its client's context, else the service's."""
+        return self._transport_op(line) or await self._guarded(line) or await self.service.handle_line(line)
+
+    async def _guarded(self, line: bytes) -> bytes | None:
+        """The response to a request carrying its client's ``"context"`` (see the module
+        docstring): routed without that key when it is this daemon's context, else
+        ``CONTEXT_MISMATCH`` naming the difference; ``None`` for any other line."""
+        if b'"context"' not in line:
+            return None
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(data, dict) or "context" not in data:
+            return None
+        diff = self._context_diff(data.pop("context"))
+        if not diff:
+            return self.service.dumps(await self.service.handle(data))
+        self.service.stats.request("invalid", contract.CONTEXT_MISMATCH)
+        query = data.get("query")
+        message = f"this daemon serves another context (differs in {', '.join(diff)}); the query was not routed"
+        return self.service.dumps(
+            self.service.error_response(
+                data.get("id"), contract.CONTEXT_MISMATCH, message, query if isinstance(query, str) else ""
+            )
+        )
+
+    def _context_diff(self, theirs: object) -> list[str]:
+        """The keys on which a client's context (hashed with its salt) differs from this
+        daemon's, taken over both sides' variables: a variable this daemon's config adds that the
+        client did not send differs too (the client cannot know it before the ``hello``)."""
+        if not isinstance(theirs, dict) or not isinstance(theirs.get("env_salt"), str):
+            return ["context"]
+        their_env = theirs.get("env")
+        sent = {n for n in their_env if isinstance(n, str)} if isinstance(their_env, dict) else set()
+        service: Any = self.service
+        names = env_names(getattr(getattr(service, "router", None), "config", None)) | sent
+        mine = context(
+            cwd=str(service.context.cwd),
+            environ=service.context.environ,
+            state_dir=str(service.state_dir),
+            backends_json=str(service.backends_path),
+            config=str(service.config_path),
+            names=names,
+            salt=theirs["env_salt"],
+        )
+        return context_diff(mine, theirs)
 
     def _transport_op(self, line: bytes) -> bytes | None:
         if len(line) > 4096 or not any(op in line for op in _TRANSPORT_OPS):

@@ -58,6 +58,8 @@ export const CODES = Object.freeze({
   SHUTTING_DOWN: "SHUTTING_DOWN",
   /** the daemon refused the connection (its connection cap) (daemon, exit 1) */
   FORBIDDEN: "FORBIDDEN",
+  /** a query sent with the thin client's context reached a daemon serving another one: not routed (daemon, exit 1) */
+  CONTEXT_MISMATCH: "CONTEXT_MISMATCH",
   /** the plugin could not get an envelope (it names why) (plugin, never reaches `query`) */
   MEMORY_ROUTER_ERROR: "MEMORY_ROUTER_ERROR",
   /** the daemon the plugin started exited 2 (a configuration error) (plugin, never reaches `query`) */

@@ -371,6 +371,80 @@ def test_a_daemon_with_another_context_is_not_used(
         timeout=60,
     )
     assert status.returncode == 0 and "env.OPENCLAW_REPO_ROOT" in status.stdout
+    # The daemon was sent each query with the client's context and routed none of them.
+    stats = daemon_stats(ws)
+    assert stats["backends"] == {} and stats["error_codes"] == {"CONTEXT_MISMATCH": 3}
+
+
+def daemon_stats(ws: Workspace, path: Path | None = None) -> dict:
+    with client.Connection(str(path or ws.socket)) as conn:
+        conn.hello()
+        return conn.request({"op": "stats"}, timeout=5.0)["stats"]
+
+
+class PreContextDaemon:
+    """A daemon from before the ``context`` request key, played by the real one behind a proxy on
+    another socket that renames the key on the way in: the real daemon then answers such a query
+    as an older one did (``INVALID_REQUEST``, unknown key), and everything else as it is."""
+
+    def __init__(self, path: Path, upstream: Path) -> None:
+        self.path, self.upstream = path, upstream
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        os.chmod(path, 0o600)
+        self.sock.listen(8)
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            up.connect(str(self.upstream))
+            threading.Thread(target=self.pump, args=(conn, up, True), daemon=True).start()
+            threading.Thread(target=self.pump, args=(up, conn, False), daemon=True).start()
+
+    @staticmethod
+    def pump(src: socket.socket, dst: socket.socket, rename: bool) -> None:
+        with src, dst:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk.replace(b'"context":', b'"context_":') if rename else chunk)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_daemon_older_than_the_context_key_still_answers(ws: Workspace, daemon: subprocess.Popen[bytes]) -> None:
+    """Against a daemon that refuses the ``context`` key, the client compares the contexts from
+    its hello and asks again without it: answered by the daemon, as in-process, without a warning."""
+    old = PreContextDaemon(ws.root / "old.sock", ws.socket)
+    try:
+        answer = ws.query("auth", env={"MEMORY_ROUTER_DAEMON": "require", "MEMORY_ROUTER_SOCKET": str(old.path)})
+    finally:
+        old.close()
+    cold = ws.query("auth", env={"MEMORY_ROUTER_DAEMON": "off"})
+    assert answer.code == 0 and answer.by_daemon and answer.stderr == ""
+    assert_same_answer(answer.envelope, cold.envelope)
+    assert daemon_stats(ws)["error_codes"] == {"INVALID_REQUEST": 1}
+
+
+def test_a_variable_the_daemons_config_adds_is_compared_too(ws: Workspace, tmp_path: Path) -> None:
+    """A $NAME in a Lossless db_path is a variable the client cannot know before the hello: the
+    daemon refuses the query's context for it, the client compares the contexts from the hello
+    (with that name) and asks again when they agree; a shell with another value routes in-process."""
+    config = json.loads(ws.config.read_text())
+    config["backends"]["lcm_elsewhere"] = {"type": "lossless", "db_path": "$MR_TEST_LCM_DIR/lcm.db"}
+    ws.config.write_text(json.dumps(config))
+    proc = ws.serve(env={"MR_TEST_LCM_DIR": str(tmp_path)})
+    try:
+        same = ws.query("auth", env={"MEMORY_ROUTER_DAEMON": "require", "MR_TEST_LCM_DIR": str(tmp_path)})
+        other = ws.query("auth", env={"MR_TEST_LCM_DIR": str(tmp_path / "other")})
+    finally:
+        stop(proc)
+    assert same.code == 0 and same.by_daemon and same.stderr == ""
+    assert other.code == 0 and not other.by_daemon
 
 
 class FakeOldDaemon:

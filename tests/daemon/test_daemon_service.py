@@ -464,3 +464,59 @@ def test_the_handshake_publishes_the_names_a_reloaded_config_adds(tmp_path: Path
         assert "MY_DB_DIR" in after["env"] and after["env_salt"] == before["env_salt"]
     finally:
         service.match_pool.shutdown()
+
+
+def test_a_query_sent_with_its_clients_context_is_routed_only_if_it_is_the_daemons(tmp_path: Path) -> None:
+    """The thin client sends its hello and its query in one write, the query carrying its own
+    context hashed with its own salt: the socket daemon answers it exactly as the same query without
+    that key when the contexts are the same, and answers CONTEXT_MISMATCH without asking any
+    backend when they are not (a cwd, a variable, or a variable its config adds that the client
+    did not send)."""
+    from memory_router.client.wire import context
+    from memory_router.daemon.socket_server import SocketServer
+
+    qmd = MockBackend("qmd", answer(0.9))
+    service = make_service(tmp_path, {"qmd": qmd, "totalrecall": MockBackend("totalrecall", answer(0.5))})
+    try:
+        server = SocketServer(service, lifecycle=None, path=service.state_dir / "router.sock")  # type: ignore[arg-type]
+        environ = dict(service.context.environ)
+
+        def client(cwd: Path = service.context.cwd, **env: str) -> dict[str, Any]:
+            return context(
+                cwd=str(cwd),
+                environ={**environ, **env},
+                state_dir=str(service.state_dir),
+                backends_json=str(service.backends_path),
+                config=str(service.config_path),
+                salt="a-salt-of-the-clients",
+            )
+
+        def respond(request: dict[str, Any]) -> dict[str, Any]:
+            out: dict[str, Any] = orjson.loads(asyncio.run(server.respond(orjson.dumps(request))))
+            return out
+
+        plain = respond({"query": QUERY, "limit": 3})
+        guarded = respond({"query": QUERY, "limit": 3, "context": client()})
+        for timed in ("router_duration_ms", "backend_duration_ms"):
+            plain.pop(timed), guarded.pop(timed)
+        assert guarded == plain and guarded["status"] == "success"
+        asked = len(qmd.requests)
+        for other, differs in (
+            (client(cwd=tmp_path / "elsewhere"), "cwd"),
+            (client(OPENCLAW_REPO_ROOT="/somewhere/else"), "env.OPENCLAW_REPO_ROOT"),
+            ("not a context", "context"),
+        ):
+            refused = respond({"query": QUERY, "context": other})
+            assert (refused["status"], refused["error_code"]) == ("error", "CONTEXT_MISMATCH")
+            assert differs in refused["error_message"] and refused["query_echo"] == QUERY
+        assert len(qmd.requests) == asked, "a query of another context reached a backend"
+        assert service.stats.snapshot()["error_codes"] == {"CONTEXT_MISMATCH": 3}
+
+        config = read_json(service.config_path)
+        config["backends"]["lossless"]["db_path"] = "$MY_DB_DIR/lcm.db"
+        _replace(service.config_path, orjson.dumps(config))
+        assert service.reload() == {"router-config.json": "reloaded"}
+        unsent = respond({"query": QUERY, "context": client()})  # the client cannot know MY_DB_DIR yet
+        assert unsent["error_code"] == "CONTEXT_MISMATCH" and "env.MY_DB_DIR" in unsent["error_message"]
+    finally:
+        service.match_pool.shutdown()
