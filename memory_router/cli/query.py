@@ -17,13 +17,13 @@ import os
 
 from memory_router.client.invocation import read_query
 from memory_router.config.paths import resolve
-from memory_router.core.errors import InvalidQuery
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
     from typing import NoReturn
 
     from memory_router.client.invocation import QueryArgs
+    from memory_router.core.errors import InvalidQuery
 
 
 def answer(args: QueryArgs, *, ask_daemon: bool = True) -> NoReturn:
@@ -33,9 +33,14 @@ def answer(args: QueryArgs, *, ask_daemon: bool = True) -> NoReturn:
     values. Text that is not UTF-8 is reported in-process, after the scope and the time window
     (the order of the checks there)."""
     files = resolve(args)
+    text: str | InvalidQuery
     try:
-        text: str | InvalidQuery = read_query(args.query)
-    except InvalidQuery as exc:
+        text = read_query(args.query)
+    except Exception as exc:  # InvalidQuery, imported only then: a warm query never loads core.errors
+        from memory_router.core.errors import InvalidQuery
+
+        if not isinstance(exc, InvalidQuery):
+            raise
         text = exc
     # MEMORY_ROUTER_DAEMON=off (or --daemon off): not even the thin client is imported.
     if ask_daemon and isinstance(text, str) and (args.mode or os.environ.get("MEMORY_ROUTER_DAEMON")) != "off":

@@ -17,7 +17,6 @@ import os
 import sys
 
 from memory_router.contract import INVALID_UTF8, QUERY_OPTIONS
-from memory_router.core.errors import InvalidQuery
 from memory_router.core.frozen import Frozen
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
@@ -94,6 +93,8 @@ def read_query(query: str) -> str:
             try:
                 query.encode("utf-8")
             except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
+                from memory_router.core.errors import InvalidQuery  # only now: a warm query never loads it
+
                 start = len(os.fsencode(query[: _first_surrogate(query)]))
                 raise InvalidQuery(
                     INVALID_UTF8, f"the query argument is not valid UTF-8 (byte {start}); pass UTF-8 text"
@@ -103,6 +104,8 @@ def read_query(query: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from memory_router.core.errors import InvalidQuery
+
         raise InvalidQuery(
             INVALID_UTF8, f"standard input is not valid UTF-8 (byte {exc.start}); send UTF-8 text"
         ) from None

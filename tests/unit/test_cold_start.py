@@ -236,7 +236,6 @@ WARM_OURS = frozenset(
         ".config.statedir",
         ".contract",
         ".core",
-        ".core.errors",
         ".core.frozen",
         ".output",
         ".output.jsonout",
