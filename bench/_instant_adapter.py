@@ -7,20 +7,16 @@ once, so what the daemon's throughput measures is the daemon and the router, not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from memory_router.backends import BackendContext
 from memory_router.backends.base import BackendRequest, BackendResponse, Probe, Result
+from memory_router.backends.common.settings import AdapterSettings
 
 MODES = None
 ENV_VARS: frozenset[str] = frozenset()
 demo_setup = None
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
-
+class Settings(AdapterSettings):
     relevance: float = 0.9
 
 

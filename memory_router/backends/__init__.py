@@ -75,6 +75,15 @@ def adapter_module(type_name: str) -> AdapterModule:
                 "see AdapterModule in memory_router/backends/base.py (None where it has no modes or demo, "
                 "frozenset() where it reads no environment variable)"
             )
+        from memory_router.backends.common.settings import AdapterSettings
+
+        settings = module.Settings
+        if not (isinstance(settings, type) and issubclass(settings, AdapterSettings)):
+            raise TypeError(
+                f"adapter module {module.__name__} (type {type_name!r}): Settings must subclass "
+                "AdapterSettings (memory_router/backends/common/settings.py), got "
+                f"{getattr(settings, '__qualname__', settings)!r}"
+            )
         _checked.add(type_name)
     return cast("AdapterModule", module)
 

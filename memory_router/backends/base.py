@@ -511,10 +511,11 @@ class AdapterModule(Protocol):
     :func:`memory_router.backends.register_adapter`.
 
     * ``Settings``: its keys in ``router-config.json`` (``backends.<name>``, minus ``type``) as a
-      frozen dataclass validated by pydantic through ``Limits``/``Check`` markers
-      (:mod:`memory_router.backends.common.settings`), with
-      ``__pydantic_config__ = {"extra": "forbid", "strict": True}`` so
-      typos and wrong JSON types are caught at load; importing it needs no pydantic;
+      subclass of :class:`~memory_router.backends.common.settings.AdapterSettings`: an immutable
+      ``Frozen`` value (equal and hashed by its fields, mappings held read-only) that pydantic
+      validates through ``Limits``/``Check`` markers in strict mode, unknown keys refused
+      (``__pydantic_config__ = {"extra": "forbid", "strict": True}``), so typos and wrong JSON
+      types are caught at load; defining or building it imports neither pydantic nor ``typing``;
     * ``create(name, settings, context)``: a :class:`Backend`;
     * ``MODES``: the modes a chain step may name, or ``None`` for a single-mode backend;
     * ``ENV_VARS``: the environment variables it reads (the daemon answers a client only if the

@@ -4,7 +4,7 @@ Two layers, as in pypa/packaging: pydantic ``*Spec`` models (:mod:`.config.schem
 when a file is validated) check the JSON's shape (unknown keys are errors, so a typo never
 silently disables a setting), then :func:`load_config` compiles the
 spec into a frozen :class:`RouterConfig` whose rule table holds compiled regexes and whose backend
-settings have been validated against each adapter's own ``Settings`` (a frozen dataclass that
+settings have been validated against each adapter's own ``Settings`` (an immutable value that
 pydantic validates through its ``Limits``/``Check`` markers, see
 :mod:`memory_router.backends.common.settings`), then built by ``settings_from_json``, the constructor
 the compiled config cache uses too. Every failure is an :class:`~memory_router.core.errors.InvalidConfig`
@@ -220,14 +220,9 @@ def validate_settings(path: Path, name: str, type_name: str, raw: Mapping[str, A
     try:
         return validate(settings_class, raw)
     except ValidationError as exc:
-        import dataclasses
-
         from memory_router.config.schema import first_error
 
-        known = (
-            [f.name for f in dataclasses.fields(settings_class)] if dataclasses.is_dataclass(settings_class) else None
-        )
-        raise first_error(path, exc, raw, prefix=f"backends.{name}", known=known) from None
+        raise first_error(path, exc, raw, prefix=f"backends.{name}", known=settings_class._FIELDS) from None
 
 
 def validate_config(data: Any, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:  # noqa: C901 - one check per cross-reference, each with its own error

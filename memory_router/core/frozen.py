@@ -24,7 +24,9 @@ down where it can be.
   in the class's own ``__slots__``; they are not fields (not compared, hashed, shown or copied).
 * Not values: mutable state (a cache, a connection, a session) is a plain class with
   ``__slots__``; input from users (router-config.json, adapter ``Settings``) is validated by
-  pydantic models and pydantic dataclasses, because their errors name the field and the fix.
+  pydantic, because its errors name the field and the fix: the config's models, and an adapter's
+  ``Settings`` (a ``Frozen`` value itself) through a dataclass made from its fields only to
+  validate (memory_router/backends/common/settings.py).
 
 **Why not ``@dataclass`` or ``NamedTuple``.** Cold start: a cold ``memory-router query`` defines
 every class it uses, and defining a ``@dataclass`` costs ~0.5-1 ms (it generates its methods'

@@ -8,7 +8,6 @@ the transport is called directly. Processes are found by a marker variable in th
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import time
 import uuid
@@ -108,7 +107,7 @@ def test_cancelled_launcher_leaves_no_node_child(tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
     path = f"{QMD.node.parent}:{os.environ.get('PATH', '')}"  # the launcher runs `node`
     b = _backend(tmp_path, marker, extra_env={"PATH": path})
-    b.settings = dataclasses.replace(b.settings, qmd=str(launcher))
+    b.settings = b.settings.replace(qmd=str(launcher))
     b._transport = CliTransport(
         QmdCommand((str(launcher),), launcher, None, None), env=b.env(), cwd=b.working_dir(), index="index"
     )

@@ -30,19 +30,17 @@ pytestmark = pytest.mark.slow  # starts programs: the slow tier (tests/support/t
 FAKES = '''
 """FAKE backends for the daemon tests: one that fails, one that hangs in a real child process.
 Each notes its closing (the daemon closes its backends when it stops) in the file ``closed``."""
-from dataclasses import dataclass
 from typing import Literal
 from memory_router.backends import register_adapter
 from memory_router.backends.common import process as _process
 from memory_router.backends.base import BackendResponse, Probe
+from memory_router.backends.common.settings import AdapterSettings
 
 MODES = frozenset({"search", "vsearch", "query"})
 ENV_VARS = frozenset()
 demo_setup = None
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
+class Settings(AdapterSettings):
     behaviour: Literal["fail", "hang"]
     sleep: str = "97.5"
     closed: str = ""

@@ -240,7 +240,7 @@ def test_a_qmd_hit_is_read_from_its_collection_not_the_workspace(tmp_path: Path)
     _index_collection(state, ext, "ext")
     cfg = json.loads((state / "router-config.json").read_text())
     cfg["backends"]["qmd"]["collections"] = ["ext"]  # only the outside collection
-    if "agent_collections" in Settings.__dataclass_fields__:  # a scoped query searches the agent's
+    if "agent_collections" in Settings._FIELDS:  # a scoped query searches the agent's
         cfg["backends"]["qmd"]["agent_collections"] = {"main": ["ext"]}
     (state / "router-config.json").write_text(json.dumps(cfg))
     assert (ws / "src" / "auth" / "token.ts").read_text() != theirs  # the workspace has its own

@@ -5,11 +5,12 @@ optional hooks (``aclose``, watching) are found through the declared protocols."
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import pickle
 import sys
 import types
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from memory_router.backends.base import (
     Result,
     WatchableBackend,
 )
+from memory_router.backends.common.settings import AdapterSettings, settings_from_json, validation_dataclass
 from memory_router.config.installed import parse_installed
 from memory_router.config.router_config import parse_config, validate_settings
 from memory_router.core.errors import InvalidConfig
@@ -38,10 +40,8 @@ def test_each_built_in_adapter_module_has_the_declared_shape(type_name: str) -> 
     module = adapter_module(type_name)
     missing = [name for name in ("Settings", "create", "MODES", "demo_setup") if not hasattr(module, name)]
     assert missing == [], f"{type_name}: missing {missing}"
-    # read before is_dataclass() narrows the type to one without these attributes
-    dataclass_params, pydantic_config = module.Settings.__dataclass_params__, module.Settings.__pydantic_config__
-    assert dataclasses.is_dataclass(module.Settings) and dataclass_params.frozen
-    assert pydantic_config == {"extra": "forbid", "strict": True}
+    assert issubclass(module.Settings, AdapterSettings)  # a Frozen value: immutable, equal and hashed by value
+    assert module.Settings.__pydantic_config__ == {"extra": "forbid", "strict": True}
     assert module.MODES is None or (isinstance(module.MODES, frozenset) and all(module.MODES))
     assert module.demo_setup is None or callable(module.demo_setup)
 
@@ -55,6 +55,12 @@ def test_only_the_adapters_with_modes_declare_them() -> None:
 
 # The smallest valid settings of each built-in type (command needs its argv).
 MINIMAL: dict[str, dict[str, object]] = {"command": {"argv": ["prog"]}}
+# Each built-in type's mapping field (stored read-only, hashed by its items).
+MAPPINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "qmd": {"agent_collections": {"a": ["notes"]}},
+    "cognee": {"agent_datasets": {"a": ["notes"]}},
+    "command": {"env": {"a": "1"}},
+}
 
 
 @pytest.mark.parametrize("type_name", BUILT_IN)
@@ -67,18 +73,40 @@ def test_every_settings_field_is_validated(type_name: str, tmp_path: Path) -> No
     validate_settings(path, "b", type_name, base)
     with pytest.raises(InvalidConfig, match=r"backends\.b\.bogus: unknown key.*Known keys: "):
         validate_settings(path, "b", type_name, {**base, "bogus": 1})
-    hints = typing.get_type_hints(settings_class)
-    for field in dataclasses.fields(settings_class):
-        with pytest.raises(InvalidConfig, match=rf"backends\.b\.{field.name}\b"):
-            validate_settings(path, "b", type_name, {**base, field.name: [{"x": 1}]})
-        if hints[field.name] in (int, float, bool):
-            with pytest.raises(InvalidConfig, match=rf"backends\.b\.{field.name}: Input should be a valid"):
-                validate_settings(path, "b", type_name, {**base, field.name: "1"})
+    hints = typing.get_type_hints(validation_dataclass(settings_class))
+    assert list(hints) == list(settings_class._FIELDS)
+    for name in settings_class._FIELDS:
+        with pytest.raises(InvalidConfig, match=rf"backends\.b\.{name}\b"):
+            validate_settings(path, "b", type_name, {**base, name: [{"x": 1}]})
+        if hints[name] in (int, float, bool):
+            with pytest.raises(InvalidConfig, match=rf"backends\.b\.{name}: Input should be a valid"):
+                validate_settings(path, "b", type_name, {**base, name: "1"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Settings:
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
+@pytest.mark.parametrize("type_name", BUILT_IN)
+def test_settings_are_immutable_values_equal_and_hashed_by_value(type_name: str, tmp_path: Path) -> None:
+    """The daemon keeps a warm backend across a reload when its settings are equal: every
+    Settings, mapping fields included, is immutable, equal by value and hashable."""
+    settings_class = adapter_module(type_name).Settings
+    raw: dict[str, Any] = {**MINIMAL.get(type_name, {}), **MAPPINGS.get(type_name, {})}
+    one = validate_settings(tmp_path / "router-config.json", "b", type_name, raw)
+    other = settings_from_json(settings_class, raw)
+    assert one == other and hash(one) == hash(other) and one is not other
+    assert pickle.loads(pickle.dumps(one)) == one
+    name = settings_class._FIELDS[-1]
+    with pytest.raises(AttributeError, match="immutable"):
+        setattr(one, name, getattr(one, name))
+    for value in (getattr(one, n) for n in settings_class._FIELDS):
+        assert not isinstance(value, list | dict)  # read-only all the way down
+    if type_name in MAPPINGS:
+        (field,) = MAPPINGS[type_name]
+        changed = {**raw, field: {**raw[field], "z": raw[field]["a"]}}
+        assert settings_from_json(settings_class, changed) != one
+        with pytest.raises(TypeError):
+            getattr(one, field)["a"] = raw[field]["a"]
+
+
+class _Settings(AdapterSettings):
     answer: str = "registered"
 
 
@@ -156,6 +184,22 @@ def test_a_module_without_the_shape_is_refused_by_name(monkeypatch: pytest.Monke
         TypeError, match=r"memory_router_test_seam_shapeless \(type 'shapeless'\) does not define MODES"
     ):
         adapter_module("shapeless")
+
+
+def test_a_module_whose_settings_are_not_adapter_settings_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = _fake_module("memory_router_test_seam_plain_settings")
+
+    class Plain:  # not an AdapterSettings value: nothing would validate or build it
+        answer: str = "x"
+
+    module.Settings = Plain  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr("memory_router.backends.ADAPTER_MODULES", dict(ADAPTER_MODULES))
+    register_adapter("plain", module.__name__)
+    with pytest.raises(TypeError, match=r"\(type 'plain'\): Settings must subclass AdapterSettings"):
+        adapter_module("plain")
 
 
 def test_the_optional_hooks_are_recognised_by_their_protocols(tmp_path: Path) -> None:

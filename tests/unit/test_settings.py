@@ -1,4 +1,4 @@
-"""Adapter ``Settings`` (backends/common/settings.py): frozen dataclasses that pydantic validates but is
+"""Adapter ``Settings`` (backends/common/settings.py): immutable values that pydantic validates but is
 not needed to build. ``settings_from_json`` (the compiled config cache's way, no pydantic) must
 build exactly what pydantic's own validation of the same JSON builds, and importing an adapter
 must not import pydantic."""
@@ -6,11 +6,11 @@ must not import pydantic."""
 from __future__ import annotations
 
 import ast
-import dataclasses
+import functools
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import orjson
@@ -22,7 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from memory_router.backends import adapter_module
 from memory_router.backends.cognee import adapter as cognee
 from memory_router.backends.command import adapter as command
-from memory_router.backends.common.settings import Secret, settings_from_json, validate
+from memory_router.backends.common.settings import Secret, settings_from_json, validate, validation_dataclass
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.qmd import adapter as qmd
 from memory_router.backends.qmd import indexing as qmd_indexing
@@ -36,19 +36,36 @@ BUILT_IN = ("totalrecall", "qmd", "lossless", "cognee", "command")
 
 
 def pydantic_built(cls: type, raw: dict[str, Any]) -> Any:
-    """What pydantic itself makes of ``raw`` (strict JSON mode, per the class's config)."""
-    return TypeAdapter(cls).validate_json(orjson.dumps(raw))
+    """What pydantic itself makes of ``raw`` (strict JSON mode, per the class's config), validated
+    against the dataclass it validates ``cls``'s JSON with."""
+    return _type_adapter(cls).validate_json(orjson.dumps(raw))
+
+
+@functools.cache
+def _type_adapter(cls: type) -> TypeAdapter[Any]:
+    return TypeAdapter(validation_dataclass(cls))
+
+
+def assert_same_value(where: str, mine: Any, pyd: Any) -> None:
+    """Equal *and* of the same types (a tuple, not a list; a float, not an int), as pydantic
+    builds them; a mapping read-only where pydantic's is a dict, a nested block our own class."""
+    if isinstance(mine, MappingProxyType):
+        assert type(pyd) is dict and dict(mine) == pyd, where
+        for key in pyd:
+            assert_same_value(f"{where}.{key}", mine[key], pyd[key])
+    elif hasattr(mine, "_FIELDS"):
+        assert type(pyd).__name__ == type(mine).__name__, where
+        for name in mine._FIELDS:
+            assert_same_value(f"{where}.{name}", getattr(mine, name), getattr(pyd, name))
+    else:
+        assert mine == pyd and type(mine) is type(pyd), f"{where}: {mine!r} vs {pyd!r}"
+        if isinstance(pyd, tuple):
+            assert [type(x) for x in mine] == [type(x) for x in pyd], where
 
 
 def assert_same(cls: type, raw: dict[str, Any]) -> None:
-    ours: object = settings_from_json(cls, raw)
-    theirs = pydantic_built(cls, raw)
-    assert ours == theirs
-    for field in dataclasses.fields(cls):  # equal *and* of the same types (a tuple, not a list)
-        mine, pyd = getattr(ours, field.name), getattr(theirs, field.name)
-        assert type(mine) is type(pyd), f"{cls.__module__}.{field.name}: {type(mine)} vs {type(pyd)}"
-        if isinstance(pyd, tuple):
-            assert [type(x) for x in mine] == [type(x) for x in pyd], field.name
+    ours: Any = settings_from_json(cls, raw)
+    assert_same_value(cls.__module__, ours, pydantic_built(cls, raw))
     assert validate(cls, raw) == ours
 
 
@@ -146,7 +163,7 @@ FULL: dict[str, dict[str, Any]] = {
 def test_full_settings_build_the_same_with_and_without_pydantic(type_name: str) -> None:
     cls = adapter_module(type_name).Settings
     raw = FULL[type_name]
-    assert set(raw) == {f.name for f in dataclasses.fields(cls)}, "FULL must set every field"
+    assert set(raw) == set(cls._FIELDS), "FULL must set every field"
     assert_same(cls, raw)
     minimal = {"argv": ["prog"]} if type_name == "command" else {}
     assert_same(cls, minimal)  # every default
@@ -155,7 +172,7 @@ def test_full_settings_build_the_same_with_and_without_pydantic(type_name: str) 
 def test_conversions_are_the_types_the_fields_declare() -> None:
     s = settings_from_json(command.Settings, FULL["command"])
     assert s.argv == ("~/bin/search", "--adapter", "{query}", ("--hint", "{mode}"), ("-n", "{limit}"))
-    assert s.modes == ("fast", "deep") and s.env == {"URL": "http://127.0.0.1:1933", "EMPTY": ""}
+    assert s.modes == ("fast", "deep") and s.env == MappingProxyType({"URL": "http://127.0.0.1:1933", "EMPTY": ""})
     q = settings_from_json(qmd.Settings, {"engine_idle_s": 5, "collections": ["a"]})
     assert type(q.engine_idle_s) is float and q.collections == ("a",)
     c = settings_from_json(cognee.Settings, {"api_key": "k", "password": None})
@@ -166,10 +183,11 @@ def test_conversions_are_the_types_the_fields_declare() -> None:
 
 def test_settings_are_frozen_and_hashable() -> None:
     s = settings_from_json(qmd.Settings, FULL["qmd"])
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError, match="immutable"):
         s.engine = "auto"  # type: ignore[misc]
     assert hash(s) == hash(settings_from_json(qmd.Settings, FULL["qmd"]))
-    assert dataclasses.replace(s, qmd="/x").qmd == "/x"
+    assert s.replace(qmd="/x").qmd == "/x"
+    assert s.replace(agent_collections={"a": ("b",)}).agent_collections == MappingProxyType({"a": ("b",)})
 
 
 def test_secrets_are_never_shown() -> None:

@@ -54,7 +54,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from memory_router.backends import BackendContext
@@ -67,7 +66,7 @@ from memory_router.backends.base import (
     Stopwatch,
 )
 from memory_router.backends.common.redact import Redactor, strip_userinfo, userinfo_secrets
-from memory_router.backends.common.settings import Check, Limits, Secret
+from memory_router.backends.common.settings import EMPTY_MAPPING, AdapterSettings, Check, Limits, Secret
 from memory_router.config.envvars import COGNEE
 
 if TYPE_CHECKING:
@@ -105,11 +104,8 @@ def _http_url(value: str | None) -> str | None:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(AdapterSettings):
     """``backends.<name>`` keys for ``"type": "cognee"`` in router-config.json (all optional)."""
-
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     base_url: Annotated[str | None, Check(_http_url)] = None
     """Cognee server, e.g. ``http://127.0.0.1:8000`` (default: ``$COGNEE_BASE_URL``, else that)."""
@@ -121,7 +117,7 @@ class Settings:
     """Login password (default: ``$COGNEE_PASSWORD``). Prefer the environment variable."""
     datasets: tuple[str, ...] = ()
     """Dataset names to search (empty: every dataset the user can read). Unscoped queries only."""
-    agent_datasets: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)  # a dict: not hashed
+    agent_datasets: Mapping[str, tuple[str, ...]] = EMPTY_MAPPING
     """A query scoped to an OpenClaw agent searches only that agent's datasets (by agent id), plus
     ``shared_datasets``; with none of either it answers ``empty`` (never every dataset)."""
     shared_datasets: tuple[str, ...] = ()

@@ -43,7 +43,6 @@ import re
 import shutil
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
@@ -59,7 +58,7 @@ from memory_router.backends.base import (
     Stopwatch,
 )
 from memory_router.backends.common.process import ExecutableNotFound, OutputTooLarge, ProcessResult, run
-from memory_router.backends.common.settings import Check, Limits
+from memory_router.backends.common.settings import EMPTY_MAPPING, AdapterSettings, Check, Limits
 from memory_router.config.envvars import COMMAND
 
 if TYPE_CHECKING:
@@ -97,17 +96,14 @@ def _check_argv(argv: tuple[ArgTemplate, ...]) -> tuple[ArgTemplate, ...]:
     return argv
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(AdapterSettings):
     """``backends.<name>`` keys for ``"type": "command"`` in router-config.json."""
-
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     argv: Annotated[tuple[ArgTemplate, ...], Limits(min_length=1), Check(_check_argv)]
     """The program and its arguments; see the module docstring for placeholders and groups."""
     cwd: str | None = None
     """Working directory (``~`` expanded; relative to the router's working directory)."""
-    env: dict[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = EMPTY_MAPPING
     """Added to (or overriding) the router's environment for the program."""
     stdin: Literal["none", "query", "json"] = "none"
     """What the program reads on stdin: nothing, the query text, or

@@ -68,9 +68,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 from memory_router.backends import BackendContext
 from memory_router.backends.base import (
@@ -83,7 +81,7 @@ from memory_router.backends.base import (
     Probe,
     Stopwatch,
 )
-from memory_router.backends.common.settings import Limits
+from memory_router.backends.common.settings import AdapterSettings, Limits
 from memory_router.backends.common.words import STOPWORDS as STOPWORDS
 from memory_router.backends.common.words import recency as recency
 from memory_router.backends.lossless.location import Connections, locate, variables_in
@@ -100,6 +98,10 @@ from memory_router.backends.lossless.terms import fts_match as fts_match
 from memory_router.backends.lossless.terms import query_terms as query_terms
 from memory_router.config.envvars import LOSSLESS
 
+TYPE_CHECKING = False  # not typing's: a cold query builds these settings without importing typing
+if TYPE_CHECKING:
+    from typing import Annotated
+
 ENV_VARS: frozenset[str] = LOSSLESS  # the environment variables it reads: memory_router.config.envvars
 
 MAX_POOL = 200
@@ -111,11 +113,8 @@ FIX_HINT = (
 MODES = None  # a single mode: chain steps name none
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(AdapterSettings):
     """``backends.<name>`` keys for ``"type": "lossless"`` in router-config.json (all optional)."""
-
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     db_path: str | None = None
     """Path of lcm.db; default: $LCM_DATABASE_PATH, $OPENCLAW_STATE_DIR/lcm.db, ~/.openclaw/lcm.db."""

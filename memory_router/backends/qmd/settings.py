@@ -12,17 +12,17 @@ defaults (``~/.cache/qmd/index.sqlite``, ``~/.config/qmd/index.yml``), i.e. the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from collections.abc import Mapping
 
-from memory_router.backends.common.settings import Limits
+from memory_router.backends.common.settings import EMPTY_MAPPING, AdapterSettings, Limits
+
+TYPE_CHECKING = False  # not typing's: building settings on a cold query needs no typing
+if TYPE_CHECKING:
+    from typing import Annotated, Literal
 
 
-@dataclass(frozen=True, slots=True)
-class RefreshSettings:
+class RefreshSettings(AdapterSettings):
     """``backends.<qmd>.refresh`` in router-config.json: keeping the index fresh in the daemon."""
-
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     enabled: bool = True
     """Watch the collections' folders and run ``qmd update`` after a change (long-lived routers only:
@@ -37,11 +37,8 @@ class RefreshSettings:
     """Each ``qmd update`` / ``qmd embed`` is killed (its process group) after this long."""
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(AdapterSettings):
     """``backends.<name>`` in router-config.json for ``"type": "qmd"`` (all optional)."""
-
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     qmd: str | None = None
     """qmd to run: its ``dist/cli/qmd.js``, the ``@tobilu/qmd`` package folder, or an executable."""
@@ -49,7 +46,7 @@ class Settings:
     """Node >= 22 to run qmd.js with."""
     collections: tuple[str, ...] = ()
     """Collections to search (``-c`` each); empty = all collections of the index. Unscoped queries only."""
-    agent_collections: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)  # a dict: not hashed
+    agent_collections: Mapping[str, tuple[str, ...]] = EMPTY_MAPPING
     """A query scoped to an OpenClaw agent (``--agent``, ``scope``) searches only these collections of
     that agent (by agent id), plus ``shared_collections``; an agent listed nowhere searches only the
     shared ones, and with none of either answers ``empty`` (never every collection)."""

@@ -51,10 +51,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Annotated
 
 from memory_router.backends import BackendContext
 from memory_router.backends.base import (
@@ -69,7 +67,7 @@ from memory_router.backends.base import (
     Stopwatch,
 )
 from memory_router.backends.common.definitions import Definition
-from memory_router.backends.common.settings import Limits
+from memory_router.backends.common.settings import AdapterSettings, Limits
 from memory_router.backends.totalrecall.index import DEFAULT_MAX_FILE_BYTES, MemoryIndex
 from memory_router.backends.totalrecall.parse import Cancelled, Entry, query_terms
 from memory_router.backends.totalrecall.scan import LAYOUT_OF_TIER, no_memory_files, scan_tree, too_big, unreadable
@@ -79,17 +77,18 @@ from memory_router.config.openclaw import OpenClawConfigInvalid, agent_workspace
 from memory_router.config.paths import openclaw_workspace
 from memory_router.core.timefmt import iso_z
 
+TYPE_CHECKING = False  # not typing's: a cold query builds these settings without importing typing
+if TYPE_CHECKING:
+    from typing import Annotated
+
 ENV_VARS: frozenset[str] = TOTALRECALL  # the environment variables it reads: memory_router.config.envvars
 
 WATCHED_RESCAN_S = 5.0  # even when watched, walk the tree at least this often
 MODES = None  # a single mode: chain steps name none
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(AdapterSettings):
     """``backends.<name>`` keys for ``"type": "totalrecall"`` in router-config.json (all optional)."""
-
-    __pydantic_config__ = {"extra": "forbid", "strict": True}
 
     root: str | None = None
     """Memory root: the project or OpenClaw workspace holding CLAUDE.local.md, MEMORY.md, memory/."""
