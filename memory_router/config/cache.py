@@ -5,7 +5,7 @@ Like a ``.pyc``: ``<state dir>/router-config.cache`` records that the config fil
 :func:`~memory_router.config.router_config.validate_config` (pydantic, every adapter's
 ``Settings``, every signal regex compiled and checked) under a key made of those bytes and the
 code that validated them (package version, fingerprints of the validating modules and adapters,
-the ``regex`` and Python versions). When the key matches, ``load_config`` compiles the file's own
+the ``regex`` package's files and the Python version). When the key matches, ``load_config`` compiles the file's own
 bytes without validating them (the same ``compile_config`` as after a validation). Only a file
 whose values validation left as they are is recorded (``load_config`` checks), so the two compile
 to the same config.
@@ -77,10 +77,27 @@ def cache_key(raw: bytes) -> str:
     Not a digest: the key is compared whole, so a changed config can never collide with a stale
     cache, and a cold query does not import ``hashlib`` (2 ms). ``raw`` was parsed as JSON already,
     so it is UTF-8."""
-    import regex
-
-    parts = (f"format={FORMAT}", __version__, sys.implementation.cache_tag, regex.__version__, *_code_stamps())
+    parts = (f"format={FORMAT}", __version__, sys.implementation.cache_tag, *_regex_stamps(), *_code_stamps())
     return "\n".join([*parts, raw.decode()])
+
+
+def _regex_stamps() -> list[str]:
+    """(mtime, size) of the ``regex`` package's files, which validated the signals: another
+    ``regex`` (an upgrade) invalidates the cache. Found without importing it (a fifth of a cold
+    query, which matches its signals with ``re`` where it can: :mod:`memory_router.core.rules`)."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec("regex")
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not folders:
+        return ["regex:-"]
+    stamps = []
+    with os.scandir(folders[0]) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_file() and entry.name.endswith((".py", ".so", ".pyd")):
+                st = entry.stat()
+                stamps.append(f"{entry.path}:{st.st_mtime_ns}:{st.st_size}")
+    return stamps
 
 
 def _code_stamps() -> list[str]:

@@ -27,12 +27,16 @@ import fnmatch
 import re
 from collections.abc import Iterable
 
-import regex
-
 from memory_router.backends.base import Result
 from memory_router.backends.common.words import META_WORDS, STOPWORDS, stem
 from memory_router.core.frozen import Frozen
-from memory_router.core.rules import Rule
+from memory_router.core.rules import Rule, plain_pattern
+
+TYPE_CHECKING = False  # not typing's: a one-shot query needs none of it
+if TYPE_CHECKING:
+    from typing import Any
+
+    from memory_router.core.rules import Interrupt
 
 # Words of the spec's query phrasings that say how to search, never what: no rule's regex holds
 # them literally (rule 6 matches the path, rule 1 "search for"), yet "search in src/*.py for X"
@@ -59,7 +63,9 @@ _NOT_A_WORD_PIECE = re.compile(r"\\[A-Za-z]|\[[^\]]*\]|\(\?[A-Za-z-]*[:)]|\(\?P<
 _LITERAL = re.compile(r"[A-Za-z]{3,}")
 _ANY_RUN = re.compile(r"\.[*+]\??")
 _SCAN_CHARS = 4000
-_PIECES: dict[str, tuple[regex.Pattern[str], ...]] = {}
+_PIECES: dict[tuple[str, bool], tuple[Any, ...]] = {}  # (source, re allowed) -> compiled pieces
+# What re says of a piece that regex refuses too: a piece split out of a larger group.
+_UNBALANCED = ("missing ), unterminated subpattern", "unbalanced parenthesis")
 
 
 class Asked(Frozen):
@@ -80,14 +86,18 @@ class Asked(Frozen):
         return bool(self.terms) or self.anchors > 0
 
 
-def asked(query: str, rule: Rule | None = None) -> Asked:
-    """What ``query`` asks for, the words of ``rule`` (the rule it matched) not counted as content."""
+def asked(query: str, rule: Rule | None = None, *, interrupt: Interrupt | None = None) -> Asked:
+    """What ``query`` asks for, the words of ``rule`` (the rule it matched) not counted as content.
+    With ``interrupt`` (:meth:`~memory_router.core.rules.RuleTable.match`'s), an ASCII query's
+    rule words are found with ``re`` where a piece is plain, each search stopped by ``interrupt``."""
     paths = tuple(dict.fromkeys(m.group().strip("`'\"") for m in _PATH.finditer(query) if _is_path(m.group())))
     identifiers = [m.group() for m in _IDENTIFIER.finditer(query)]
     identifiers += [m.group(1) for m in _NAMED.finditer(query) if m.group(1).lower() not in STOPWORDS]
     in_paths = {w for p in paths for w in _WORD.findall(p)}
     ident = tuple(dict.fromkeys(i for i in identifiers if i not in paths and i not in in_paths))
-    signal = _signal_spans(query, rule) if rule is not None else []
+    if interrupt is not None and not query.isascii():
+        interrupt = None
+    signal = _signal_spans(query, rule, interrupt) if rule is not None else []
     terms = set()
     for m in _WORD.finditer(query):
         word = m.group().lower()
@@ -114,35 +124,62 @@ def _is_identifier_part(word: str, identifiers: Iterable[str]) -> bool:
     return any(word == i for i in identifiers)
 
 
-def _pieces(source: str) -> tuple[regex.Pattern[str], ...]:
-    """The word-bearing pieces of a signal regex, split at ``.*`` (what lies between is content)."""
-    found = _PIECES.get(source)
+def _pieces(source: str, plain: bool) -> tuple[Any, ...]:
+    """The word-bearing pieces of a signal regex, split at ``.*`` (what lies between is content),
+    compiled with ``re`` where ``plain`` allows and the piece is a :func:`plain_pattern`, else with
+    ``regex``."""
+    found = _PIECES.get((source, plain))
     if found is None:
         out = []
         for piece in _ANY_RUN.split(source):
             if "{{" in piece or not _LITERAL.search(_NOT_A_WORD_PIECE.sub(" ", piece)):
                 continue  # no literal word (a path or identifier pattern matches content, not phrasing)
-            try:
-                pattern = regex.compile(piece, regex.IGNORECASE)
-            except regex.error:
-                continue  # an unbalanced piece of a larger group: that signal's words stay content
-            if pattern.search("") is None:
+            pattern = _compile_piece(piece, plain)
+            if pattern is not None and pattern.search("") is None:
                 out.append(pattern)
         if len(_PIECES) > 512:  # a daemon reloading edited configs: keep it small
             _PIECES.clear()
-        found = _PIECES[source] = tuple(out)
+        found = _PIECES[source, plain] = tuple(out)
     return found
 
 
-def _signal_spans(query: str, rule: Rule) -> list[tuple[int, int]]:
+def _compile_piece(piece: str, plain: bool) -> Any:
+    """``piece`` compiled case-insensitively, or ``None`` for an unbalanced piece of a larger
+    group (that signal's words stay content)."""
+    if plain and plain_pattern(piece):
+        try:
+            return re.compile(piece, re.IGNORECASE)
+        except re.error as exc:
+            if exc.msg in _UNBALANCED:
+                return None
+            # valid in regex perhaps (a variable-width look-behind): regex says
+    import regex  # here: a one-shot query whose pieces re reads never imports it
+
+    try:
+        return regex.compile(piece, regex.IGNORECASE)
+    except regex.error:
+        return None
+
+
+def _signal_spans(query: str, rule: Rule, interrupt: Interrupt | None) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for source in (*rule.strong_sources, *rule.weak_sources):
-        for pattern in _pieces(source):
+        for pattern in _pieces(source, interrupt is not None):
             try:
-                spans += [m.span() for m in pattern.finditer(query, timeout=0.01)]
+                if interrupt is not None and isinstance(pattern, re.Pattern):
+                    spans += interrupt(_PIECE_BUDGET_S, _spans, pattern, query)
+                else:
+                    spans += [m.span() for m in pattern.finditer(query, timeout=_PIECE_BUDGET_S)]
             except TimeoutError:
                 continue
     return spans
+
+
+_PIECE_BUDGET_S = 0.01  # each piece's search of the query
+
+
+def _spans(pattern: re.Pattern[str], query: str) -> list[tuple[int, int]]:
+    return [m.span() for m in pattern.finditer(query)]
 
 
 def exact(asked: Asked, hit: Result) -> float:

@@ -100,6 +100,7 @@ class Fallback:
         strategy: str = "sequential",
         cooldown: Cooldown | None = None,
         calibration: Calibration | None = None,
+        asked: Asked | None = None,
     ) -> None:
         self.query = query  # what the backends are asked (the normalised query)
         self.echo = query if echo is None else echo  # the envelope's query_echo: the user's text
@@ -107,9 +108,11 @@ class Fallback:
         self.policy = policy
         self.strategy = strategy
         self.cooldown = cooldown
-        # The maps, when they apply: what the query asks for is read once, on the first answer.
+        # The maps, when they apply: what the query asks for is read once, on the first answer,
+        # unless the caller read it already (``asked``: the one-shot router, which can read it
+        # without regex in its main thread).
         self.calibration = calibration if calibration is not None and calibration.active else None
-        self._asked: Asked | None = None
+        self._asked: Asked | None = asked
         self.deadline = None if policy.deadline_s is None else now + policy.deadline_s
         self._attempts: dict[int, Attempt] = {}  # by step index: the chain's order, whatever the strategy
         self.events: list[LogEvent] = []

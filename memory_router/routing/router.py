@@ -51,6 +51,8 @@ if TYPE_CHECKING:  # types only: the one-shot CLI never imports concurrent.futur
     from collections.abc import Awaitable, Callable, Generator
     from concurrent.futures import Executor
 
+    from memory_router.core.asked import Asked
+    from memory_router.core.rules import Interrupt
     from memory_router.core.scope import Scope
     from memory_router.core.window import Window
 
@@ -161,8 +163,30 @@ class Router:
         return await loop.run_in_executor(self.match_executor, lambda: rules.match(clean, left, concurrent=True))
 
     def match_blocking(self, clean: str, deadline_ms: int | None = None) -> RuleMatch:
-        """:meth:`match` in the calling thread."""
-        return self.config.rules.match(clean, self._match_budget(deadline_ms))
+        """:meth:`match` in the calling thread. A one-shot router (not ``long_lived``) in the main
+        thread matches an ASCII query with ``re`` where a signal reads the same in it, each search
+        stopped by a CPU-time alarm (:mod:`.cpu_alarm`): it need not import ``regex``."""
+        return self.config.rules.match(clean, self._match_budget(deadline_ms), interrupt=self._interrupter())
+
+    def _interrupter(self) -> Interrupt | None:
+        """:func:`.cpu_alarm.interrupter` for a one-shot router; ``None`` for a long-lived one (the
+        daemon, ``serve``, MCP match with ``regex``, off their event loop too)."""
+        if self.context.long_lived:
+            return None
+        from memory_router.routing.cpu_alarm import interrupter
+
+        return interrupter()
+
+    def _asked_now(self, clean: str, plan: Plan) -> Asked | None:
+        """What the query asks for, read now by a one-shot router in its main thread (the rule's
+        words found with ``re`` under the CPU-time alarm, as its rule was matched), for the
+        machine's calibration; ``None`` elsewhere: the machine reads it on its first answer."""
+        interrupt = self._interrupter() if self.calibration is not None and self.calibration.active else None
+        if interrupt is None:
+            return None
+        from memory_router.core.asked import asked
+
+        return asked(clean, plan.match.rule, interrupt=interrupt)
 
     def _match_budget(self, deadline_ms: int | None) -> float | None:
         deadline_ms = deadline_ms or self.config.deadline_ms
@@ -225,6 +249,7 @@ class Router:
             strategy=self.config.strategy_for(plan.match.rule.id),
             cooldown=self.cooldown,
             calibration=self.calibration,
+            asked=self._asked_now(clean, plan),
         )
         yield (drive, drive_blocking, (machine, self.backend, scope, window))
         for event in machine.events:

@@ -247,11 +247,14 @@ WARM_OURS = frozenset(
 # selectors, concurrent.futures and logging with it) is a fifth of a cold process; orjson (with
 # uuid, platform and json) 12M instructions of it: the envelope and the config files are written and
 # read by json's C half where the two agree (memory_router/output/jsonout.py).
+# regex (a fifth of a cold query): an ASCII query's signals are matched with re where the two read
+# them alike (every packaged one; memory_router/core/rules.py); dataclasses (with inspect, ast,
+# dis, tokenize): the adapters' Settings are Frozen values (memory_router/backends/common/settings.py).
 COLD_NEVER = frozenset(
     "asyncio ssl subprocess socket selectors concurrent logging signal shutil click pydantic tempfile "
-    "zipfile bz2 lzma orjson json uuid platform".split()
+    "zipfile bz2 lzma orjson json uuid platform regex dataclasses inspect ast dis tokenize".split()
 )
-COLD_MAX_OURS = 62  # modules of memory_router a cold query imports (61 when this was written)
+COLD_MAX_OURS = 63  # modules of memory_router a cold query imports (63 when its signals were first matched with re)
 
 
 def _query_imports(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set]:
