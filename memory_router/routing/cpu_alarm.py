@@ -10,7 +10,7 @@ one: :func:`interrupter` is ``None`` anywhere else (the daemon matches with ``re
 worker threads too), and where ``setitimer`` does not exist.
 
 The handler raises only while a search is armed: a timer that fires as its search returns is
-then a timeout of that search, never an exception somewhere later. It stays installed once set
+ignored (the search did finish), never an exception somewhere later. It stays installed once set
 (the one-shot process ends after its one query); nothing else here uses ``SIGPROF``.
 
 Cold start: ``_signal`` (the built-in module under ``signal``, without its enums), as
@@ -48,8 +48,8 @@ def _within(seconds: float, search: Callable[..., _T], *args: Any) -> _T:
     try:
         return search(*args)
     finally:
+        _armed = False  # first: a signal handled from here on finds the search over, and is ignored
         _signal.setitimer(_signal.ITIMER_PROF, 0)
-        _armed = False
 
 
 _installed = False
