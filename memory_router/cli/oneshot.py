@@ -15,16 +15,25 @@ from typing import TYPE_CHECKING, NoReturn
 
 from memory_router.client.invocation import read_query as read_query
 from memory_router.config import paths
-from memory_router.config.paths import Options as Options
 from memory_router.config.paths import Resolved
 from memory_router.contract import EXIT_OK, exit_code, say
 from memory_router.core.errors import InvalidQuery, RouterError, UnsafeStateDir
+from memory_router.core.frozen import Frozen
 from memory_router.output.outwrite import emit, leave
 
 if TYPE_CHECKING:  # imported when the backends are first read
     from memory_router.client.invocation import QueryArgs
     from memory_router.config.installed import Installed
     from memory_router.config.paths import FileOptions
+
+
+class Options(Frozen):
+    """The files a command reads: ``contract.COMMON_OPTIONS``' values (``None``: the default),
+    which :func:`memory_router.config.paths.resolve` resolves."""
+
+    state_dir: str | None = None
+    backends_json: str | None = None
+    config: str | None = None
 
 
 def write_json(data: bytes) -> None:

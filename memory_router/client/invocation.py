@@ -17,7 +17,6 @@ import os
 import sys
 
 from memory_router.contract import INVALID_UTF8, QUERY_OPTIONS
-from memory_router.core.frozen import Frozen
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
@@ -26,26 +25,93 @@ if TYPE_CHECKING:
 _BY_FLAG = {o.flag: o for o in QUERY_OPTIONS}
 
 
-class QueryArgs(Frozen):
+class QueryArgs:
     """``query``'s arguments: QUERY (``-``: standard input) and one field per option of
     :data:`memory_router.contract.QUERY_OPTIONS` (named by its ``dest``, in the table's order; ``None``
-    or ``False``: not given). A test holds the fields to the table."""
+    or ``False``: not given). A test holds the fields to the table.
+
+    Immutable, slotted, equal only to a ``QueryArgs`` with equal fields, hashed and shown by them, as
+    a ``Frozen`` value is, but written out rather than a :class:`~memory_router.core.frozen.Frozen`
+    subclass: the thin client builds one on every query, and importing ``core.frozen`` (with the
+    ``core`` package) cost it 1.9M instructions, ~4% of its process (docs/benchmarks.md, *the warm
+    half, third round*); ``contract.ErrorCode`` is written out for the same reason."""
+
+    _FIELDS = (
+        "query",
+        "pretty",
+        "timeout_ms",
+        "limit",
+        "min_relevance",
+        "max_chars",
+        "mode",
+        "spawn",
+        "agent",
+        "session_key",
+        "since",
+        "until",
+        "state_dir",
+        "backends_json",
+        "config",
+    )
+    __slots__ = _FIELDS
 
     query: str
-    pretty: bool = False
-    timeout_ms: int | None = None
-    limit: int | None = None
-    min_relevance: float | None = None
-    max_chars: int | None = None
-    mode: str | None = None
-    spawn: bool = False
-    agent: str | None = None
-    session_key: str | None = None
-    since: str | None = None
-    until: str | None = None
-    state_dir: str | None = None
-    backends_json: str | None = None
-    config: str | None = None
+    pretty: bool
+    timeout_ms: int | None
+    limit: int | None
+    min_relevance: float | None
+    max_chars: int | None
+    mode: str | None
+    spawn: bool
+    agent: str | None
+    session_key: str | None
+    since: str | None
+    until: str | None
+    state_dir: str | None
+    backends_json: str | None
+    config: str | None
+
+    def __init__(
+        self,
+        query: str,
+        pretty: bool = False,
+        timeout_ms: int | None = None,
+        limit: int | None = None,
+        min_relevance: float | None = None,
+        max_chars: int | None = None,
+        mode: str | None = None,
+        spawn: bool = False,
+        agent: str | None = None,
+        session_key: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        state_dir: str | None = None,
+        backends_json: str | None = None,
+        config: str | None = None,
+    ) -> None:
+        values = locals()
+        for name in self._FIELDS:
+            object.__setattr__(self, name, values[name])
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"QueryArgs is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"QueryArgs is immutable: cannot delete {name}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not QueryArgs:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"QueryArgs({', '.join(f'{name}={getattr(self, name)!r}' for name in self._FIELDS)})"
 
 
 def parse_query_args(args: list[str]) -> QueryArgs | None:

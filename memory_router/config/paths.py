@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 
 from memory_router.config import statedir
-from memory_router.core.frozen import Frozen
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
@@ -134,23 +133,49 @@ def packaged_config_str() -> str:
 # ---------------------------------------------------------------------- one command's files
 
 
-class Options(Frozen):
-    """The files a command reads: ``contract.COMMON_OPTIONS``' values (``None``: the default)."""
-
-    state_dir: str | None = None
-    backends_json: str | None = None
-    config: str | None = None
-
-
-class Resolved(Frozen):
+class Resolved:
     """One command's files, resolved once (:func:`resolve`), as strings. ``config`` is the packaged
     router-config.json when none is chosen; ``state_dir_problem`` is why the state dir cannot be
-    trusted (:func:`memory_router.config.statedir.problem`), ``None`` when it can."""
+    trusted (:func:`memory_router.config.statedir.problem`), ``None`` when it can.
+
+    Immutable, slotted, equal only to a ``Resolved`` with equal fields, as a ``Frozen`` value is,
+    but written out: the thin client builds one on every query and imports no ``core.frozen``
+    (:class:`memory_router.client.invocation.QueryArgs` says why)."""
+
+    _FIELDS = ("state_dir", "backends_json", "config", "state_dir_problem")
+    __slots__ = _FIELDS
 
     state_dir: str
     backends_json: str
     config: str
     state_dir_problem: str | None
+
+    def __init__(self, *, state_dir: str, backends_json: str, config: str, state_dir_problem: str | None) -> None:
+        set_ = object.__setattr__
+        set_(self, "state_dir", state_dir)
+        set_(self, "backends_json", backends_json)
+        set_(self, "config", config)
+        set_(self, "state_dir_problem", state_dir_problem)
+
+    def _values(self) -> tuple[str, str, str, str | None]:
+        return (self.state_dir, self.backends_json, self.config, self.state_dir_problem)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Resolved is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Resolved is immutable: cannot delete {name}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Resolved:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Resolved(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._FIELDS, self._values(), strict=True)) + ")"
 
 
 def resolve(opts: FileOptions, environ: Mapping[str, str] = os.environ) -> Resolved:

@@ -22,6 +22,10 @@ down where it can be.
   per hit: ``Result``, ``BackendResponse``) writes ``__init__`` and sets its slots with
   :meth:`Frozen._init` or ``object.__setattr__``. Slots outside the value (a cache) are listed
   in the class's own ``__slots__``; they are not fields (not compared, hashed, shown or copied).
+* Written out instead: the three values the thin client builds or reads on every warm query
+  (``client.invocation.QueryArgs``, ``config.paths.Resolved``, ``contract.ErrorCode``) are plain
+  slotted classes with the same behaviour, so that a warm query imports neither this module nor
+  the ``core`` package (1.9M instructions, ~4% of its process; docs/benchmarks.md).
 * Not values: mutable state (a cache, a connection, a session) is a plain class with
   ``__slots__``; input from users (router-config.json, adapter ``Settings``) is validated by
   pydantic, because its errors name the field and the fix: the config's models, and an adapter's

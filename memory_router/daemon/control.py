@@ -18,6 +18,7 @@ import click
 import orjson
 
 from memory_router.cli.main import common_options
+from memory_router.cli.oneshot import Options
 from memory_router.client import thin as client
 from memory_router.config import paths, statedir
 from memory_router.contract import say
@@ -213,7 +214,7 @@ def start(idle_exit: float | None, **kw: Any) -> None:
     except client.DaemonError:
         pass
     try:
-        pid = client.spawn_daemon(paths.Options(**kw), idle_exit=idle_exit)
+        pid = client.spawn_daemon(Options(**kw), idle_exit=idle_exit)
     except client.DaemonError as exc:
         say(f"not starting a daemon: {exc}")
         sys.exit(2)

@@ -215,8 +215,7 @@ _NO_SITE_MAIN = (
 # The warm path: a daemon answers. The standard library's C halves only (no re, json, typing,
 # collections, enum, pathlib, types), and these modules of ours.
 WARM_STDLIB = frozenset(
-    "__future__ _collections_abc _json _sha2 _sha256 _socket _stat errno gc genericpath itertools os posixpath "
-    "stat".split()
+    "__future__ _collections_abc _json _sha2 _sha256 _socket _stat errno gc genericpath os posixpath stat".split()
 )
 WARM_OURS = frozenset(
     f"memory_router{name}"
@@ -235,8 +234,6 @@ WARM_OURS = frozenset(
         ".config.paths",
         ".config.statedir",
         ".contract",
-        ".core",
-        ".core.frozen",
         ".output",
         ".output.jsonout",
         ".output.outwrite",

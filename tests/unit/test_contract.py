@@ -116,9 +116,28 @@ def test_every_option_in_the_table_is_accepted_by_click_and_the_fast_parser_alik
 
 
 def test_query_args_has_one_field_per_option_of_the_table_with_clicks_default() -> None:
+    import inspect
+
     assert QueryArgs._FIELDS == ("query", *(o.dest for o in QUERY_OPTIONS))
+    params = inspect.signature(QueryArgs).parameters
+    assert tuple(params) == QueryArgs._FIELDS  # the constructor takes the fields, in order
     for option in QUERY_OPTIONS:
-        assert QueryArgs._DEFAULTS[option.dest] == (False if option.kind == "flag" else None), option.flag
+        assert params[option.dest].default == (False if option.kind == "flag" else None), option.flag
+
+
+def test_query_args_and_resolved_are_immutable_values() -> None:
+    args = QueryArgs("q", limit=3)
+    assert args == QueryArgs("q", limit=3) and hash(args) == hash(QueryArgs("q", limit=3))
+    assert args != QueryArgs("q", limit=4) and args != ("q",)
+    assert "limit=3" in repr(args)
+    files = Resolved(state_dir="s", backends_json="b", config="c", state_dir_problem=None)
+    assert files == Resolved(state_dir="s", backends_json="b", config="c", state_dir_problem=None)
+    assert files != Resolved(state_dir="s", backends_json="b", config="c", state_dir_problem="no")
+    assert "state_dir='s'" in repr(files)
+    for value, field in ((args, "limit"), (files, "config")):
+        with pytest.raises(AttributeError, match="immutable"):
+            setattr(value, field, None)
+        assert not hasattr(value, "__dict__")
 
 
 def _invalid_values(option: Option) -> list[str]:
