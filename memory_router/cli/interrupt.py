@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 import sys
 
-from memory_router.contract import say
-
 _HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")  # exit 128 + number: 130, 143, 129 on Linux
 _by_number: dict[int, str] = {}  # filled by install()
 
@@ -53,6 +51,8 @@ def _leave(signum: int) -> None:
         groups.kill_all()
     name = _by_number.get(signum, f"signal {signum}")
     try:
+        from memory_router.contract import say  # only now: a warm query never loads the contract's tables
+
         say(f"{name}: query cancelled, its backend processes stopped")
     except (OSError, ValueError):
         pass

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from memory_router.contract import INVALID_UTF8, QUERY_OPTIONS
+from memory_router.query_options import QUERY_OPTIONS
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ _BY_FLAG = {o.flag: o for o in QUERY_OPTIONS}
 
 class QueryArgs:
     """``query``'s arguments: QUERY (``-``: standard input) and one field per option of
-    :data:`memory_router.contract.QUERY_OPTIONS` (named by its ``dest``, in the table's order; ``None``
+    :data:`memory_router.query_options.QUERY_OPTIONS` (named by its ``dest``, in the table's order; ``None``
     or ``False``: not given). A test holds the fields to the table.
 
     Immutable, slotted, equal only to a ``QueryArgs`` with equal fields, hashed and shown by them, as
@@ -159,7 +159,8 @@ def read_query(query: str) -> str:
             try:
                 query.encode("utf-8")
             except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
-                from memory_router.core.errors import InvalidQuery  # only now: a warm query never loads it
+                from memory_router.contract import INVALID_UTF8  # only now: a warm query never loads these
+                from memory_router.core.errors import InvalidQuery
 
                 start = len(os.fsencode(query[: _first_surrogate(query)]))
                 raise InvalidQuery(
@@ -170,6 +171,7 @@ def read_query(query: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from memory_router.contract import INVALID_UTF8
         from memory_router.core.errors import InvalidQuery
 
         raise InvalidQuery(

@@ -53,17 +53,7 @@ from memory_router.client.wire import context_for as context_for
 from memory_router.client.wire import env_digest as env_digest
 from memory_router.client.wire import socket_path as socket_path
 from memory_router.config import statedir
-from memory_router.contract import (
-    COMMON_OPTIONS,
-    CONTEXT_MISMATCH,
-    DAEMON_MODES,
-    DAEMON_UNAVAILABLE,
-    INVALID_REQUEST,
-    RETRY_IN_PROCESS,
-    error_fields,
-    exit_code,
-    say,
-)
+from memory_router.query_options import COMMON_OPTIONS, DAEMON_MODES
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
@@ -73,6 +63,18 @@ if TYPE_CHECKING:
     from memory_router.config.paths import FileOptions, Resolved
 
 # ---------------------------------------------------------------------- query
+
+# memory_router.contract (its error codes, exit codes, the error envelope, say) is imported only
+# where an answer carries an error code or there is something to say: a warm answer needs none of
+# it, and its tables cost the client 2M instructions (docs/benchmarks.md, *the warm half, third
+# round*).
+
+
+def say(message: str) -> None:
+    """One diagnostic line on stderr (:func:`memory_router.contract.say`)."""
+    from memory_router.contract import say
+
+    say(message)
 
 
 def _emit(envelope_line: bytes, pretty: bool) -> None:
@@ -91,6 +93,8 @@ def _error_envelope(query: str, code: str, message: str) -> bytes:
         from memory_router.output.jsonout import printable
 
         query, message = printable(query), printable(message)
+    from memory_router.contract import error_fields
+
     return dumps(error_fields(query, code, message))
 
 
@@ -128,11 +132,15 @@ def route_via_daemon(args: QueryArgs, files: Resolved, text: str) -> int | None:
             say(f"warning: {no.warning}")
         if mode != "require":
             return None
+        from memory_router.contract import DAEMON_UNAVAILABLE, exit_code
+
         say(f"{no.reason} (MEMORY_ROUTER_DAEMON=require)")
         _emit(_error_envelope(text, DAEMON_UNAVAILABLE, no.reason), args.pretty)
         return exit_code(DAEMON_UNAVAILABLE)
     _emit(envelope_line, args.pretty)
     if envelope.get("status") == "error":
+        from memory_router.contract import exit_code
+
         say(envelope.get("error_message") or "all backends failed")
         return exit_code(envelope.get("error_code"))
     return 0
@@ -189,15 +197,15 @@ def ask_at_once(conn: Connection, args: QueryArgs, files: Resolved, text: str) -
         raise Unavailable(str(exc), f"{exc}; routing in-process", unless_required=True) from None
     hello = _hello_reply(conn)
     envelope_line, envelope = _decode(_receive(conn, args))
-    if envelope.get("error_code") in _NOT_ROUTED:
-        same_context(conn, hello, files)
-        return ask(conn, args, text)
+    if envelope.get("error_code") is not None:
+        from memory_router.contract import CONTEXT_MISMATCH, INVALID_REQUEST
+
+        # A guarded query's answers that say it was not routed: the daemon serves another
+        # context (or could not tell), or it is older than the ``context`` key.
+        if envelope["error_code"] in (CONTEXT_MISMATCH, INVALID_REQUEST):
+            same_context(conn, hello, files)
+            return ask(conn, args, text)
     return _answered(envelope_line, envelope)
-
-
-# A guarded query's answers that say it was not routed: the daemon serves another context (or
-# could not tell), or it is older than the ``context`` key.
-_NOT_ROUTED = (CONTEXT_MISMATCH, INVALID_REQUEST)
 
 
 def handshake(conn: Connection, files: Resolved) -> dict[str, Any]:
@@ -296,6 +304,10 @@ def _answered(envelope_line: bytes, envelope: dict[str, Any]) -> tuple[bytes, di
     """``envelope_line`` and ``envelope``, or :class:`Unavailable` when it is not an answer to
     the query."""
     code = envelope.get("error_code")
+    if code is None:  # an answer (whatever its status, an error has a code)
+        return envelope_line, envelope
+    from memory_router.contract import RETRY_IN_PROCESS
+
     if code in RETRY_IN_PROCESS:  # not an answer to the query (contract.ERROR_CODES' retry column)
         raise Unavailable(
             f"the daemon answered {code}",

@@ -7,16 +7,14 @@ waits for room (``poll``) and goes on, and gives up only when the reader takes n
 ``stall_s`` seconds (:data:`WRITE_TIMEOUT_S` by default) or is gone (``EPIPE``): then it raises,
 and the caller exits non-zero with a message instead of leaving truncated JSON behind an exit 0.
 
-Standard library only (``os``, ``time``; ``select`` once a reader is slow): the thin client and the one-shot CLI use it.
+Standard library only (``os``, ``time``; ``select`` and ``errno`` once a reader is slow or gone):
+the thin client and the one-shot CLI use it.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import time
-
-from memory_router.contract import say
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
@@ -58,6 +56,8 @@ def write_all(
             stalled_at = now
         left = stall_s - (now - stalled_at)
         if left <= 0:
+            import errno  # only now, as select below: not on every answer's path
+
             raise WriteStalled(
                 errno.ETIMEDOUT,
                 f"its reader took no data for {stall_s:g} s ({total - len(view)} of {total} bytes written)",
@@ -73,6 +73,8 @@ def describe(exc: OSError) -> str:
     """``exc`` in words, for the stderr line that explains a non-zero exit."""
     if isinstance(exc, WriteStalled):
         return str(exc.strerror)
+    import errno
+
     if exc.errno == errno.EPIPE:
         return "its reader is gone (broken pipe)"
     return exc.strerror or str(exc)
@@ -94,6 +96,8 @@ def emit(data: bytes) -> None:
         sys.stdout.flush()  # whatever was printed before goes first
         write_all(fd, data, stall_s=WRITE_TIMEOUT_S)
     except OSError as exc:
+        from memory_router.contract import say  # only now: a warm query never loads the contract's tables
+
         try:
             say(f"cannot write the answer to standard output: {describe(exc)}")
         except (OSError, ValueError):

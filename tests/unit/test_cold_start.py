@@ -215,7 +215,7 @@ _NO_SITE_MAIN = (
 # The warm path: a daemon answers. The standard library's C halves only (no re, json, typing,
 # collections, enum, pathlib, types), and these modules of ours.
 WARM_STDLIB = frozenset(
-    "__future__ _collections_abc _json _sha2 _sha256 _socket _stat errno gc genericpath os posixpath stat".split()
+    "__future__ _collections_abc _json _sha2 _sha256 _socket _stat gc genericpath os posixpath stat".split()
 )
 WARM_OURS = frozenset(
     f"memory_router{name}"
@@ -233,10 +233,10 @@ WARM_OURS = frozenset(
         ".config.envvars",
         ".config.paths",
         ".config.statedir",
-        ".contract",
         ".output",
         ".output.jsonout",
         ".output.outwrite",
+        ".query_options",
     )
 )
 # The cold path (in-process; Total Recall, Lossless and a qmd that cannot run here, as the demo's
@@ -251,7 +251,8 @@ COLD_NEVER = frozenset(
     "asyncio ssl subprocess socket selectors concurrent logging signal shutil click pydantic tempfile "
     "zipfile bz2 lzma orjson json uuid platform regex dataclasses inspect ast dis tokenize".split()
 )
-COLD_MAX_OURS = 63  # modules of memory_router a cold query imports (63 when its signals were first matched with re)
+COLD_MAX_OURS = 64  # modules of memory_router a cold query imports (63 when its signals were first matched with re;
+# 64 since query's options have a module of their own, which the warm path reads without the contract)
 
 
 def _query_imports(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set]:
