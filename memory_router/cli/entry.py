@@ -18,8 +18,6 @@ of a cold query (docs/benchmarks.md, *Cold start*); reference counting still fre
 the process ends after one answer. Long-lived commands (``serve``, ``mcp``, the daemon) keep it.
 """
 
-from __future__ import annotations
-
 import gc
 import sys
 

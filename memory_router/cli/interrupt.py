@@ -13,8 +13,6 @@ Cold start: ``_signal`` (the built-in module under ``signal``, without its enum 
 nothing else (not even ``typing``) is imported until a signal arrives.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -11,8 +11,6 @@ Imported on every query: standard library only until a path is chosen (the daemo
 more; the in-process one imports the router).
 """
 
-from __future__ import annotations
-
 import os
 
 from memory_router.client.invocation import read_query
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
     from memory_router.core.errors import InvalidQuery
 
 
-def answer(args: QueryArgs, *, ask_daemon: bool = True) -> NoReturn:
+def answer(args: "QueryArgs", *, ask_daemon: bool = True) -> "NoReturn":
     """Answer one ``query`` and exit: its files resolved and its text read once each, a daemon
     asked (unless ``ask_daemon`` is false: the console script handed click arguments its own
     parser declined, having decided for in-process), else routed in this process with the same
@@ -37,9 +35,9 @@ def answer(args: QueryArgs, *, ask_daemon: bool = True) -> NoReturn:
     try:
         text = read_query(args.query)
     except Exception as exc:  # InvalidQuery, imported only then: a warm query never loads core.errors
-        from memory_router.core.errors import InvalidQuery
+        from memory_router.core import errors
 
-        if not isinstance(exc, InvalidQuery):
+        if not isinstance(exc, errors.InvalidQuery):
             raise
         text = exc
     # MEMORY_ROUTER_DAEMON=off (or --daemon off): not even the thin client is imported.

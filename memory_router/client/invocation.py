@@ -11,8 +11,6 @@ script and the thin client to one meaning).
 The thin client imports this module on every query: standard library only, no ``typing``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -93,7 +91,7 @@ class QueryArgs:
         for name in self._FIELDS:
             object.__setattr__(self, name, values[name])
 
-    def _values(self) -> tuple[Any, ...]:
+    def _values(self) -> "tuple[Any, ...]":
         return tuple(getattr(self, name) for name in self._FIELDS)
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -2,7 +2,10 @@
 
 This module is on the hot path of every query an agent makes, so it imports only the standard
 library (and orjson, for ``--pretty`` only): no click, no pydantic, no ``json`` (nor the ``re`` it
-imports), no ``typing``, no router. It takes the invocation as the console script resolved it once
+imports), no ``typing``, no router, and no ``__future__`` (0.7M instructions): no module on this
+path says ``from __future__ import annotations``, so their annotations that name what only type
+checkers import are quoted (``tests/unit/test_cold_start.py`` pins the path's modules).
+It takes the invocation as the console script resolved it once
 (:mod:`memory_router.client.invocation`: the arguments, the files, the text) and
 :func:`route_via_daemon` answers it in two steps: :func:`connect_or_spawn`, then
 :func:`ask_at_once` (the handshake and the query in one write; where the daemon cannot tell that
@@ -33,8 +36,6 @@ in any other way before answering, routes in-process with a one-line warning.
 answers, ``off`` never tries, ``require`` fails (exit 2, ``DAEMON_UNAVAILABLE``) rather than
 route in-process.
 """
-
-from __future__ import annotations
 
 import os
 import sys
@@ -116,7 +117,7 @@ class Unavailable(Exception):
         self.reason, self.warning, self.unless_required = reason, warning, unless_required
 
 
-def route_via_daemon(args: QueryArgs, files: Resolved, text: str) -> int | None:
+def route_via_daemon(args: "QueryArgs", files: "Resolved", text: str) -> int | None:
     """Answer the query (``text``, read once from ``args.query``) through a daemon serving
     ``files``' context, print its envelope and return the exit code; ``None``: route in-process.
     In ``require`` mode it never returns ``None``. ``args.agent``/``args.session_key`` go as the
@@ -146,7 +147,7 @@ def route_via_daemon(args: QueryArgs, files: Resolved, text: str) -> int | None:
     return 0
 
 
-def connect_or_spawn(args: QueryArgs, files: Resolved, mode: str) -> Connection:
+def connect_or_spawn(args: "QueryArgs", files: "Resolved", mode: str) -> Connection:
     """A connection to the daemon of ``files``' state dir. With none there and ``--spawn`` (or
     ``$MEMORY_ROUTER_SPAWN``), one is started for the next queries: under ``require`` this query
     waits for it; else this query routes in-process (raises :class:`Unavailable`)."""
@@ -173,7 +174,7 @@ def connect_or_spawn(args: QueryArgs, files: Resolved, mode: str) -> Connection:
         raise Unavailable(str(exc)) from None
 
 
-def ask_at_once(conn: Connection, args: QueryArgs, files: Resolved, text: str) -> tuple[bytes, dict[str, Any]]:
+def ask_at_once(conn: Connection, args: "QueryArgs", files: "Resolved", text: str) -> "tuple[bytes, dict[str, Any]]":
     """``hello`` and the query in one write, the query carrying this process's context (hashed
     with a salt of its own), so the daemon routes it only if it serves that context: one round
     trip where :func:`handshake` then :func:`ask` take two. Returns what :func:`ask` returns.
@@ -208,7 +209,7 @@ def ask_at_once(conn: Connection, args: QueryArgs, files: Resolved, text: str) -
     return _answered(envelope_line, envelope)
 
 
-def handshake(conn: Connection, files: Resolved) -> dict[str, Any]:
+def handshake(conn: Connection, files: "Resolved") -> "dict[str, Any]":
     """``hello``, and the daemon's context compared with this process's (:func:`context_for`):
     its reply, or :class:`Unavailable` (another protocol, a refusal, another context)."""
     try:
@@ -220,7 +221,7 @@ def handshake(conn: Connection, files: Resolved) -> dict[str, Any]:
     return hello
 
 
-def _hello_reply(conn: Connection) -> dict[str, Any]:
+def _hello_reply(conn: Connection) -> "dict[str, Any]":
     try:
         return conn.hello_reply()
     except ProtocolMismatch as exc:
@@ -229,7 +230,7 @@ def _hello_reply(conn: Connection) -> dict[str, Any]:
         raise Unavailable(str(exc), f"{exc}; routing in-process", unless_required=True) from None
 
 
-def same_context(conn: Connection, hello: dict[str, Any], files: Resolved) -> None:
+def same_context(conn: Connection, hello: "dict[str, Any]", files: "Resolved") -> None:
     """:class:`Unavailable` unless the daemon's context (its ``hello``) is this process's."""
     theirs = hello.get("context")
     mine = context_for(
@@ -248,7 +249,7 @@ def same_context(conn: Connection, hello: dict[str, Any], files: Resolved) -> No
         )
 
 
-def ask(conn: Connection, args: QueryArgs, text: str) -> tuple[bytes, dict[str, Any]]:
+def ask(conn: Connection, args: "QueryArgs", text: str) -> "tuple[bytes, dict[str, Any]]":
     """Send the query, read the daemon's answer: the envelope line exactly as the in-process CLI
     prints it, and the envelope; :class:`Unavailable` when it is not an answer to the query."""
     try:
@@ -258,7 +259,7 @@ def ask(conn: Connection, args: QueryArgs, text: str) -> tuple[bytes, dict[str, 
     return _answered(*_decode(_receive(conn, args)))
 
 
-def query_request(args: QueryArgs, text: str) -> dict[str, Any]:
+def query_request(args: "QueryArgs", text: str) -> "dict[str, Any]":
     """The request line's object for the query ``text`` and ``args``' options."""
     request: dict[str, Any] = {"query": text}
     for field in ("timeout_ms", "limit", "min_relevance", "max_chars"):
@@ -273,7 +274,7 @@ def query_request(args: QueryArgs, text: str) -> dict[str, Any]:
     return request
 
 
-def _receive(conn: Connection, args: QueryArgs) -> bytes:
+def _receive(conn: Connection, args: "QueryArgs") -> bytes:
     """The daemon's answer line to the query."""
     # A backend may take timeout_ms per step; leave the daemon's own deadline room to answer.
     wait = max(60.0, 8 * (args.timeout_ms or 5000) / 1000)
@@ -283,7 +284,7 @@ def _receive(conn: Connection, args: QueryArgs) -> bytes:
         raise Unavailable(str(exc), f"{exc}; routing in-process") from None
 
 
-def _decode(raw: bytes) -> tuple[bytes, dict[str, Any]]:
+def _decode(raw: bytes) -> "tuple[bytes, dict[str, Any]]":
     """The answer line as the in-process CLI prints it, and the envelope; :class:`Unavailable`
     when it is not an envelope."""
     # The daemon echoes our (absent) id first: {"id":null,<the envelope's fields>}. Dropping
@@ -300,7 +301,7 @@ def _decode(raw: bytes) -> tuple[bytes, dict[str, Any]]:
     return envelope_line, envelope
 
 
-def _answered(envelope_line: bytes, envelope: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+def _answered(envelope_line: bytes, envelope: "dict[str, Any]") -> "tuple[bytes, dict[str, Any]]":
     """``envelope_line`` and ``envelope``, or :class:`Unavailable` when it is not an answer to
     the query."""
     code = envelope.get("error_code")
@@ -319,7 +320,7 @@ def _answered(envelope_line: bytes, envelope: dict[str, Any]) -> tuple[bytes, di
 # ---------------------------------------------------------------------- spawning
 
 
-def spawn_daemon(opts: FileOptions, files: Resolved | None = None, *, idle_exit: float | None = None) -> int | None:
+def spawn_daemon(opts: "FileOptions", files: "Resolved | None" = None, *, idle_exit: float | None = None) -> int | None:
     """Start ``memory-router serve --socket`` detached (own session, no terminal), with this
     process's working directory, environment and ``opts`` (``--state-dir``, ``--backends-json``,
     ``--config`` as given; ``files``: what they resolve to, when the caller has it already), so

@@ -4,8 +4,6 @@ its handshake), and the JSON-lines splitter both transports (stdin and the Unix 
 requests with. Standard library only: the thin client imports it on every query.
 """
 
-from __future__ import annotations
-
 # The C module behind `socket`: importing `socket` itself builds its enums, a quarter of the
 # thin client's own import time. Only AF_UNIX stream sockets are used here.
 import _socket
@@ -124,7 +122,7 @@ def context(
     config: str,
     names: frozenset[str] | set[str] = envvars.ALL,
     salt: str = "",
-) -> dict[str, Any]:
+) -> "dict[str, Any]":
     """What must be equal for a daemon's answer to be the answer this process would compute.
 
     Environment values are never carried (a context is printed by ``daemon status --json`` and
@@ -153,7 +151,7 @@ def env_digest(salt: str, name: str, value: str | None) -> str | None:
     return _sha256_hex(data)[:32]
 
 
-_SHA256: list[Callable[[bytes], _Digest]] = []  # the constructor, found once
+_SHA256: "list[Callable[[bytes], _Digest]]" = []  # the constructor, found once
 
 
 def _sha256_hex(data: bytes) -> str:
@@ -172,7 +170,7 @@ def _sha256_hex(data: bytes) -> str:
     return _SHA256[0](data).hexdigest()
 
 
-def context_for(theirs: object, **kw: object) -> dict[str, Any]:
+def context_for(theirs: object, **kw: object) -> "dict[str, Any]":
     """This process's context in the terms of a daemon's: its salt, and the names it depends on
     together with the ones this client always compares."""
     their: dict[str, Any] = theirs if isinstance(theirs, dict) else {}
@@ -183,7 +181,7 @@ def context_for(theirs: object, **kw: object) -> dict[str, Any]:
     return context(names=names, salt=salt, **kw)  # type: ignore[arg-type]
 
 
-def context_diff(mine: dict[str, Any], theirs: object) -> list[str]:
+def context_diff(mine: "dict[str, Any]", theirs: object) -> list[str]:
     """The keys (``env.NAME`` for variables) on which two contexts differ."""
     if not isinstance(theirs, dict):
         return ["context"]
@@ -225,7 +223,7 @@ class Connection:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> Connection:
+    def __enter__(self) -> "Connection":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -254,11 +252,11 @@ class Connection:
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
-    def request(self, obj: dict[str, Any], timeout: float | None = 10.0) -> dict[str, Any]:
+    def request(self, obj: "dict[str, Any]", timeout: float | None = 10.0) -> "dict[str, Any]":
         self.send(dumps(obj))
         return self.receive_object(timeout)
 
-    def receive_object(self, timeout: float | None) -> dict[str, Any]:
+    def receive_object(self, timeout: float | None) -> "dict[str, Any]":
         """The next line, which must be a JSON object."""
         raw = self.receive(timeout)
         try:
@@ -269,12 +267,12 @@ class Connection:
             raise DaemonError(f"the daemon at {self.path} sent {type(data).__name__}, not an object")
         return data
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> "dict[str, Any]":
         """The handshake; raises :class:`ProtocolMismatch` for a daemon of another version."""
         self.send(HELLO)
         return self.hello_reply()
 
-    def hello_reply(self) -> dict[str, Any]:
+    def hello_reply(self) -> "dict[str, Any]":
         """The daemon's reply to :data:`HELLO`, sent already (alone, or with the query in the
         same write: :func:`memory_router.client.thin.ask_at_once`); raises as :meth:`hello`."""
         reply = self.receive_object(5.0)
@@ -287,7 +285,7 @@ class Connection:
 
 
 class ProtocolMismatch(DaemonError):
-    def __init__(self, path: str, reply: dict[str, Any]) -> None:
+    def __init__(self, path: str, reply: "dict[str, Any]") -> None:
         self.reply = reply
         theirs = reply.get("protocol") if reply.get("op") == "hello" else None
         version = reply.get("version") if isinstance(reply.get("version"), str) else "an older version"

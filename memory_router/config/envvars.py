@@ -12,8 +12,6 @@ backend's own ``env`` in router-config.json, which is part of the config file) a
 program that depends on other variables should get them through ``env``.
 """
 
-from __future__ import annotations
-
 # Read by the router itself: path resolution (memory_router.config.paths, client) and `~` expansion.
 ROUTER = frozenset({"MEMORY_ROUTER_STATE_DIR", "OPENCLAW_STATE_DIR", "MEMORY_ROUTER_CONFIG", "HOME"})
 

@@ -25,8 +25,6 @@ Standard library and ``os.path`` only, with strings: the thin client resolves th
 query and must not import ``pathlib``; the ``Path`` helpers import it when called.
 """
 
-from __future__ import annotations
-
 import os
 
 from memory_router.config import statedir
@@ -58,13 +56,13 @@ OPENCLAW_CONFIG = "openclaw.json"
 _warned: set[str] = set()  # legacy state dirs already reported by this process
 
 
-def _env(environ: Mapping[str, str], name: str) -> str | None:
+def _env(environ: "Mapping[str, str]", name: str) -> str | None:
     """A variable's value, ``None`` when unset or blank (OpenClaw trims them the same way)."""
     value = environ.get(name, "").strip()
     return value or None
 
 
-def _expand(path: str | os.PathLike[str], environ: Mapping[str, str]) -> str:
+def _expand(path: str | os.PathLike[str], environ: "Mapping[str, str]") -> str:
     """``~`` expanded against ``environ``'s HOME (the process's own when it is ``os.environ``)."""
     text = os.fspath(path)
     if text.startswith("~") and environ is not os.environ and (home := environ.get("HOME")):
@@ -73,12 +71,12 @@ def _expand(path: str | os.PathLike[str], environ: Mapping[str, str]) -> str:
     return os.path.expanduser(text)
 
 
-def openclaw_root(environ: Mapping[str, str] = os.environ) -> str:
+def openclaw_root(environ: "Mapping[str, str]" = os.environ) -> str:
     """OpenClaw's root: ``$OPENCLAW_STATE_DIR``, else ``~/.openclaw``."""
     return _expand(_env(environ, "OPENCLAW_STATE_DIR") or OPENCLAW_ROOT, environ)
 
 
-def resolve_state_dir(flag: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> str:
+def resolve_state_dir(flag: str | os.PathLike[str] | None = None, environ: "Mapping[str, str]" = os.environ) -> str:
     """The state dir (see the module's docstring for the order and the older layout)."""
     if flag:
         return _expand(flag, environ)
@@ -113,7 +111,9 @@ def resolve_backends_json(state_dir: str, flag: str | os.PathLike[str] | None = 
     return os.path.expanduser(os.fspath(flag)) if flag else os.path.join(state_dir, BACKENDS_JSON)
 
 
-def resolve_config(flag: str | os.PathLike[str] | None, state_dir: str, environ: Mapping[str, str] = os.environ) -> str:
+def resolve_config(
+    flag: str | os.PathLike[str] | None, state_dir: str, environ: "Mapping[str, str]" = os.environ
+) -> str:
     """``--config``, ``$MEMORY_ROUTER_CONFIG``, ``<state dir>/router-config.json`` if it exists,
     else the packaged router-config.json."""
     chosen = flag or _env(environ, "MEMORY_ROUTER_CONFIG")
@@ -178,7 +178,7 @@ class Resolved:
         return "Resolved(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._FIELDS, self._values(), strict=True)) + ")"
 
 
-def resolve(opts: FileOptions, environ: Mapping[str, str] = os.environ) -> Resolved:
+def resolve(opts: "FileOptions", environ: "Mapping[str, str]" = os.environ) -> Resolved:
     """The state dir, backends.json and router-config.json that ``opts`` (a command's
     ``--state-dir``, ``--backends-json`` and ``--config``; a ``query``'s :class:`QueryArgs`) and the
     environment name, in the order of the module's docstring, and the state dir's trust check."""
@@ -194,13 +194,13 @@ def resolve(opts: FileOptions, environ: Mapping[str, str] = os.environ) -> Resol
 # ---------------------------------------------------------------------- OpenClaw's workspace
 
 
-def openclaw_config_file(environ: Mapping[str, str] = os.environ) -> str:
+def openclaw_config_file(environ: "Mapping[str, str]" = os.environ) -> str:
     """OpenClaw's config: ``$OPENCLAW_CONFIG_PATH``, else ``<OpenClaw root>/openclaw.json``."""
     override = _env(environ, "OPENCLAW_CONFIG_PATH")
     return _expand(override, environ) if override else os.path.join(openclaw_root(environ), OPENCLAW_CONFIG)
 
 
-def openclaw_workspace(environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+def openclaw_workspace(environ: "Mapping[str, str]" = os.environ) -> tuple[str, str]:
     """The default agent's workspace as OpenClaw 2026.9 resolves it, and where that came from:
     ``agents.defaults.workspace`` in openclaw.json (JSON5), else ``$OPENCLAW_WORKSPACE_DIR``, else
     ``$OPENCLAW_STATE_DIR/workspace``, else ``~/.openclaw-<profile>/workspace`` under
@@ -233,27 +233,27 @@ def _configured_workspace(config: str) -> str | None:
 # ---------------------------------------------------------------------- as Path objects
 
 
-def state_dir(flag: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> Path:
+def state_dir(flag: str | os.PathLike[str] | None = None, environ: "Mapping[str, str]" = os.environ) -> "Path":
     from pathlib import Path
 
     return Path(resolve_state_dir(flag, environ))
 
 
-def backends_json(state: Path, flag: str | os.PathLike[str] | None = None) -> Path:
+def backends_json(state: "Path", flag: str | os.PathLike[str] | None = None) -> "Path":
     from pathlib import Path
 
     return Path(resolve_backends_json(str(state), flag))
 
 
-def router_log(state: Path) -> Path:
+def router_log(state: "Path") -> "Path":
     return state / "router.log"
 
 
 def config_file(
     flag: str | os.PathLike[str] | None = None,
-    state: Path | None = None,
-    environ: Mapping[str, str] = os.environ,
-) -> Path | None:
+    state: "Path | None" = None,
+    environ: "Mapping[str, str]" = os.environ,
+) -> "Path | None":
     """:func:`resolve_config` as a ``Path``; ``None`` means the packaged default."""
     from pathlib import Path
 
@@ -261,7 +261,7 @@ def config_file(
     return None if chosen == packaged_config_str() and not flag else Path(chosen)
 
 
-def packaged_config() -> Path:
+def packaged_config() -> "Path":
     from pathlib import Path
 
     return Path(packaged_config_str())

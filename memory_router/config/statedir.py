@@ -8,8 +8,6 @@ sticky or not, is refused); the router's files in it are opened with ``O_NOFOLLO
 regular files of this user with one link.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 

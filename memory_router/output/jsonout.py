@@ -21,8 +21,6 @@ for repr's ``9.99e-05`` and ``1e-09``), else with orjson; a test holds the two t
 :func:`loads` is the reader to match, for JSON this process or orjson wrote.
 """
 
-from __future__ import annotations
-
 import _json  # the C half of `json`: `json` itself imports `re`
 import sys
 
@@ -64,7 +62,7 @@ def compact(value: object) -> str:
     return "".join(_encode(value, 0))
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes) -> "Any":
     """One JSON value from UTF-8 ``data`` (surrounding whitespace allowed), as ``json.loads`` reads
     it minus ``NaN`` and ``Infinity``; ``ValueError`` if it is anything else."""
     text = data.decode("utf-8")  # UnicodeDecodeError is a ValueError
@@ -102,7 +100,7 @@ def printable(text: str) -> str:
     return text
 
 
-def escaped(value: Any) -> Any:
+def escaped(value: "Any") -> "Any":
     """A copy of JSON-ready ``value`` (dicts, lists, tuples, strings, scalars) with every string,
     keys included, passed through :func:`printable`."""
     if isinstance(value, str):
@@ -114,7 +112,7 @@ def escaped(value: Any) -> Any:
     return value
 
 
-def loads_as_orjson(data: bytes) -> Any:
+def loads_as_orjson(data: bytes) -> "Any":
     """What ``orjson.loads(data)`` returns, or raises (``orjson.JSONDecodeError``, a
     ``ValueError``): read by :func:`loads` while this process has not loaded orjson and the value
     is one the two read alike (:func:`read_alike`), else by orjson itself, so an error says what
@@ -129,10 +127,10 @@ def loads_as_orjson(data: bytes) -> Any:
     return orjson.loads(data)
 
 
-_DIFFERS: Any = object()  # read_alike's "orjson would read this otherwise"
+_DIFFERS: "Any" = object()  # read_alike's "orjson would read this otherwise"
 
 
-def read_alike(data: bytes) -> Any:
+def read_alike(data: bytes) -> "Any":
     """``data`` read by :func:`loads`, or ``_DIFFERS`` where ``orjson.loads`` would read it to
     another value or refuse it."""
     try:
@@ -172,7 +170,7 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def dumps(value: Any, *, pretty: bool = False) -> bytes:
+def dumps(value: "Any", *, pretty: bool = False) -> bytes:
     """``orjson.dumps(value)`` (``pretty``: with ``OPT_INDENT_2``); a string it refuses (a lone
     surrogate) is escaped rather than failing the whole answer. Any other value that is not JSON
     still raises ``TypeError``. Written by ``json``'s C half while this process has not loaded

@@ -11,8 +11,6 @@ Standard library only (``os``, ``time``; ``select`` and ``errno`` once a reader 
 the thin client and the one-shot CLI use it.
 """
 
-from __future__ import annotations
-
 import os
 import time
 
@@ -32,7 +30,7 @@ class WriteStalled(OSError):
 
 
 def write_all(
-    fd: int, data: bytes, *, stall_s: float = WRITE_TIMEOUT_S, progress: Callable[[], None] | None = None
+    fd: int, data: bytes, *, stall_s: float = WRITE_TIMEOUT_S, progress: "Callable[[], None] | None" = None
 ) -> None:
     """Write all of ``data`` to ``fd``, waiting for a slow reader. Raises :class:`WriteStalled`
     after ``stall_s`` seconds without progress, or the ``OSError`` of the write (``EPIPE``: the
@@ -105,7 +103,7 @@ def emit(data: bytes) -> None:
         os._exit(1)
 
 
-def leave(code: int) -> NoReturn:
+def leave(code: int) -> "NoReturn":
     """Exit as soon as the answer is out, without the interpreter's teardown: flush what the
     caller reads, then ``os._exit``.
 

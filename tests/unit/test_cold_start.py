@@ -213,10 +213,9 @@ _NO_SITE_MAIN = (
 )
 
 # The warm path: a daemon answers. The standard library's C halves only (no re, json, typing,
-# collections, enum, pathlib, types), and these modules of ours.
-WARM_STDLIB = frozenset(
-    "__future__ _collections_abc _json _sha2 _sha256 _socket _stat gc genericpath os posixpath stat".split()
-)
+# collections, enum, pathlib, types, nor __future__: no module on the path imports it), and these
+# modules of ours.
+WARM_STDLIB = frozenset("_collections_abc _json _sha2 _sha256 _socket _stat gc genericpath os posixpath stat".split())
 WARM_OURS = frozenset(
     f"memory_router{name}"
     for name in (
