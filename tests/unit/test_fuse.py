@@ -15,7 +15,7 @@ from memory_router.config.paths import packaged_config
 from memory_router.config.router_config import parse_config, read_json
 from memory_router.core.attempts import Attempt
 from memory_router.core.envelope import ALL_BACKENDS_FAILED
-from memory_router.core.fuse import RRF_K, fuse_results
+from memory_router.core.fuse import RRF_K, fill_results, fuse_results
 from memory_router.core.rules import ChainStep
 
 from ..conftest import ALL_BACKENDS, STARTER, installed, make_router
@@ -227,3 +227,79 @@ def test_the_packaged_strategy_fills_and_the_spec_table_walks_as_the_spec_does()
     assert (
         parse_config({**data, "table": "spec", "strategy": "fuse"}, packaged_config()).strategy_for("default") == "fuse"
     )
+
+
+def answered(backend: str, *results: Result) -> Attempt:
+    return Attempt(ChainStep(backend), BackendResponse.from_results(backend, "q", list(results)), 1, True)
+
+
+TURN = "I adopted a greyhound called Biscuit from the shelter on Elm Street last spring."
+NOTE = (
+    '# Session: 2026-11-02\n\nuser: "We should plan the garden."\nassistant: "Sure."\n'
+    f'user: "By the way, {TURN}\\n\\nShe loves long walks."\n'
+)
+
+
+def test_a_turn_the_note_above_it_quotes_gives_its_slot_to_the_next_evidence():
+    """Lossless's turn and the session note that quotes it (JSON-escaped, as OpenClaw's hook
+    writes it) are one piece of evidence: the turn is folded into the note, and the list's last
+    slot goes to the next result instead."""
+    attempts = [
+        answered("totalrecall", Result(NOTE, 0.7, "totalrecall", path="memory/2026-11-02-0914.md", line=3)),
+        answered(
+            "lossless",
+            Result(TURN, 0.5, "lossless", message_id=7),
+            Result("We moved the standup to 9:30 on Mondays.", 0.4, "lossless", message_id=9),
+        ),
+    ]
+    merged, _ = fuse_results(attempts, 2)
+    assert [r.source for r in merged] == ["totalrecall", "lossless"]
+    assert merged[1].content.startswith("We moved the standup")
+    assert merged[0].extra["also_from"] == ["lossless"]
+    filled = fill_results(merged[0], attempts, 2)
+    assert [r.content for r in filled] == [NOTE, "We moved the standup to 9:30 on Mondays."]
+
+
+def test_one_backends_own_results_and_short_texts_are_never_folded():
+    same = [
+        answered("lossless", Result(NOTE, 0.7, "lossless", message_id=1), Result(TURN, 0.5, "lossless", message_id=2))
+    ]
+    assert len(fuse_results(same, 10)[0]) == 2  # a summary and the message it quotes: both the store's own answer
+    short = [
+        answered("totalrecall", Result(NOTE, 0.7, "totalrecall", path="n.md")),
+        answered("lossless", Result("Biscuit", 0.5, "lossless")),
+    ]
+    assert [r.content for r in fuse_results(short, 10)[0]] == [NOTE, "Biscuit"]  # four words or fewer: a coincidence
+
+
+words = st.lists(st.sampled_from("alpha beta gamma delta eps zeta eta theta".split()), min_size=0, max_size=14)
+
+
+@given(st.lists(st.lists(words, max_size=4), min_size=1, max_size=3), st.integers(1, 8))
+def test_no_result_repeats_what_another_backends_result_above_it_shows(answers, limit):
+    """Whatever the backends return: the list is capped, and no result of five words or more says
+    nothing but what a result above it from another backend says (its words, in order, inside
+    that one's); every result left out of a list that is not full was folded into one that names
+    its backend in ``also_from``."""
+    attempts = [
+        answered(
+            f"b{i}",
+            *(
+                Result(" ".join(w) or f"empty {i} {j}", 0.5, f"b{i}", line=j, path=f"b{i}.md")
+                for j, w in enumerate(items)
+            ),
+        )
+        for i, items in enumerate(answers)
+    ]
+    merged, _ = fuse_results(attempts, limit)
+    assert len(merged) <= limit
+    for k, hit in enumerate(merged):
+        mine = f" {hit.content} "
+        if len(hit.content.split()) >= 5:
+            assert not any(a.source != hit.source and mine in f" {a.content} " for a in merged[:k])
+    if len(merged) < limit:
+        shown = {(r.source, r.extra["path"], r.extra["line"]) for r in merged}
+        for attempt in attempts:
+            for r in attempt.response.results:
+                if (r.source, r.extra["path"], r.extra["line"]) not in shown:
+                    assert any(r.source in m.extra.get("also_from", ()) for m in merged)
