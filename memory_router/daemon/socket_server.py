@@ -112,20 +112,27 @@ class SocketServer:
         """This daemon's context for the handshake, worked out once per configuration (a reload
         may add names; the rest was fixed when the daemon started): hashing every variable's value
         again was a third of each ``hello``'s time in the daemon."""
-        service: Any = self.service  # its context's environ is a Mapping; wire.context only reads it
-        config = getattr(getattr(service, "router", None), "config", None)
+        config = self._config()
         if self._context is None or self._context[0] is not config:
-            made = context(
-                cwd=str(service.context.cwd),
-                environ=service.context.environ,
-                state_dir=str(service.state_dir),
-                backends_json=str(service.backends_path),
-                config=str(service.config_path),
-                names=env_names(config),
-                salt=self._salt,
-            )
-            self._context = (config, made)
+            self._context = (config, self._context_with(env_names(config), self._salt))
         return self._context[1]
+
+    def _config(self) -> object:
+        """The service's router configuration (None before it has one)."""
+        return getattr(getattr(self.service, "router", None), "config", None)
+
+    def _context_with(self, names: set[str], salt: str) -> dict[str, Any]:
+        """This daemon's context over the variables ``names``, hashed with ``salt``."""
+        service: Any = self.service  # its context's environ is a Mapping; wire.context only reads it
+        return context(
+            cwd=str(service.context.cwd),
+            environ=service.context.environ,
+            state_dir=str(service.state_dir),
+            backends_json=str(service.backends_path),
+            config=str(service.config_path),
+            names=names,
+            salt=salt,
+        )
 
     # ------------------------------------------------------------------ claiming the socket
 
@@ -381,17 +388,7 @@ class SocketServer:
             return ["context"]
         their_env = theirs.get("env")
         sent = {n for n in their_env if isinstance(n, str)} if isinstance(their_env, dict) else set()
-        service: Any = self.service
-        names = env_names(getattr(getattr(service, "router", None), "config", None)) | sent
-        mine = context(
-            cwd=str(service.context.cwd),
-            environ=service.context.environ,
-            state_dir=str(service.state_dir),
-            backends_json=str(service.backends_path),
-            config=str(service.config_path),
-            names=names,
-            salt=theirs["env_salt"],
-        )
+        mine = self._context_with(env_names(self._config()) | sent, theirs["env_salt"])
         return context_diff(mine, theirs)
 
     def _transport_op(self, line: bytes) -> bytes | None:

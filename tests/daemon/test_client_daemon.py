@@ -382,6 +382,15 @@ def daemon_stats(ws: Workspace, path: Path | None = None) -> dict:
         return conn.request({"op": "stats"}, timeout=5.0)["stats"]
 
 
+def listening(path: Path) -> socket.socket:
+    """A Unix socket listening at ``path``, private to this user as the daemon's is."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o600)
+    sock.listen(8)
+    return sock
+
+
 class PreContextDaemon:
     """A daemon from before the ``context`` request key, played by the real one behind a proxy on
     another socket that renames the key on the way in: the real daemon then answers such a query
@@ -389,10 +398,7 @@ class PreContextDaemon:
 
     def __init__(self, path: Path, upstream: Path) -> None:
         self.path, self.upstream = path, upstream
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
-        os.chmod(path, 0o600)
-        self.sock.listen(8)
+        self.sock = listening(path)
         threading.Thread(target=self.run, daemon=True).start()
 
     def run(self) -> None:
@@ -451,10 +457,7 @@ class FakeOldDaemon:
     """A socket server that answers like a daemon of another protocol version would."""
 
     def __init__(self, path: Path, reply: bytes) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
-        os.chmod(path, 0o600)
-        self.sock.listen(8)
+        self.sock = listening(path)
         self.reply = reply
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
