@@ -112,6 +112,20 @@ class Result(Frozen):
         setter(self, "timestamp", timestamp)
         setter(self, "extra", MappingProxyType(extra))
 
+    def derived(self, relevance: float, extra: Mapping[str, Any]) -> Result:
+        """This hit with another ``relevance`` and extra keys: what ``Result(self.content,
+        relevance, self.source, self.timestamp, **extra)`` builds, without checking again the
+        three fields this one was checked for when built (the router rates and merges every hit
+        of every answer). ``relevance`` is checked; ``extra`` is copied."""
+        new = object.__new__(Result)
+        setter = object.__setattr__
+        setter(new, "content", self.content)
+        setter(new, "relevance", check_relevance("result relevance", relevance))
+        setter(new, "source", self.source)
+        setter(new, "timestamp", self.timestamp)
+        setter(new, "extra", MappingProxyType(dict(extra)))
+        return new
+
     def __getattr__(self, name: str) -> Any:
         """Extra keys read as attributes too (``hit.path``); called only when no slot matches."""
         if name != "extra":  # unset until __init__ sets it (Result.__new__ alone): no recursion

@@ -65,7 +65,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory_router.backends.base import BackendResponse, Result
-from memory_router.backends.common.words import stem
+from memory_router.backends.common.words import stem, stemming_to
 from memory_router.core.asked import Asked, asked, exact
 from memory_router.core.frozen import Frozen
 from memory_router.core.rules import Rule
@@ -73,6 +73,7 @@ from memory_router.core.rules import Rule
 FORMAT = 1
 FEATURES = ("native", "coverage", "rank", "exact", "gap")
 _WORD = re.compile(r"[0-9A-Za-z]+")
+_WORD_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 # Enough of a result's text to judge it; a huge hit costs no more than this to score.
 _SCAN_CHARS = 4000
 # Every result of every query is read word by word: in the daemon the same words come back query
@@ -153,19 +154,23 @@ class Calibration(Frozen):
         if not wanted.judgeable:  # "why did we do it that way": nothing to judge a result by; the backend's word stands
             return response
         terms = wanted.terms
+        words = TermWords(terms)  # once per answer, not per result
         results: list[Result] = []
         cap = 1.0
         hits = response.results
         for position, hit in enumerate(hits, start=1):
             after = hits[position].relevance if position < len(hits) else 0.0
             stands_out = gap(hit.relevance, after)
-            value = model(hit.relevance, coverage(terms, hit.content), 1.0 / position, exact(wanted, hit), stands_out)
+            value = model(
+                hit.relevance, coverage(terms, hit.content, words), 1.0 / position, exact(wanted, hit), stands_out
+            )
             if position == 1:
                 value = model.first(value)
             cap = min(cap, value)  # keep the backend's own order
-            extra = dict(hit.extra)
-            extra.setdefault("native_relevance", hit.relevance)
-            results.append(Result(hit.content, round(cap, 4), hit.source, hit.timestamp, **extra))
+            extra = hit.extra
+            if "native_relevance" not in extra:
+                extra = {**extra, "native_relevance": hit.relevance}
+            results.append(hit.derived(round(cap, 4), extra))
         return response.replace(results=tuple(results), normalized_relevance=results[0].relevance)
 
 
@@ -183,13 +188,45 @@ def gap(native: float, following: float) -> float:
     return max(0.0, native - following)
 
 
-def coverage(terms: frozenset[str], content: str) -> float:
+def coverage(terms: frozenset[str], content: str, words: TermWords | None = None) -> float:
     """The share of ``terms`` that ``content`` holds (0.5 when the query has no content term:
-    nothing to judge by, neither a match nor a miss)."""
+    nothing to judge by, neither a match nor a miss): the terms among the stems of its words.
+    ``words``: :class:`TermWords` of ``terms`` (a caller judging many texts by one query works
+    them out once)."""
     if not terms:
         return 0.5
-    words = set(map(_stem, set(_WORD.findall(content[:_SCAN_CHARS].lower()))))
-    return len(terms & words) / len(terms)
+    if words is None:
+        words = TermWords(terms)
+    return words.share(content[:_SCAN_CHARS].lower())
+
+
+class TermWords:
+    """The words that stem to one of a query's terms (:func:`~memory_router.backends.common.words.stemming_to`),
+    and where to look for them: a text's other words cannot match a term, so they are neither
+    stemmed nor even cut out of the text. Every such word begins with its term (the term plus a
+    suffix, or the term itself) or is an irregular form: each of those *heads* is found in the
+    text with ``str.find``, and a word is read only where a head starts one."""
+
+    __slots__ = ("count", "heads", "stems")
+
+    def __init__(self, terms: frozenset[str]) -> None:
+        self.count = len(terms)
+        self.stems = stemming_to(terms, _stem)
+        self.heads = tuple(dict.fromkeys(t if w.startswith(t) else w for w, t in self.stems.items()))
+
+    def share(self, low: str) -> float:
+        """The share of the terms that ``low`` (a lower-cased text) holds: the same as
+        ``len(terms & {stem(w) for w in _WORD.findall(low)}) / len(terms)``."""
+        stems, found = self.stems, set()
+        for head in self.heads:
+            at = low.find(head)
+            while at != -1:
+                if at == 0 or low[at - 1] not in _WORD_CHARS:  # a word starts here: read it whole
+                    word = _WORD.match(low, at)
+                    if word is not None and word.group() in stems:
+                        found.add(stems[word.group()])
+                at = low.find(head, at + 1)
+        return len(found) / self.count
 
 
 def parse(data: Any) -> dict[str, Model]:

@@ -75,7 +75,7 @@ def _fused(attempts: list[Attempt], limit: int | None) -> tuple[list[tuple[Any, 
     for key in order:
         hit, _ = best[key]
         others = [s for s in sources[key] if s != hit.source]
-        merged.append((key, hit.replace(also_from=others) if others else hit))
+        merged.append((key, hit.derived(hit.relevance, {**hit.extra, "also_from": others}) if others else hit))
     return merged, (best[order[0]][1] if order else None)
 
 
@@ -107,7 +107,7 @@ def _distinct(ranked: list[Result], limit: int) -> list[Result]:
             continue
         also = list(kept[i].extra.get("also_from", ()))
         if hit.source not in also:
-            kept[i] = kept[i].replace(also_from=[*also, hit.source])
+            kept[i] = kept[i].derived(kept[i].relevance, {**kept[i].extra, "also_from": [*also, hit.source]})
     return kept
 
 

@@ -6,6 +6,7 @@ Cognee result ranking, qmd's keyword extraction): stopwords, words about *when* 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 RECENCY_HALF_LIFE_DAYS = 14.0
@@ -38,6 +39,21 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
     return word
+
+
+def stemming_to(terms: Iterable[str], stemmer: Callable[[str], str] = stem) -> dict[str, str]:
+    """Every word whose :func:`stem` is one of ``terms``, mapped to that stem: a word's stem is
+    the word itself, the word less one of the suffixes, or an irregular form's, so each term's
+    candidates are itself, itself plus each suffix and the irregular forms, each kept when it
+    stems to a term. A text's words that meet this map are the only ones that can match a term:
+    the rest need not be stemmed at all. ``stemmer``: :func:`stem` or a memo of it."""
+    wanted = set(terms)
+    found: dict[str, str] = {}
+    for word in (*wanted, *(term + suffix for term in wanted for suffix in _SUFFIXES), *_IRREGULAR):
+        root = stemmer(word)
+        if root in wanted:
+            found[word] = root
+    return found
 
 
 def identifier_parts(word: str) -> list[str]:
