@@ -76,9 +76,8 @@ _WORD = re.compile(r"[0-9A-Za-z]+")
 _WORD_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 # Enough of a result's text to judge it; a huge hit costs no more than this to score.
 _SCAN_CHARS = 4000
-# Every result of every query is read word by word: in the daemon the same words come back query
-# after query (the same memory files and conversations), and stemming each again was 4.3M of the
-# 15M instructions the daemon spent on the bench's warm query (docs/benchmarks.md, *Cold start*).
+# A memo of the stemmer for the forms of each query's terms (TermWords: ~15 per term), which come
+# back query after query in a daemon; a result's own words are no longer stemmed at all.
 # Bounded: a long-lived daemon's vocabulary can be large.
 _stem = functools.lru_cache(maxsize=1 << 14)(stem)
 
