@@ -138,12 +138,13 @@ def query(query: str, **options: Any) -> None:
     """Route QUERY and print the router envelope (JSON).
 
     QUERY '-' reads standard input."""
-    from memory_router.cli.query import answer
-    from memory_router.client.invocation import QueryArgs
+    from memory_router.cli.oneshot import main as in_process
+    from memory_router.client.invocation import QueryArgs, answer
+    from memory_router.client.thin import route_via_daemon
 
     args = QueryArgs(query, **options)  # one keyword per option of the table, as the console script's parser
     # The console script already decided for in-process when it handed the arguments to click.
-    answer(args, ask_daemon=click.get_current_context().obj is not IN_PROCESS)
+    answer(args, in_process, None if click.get_current_context().obj is IN_PROCESS else route_via_daemon)
 
 
 @main.command()

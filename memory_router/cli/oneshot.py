@@ -1,6 +1,6 @@
 """``memory-router query`` in-process, without click: what runs when no daemon answers.
 
-A query is resolved once (:mod:`.query`: the arguments parsed from the option table in
+A query is resolved once (:func:`memory_router.client.invocation.answer`: the arguments parsed from the option table in
 :mod:`memory_router.contract` into a ``QueryArgs``, the files, the text; see
 :mod:`memory_router.client.invocation`) and, when no daemon answers, the same three values come to
 :func:`run_query`, so a cold query from the console script never imports click; click's command

@@ -1,12 +1,13 @@
-"""One ``memory-router query`` invocation, resolved once.
+"""One ``memory-router query`` invocation, resolved once and answered.
 
 Its arguments are parsed once (:func:`parse_query_args`, into a :class:`QueryArgs`), its files
 resolved and the state dir checked once (:func:`memory_router.config.paths.resolve`), and its text
-read once (:func:`read_query`: standard input for ``-``, checked for UTF-8 once). The daemon attempt
-(:func:`memory_router.client.thin.ask`) and the in-process route
-(:func:`memory_router.cli.oneshot.run_query`) both take those three, so the two paths cannot
-read the invocation differently (``tests/unit/test_contract.py`` holds click's command, the console
-script and the thin client to one meaning).
+read once (:func:`read_query`: standard input for ``-``, checked for UTF-8 once). :func:`answer`
+does the last two and hands the three values to the two routes its caller gives: the daemon
+attempt (:func:`memory_router.client.thin.route_via_daemon`) and, when no daemon answers, the
+in-process route (:func:`memory_router.cli.oneshot.main`), so the two paths cannot read the
+invocation differently (``tests/unit/test_contract.py`` holds click's command, the
+console script and the thin client to one meaning).
 
 The thin client imports this module on every query: standard library only, no ``typing``.
 """
@@ -18,7 +19,16 @@ from memory_router.query_options import QUERY_OPTIONS
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost the thin client ~3 ms
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, NoReturn
+
+    from memory_router.config.paths import Resolved
+    from memory_router.core.errors import InvalidQuery
+
+    # The in-process route: the invocation's three values answered in this process, then exit.
+    InProcess = Callable[["QueryArgs", Resolved, "str | InvalidQuery"], NoReturn]
+    # The daemon attempt: its exit code once its envelope is out, or None (no daemon answered).
+    ViaDaemon = Callable[["QueryArgs", Resolved, str], "int | None"]
 
 _BY_FLAG = {o.flag: o for o in QUERY_OPTIONS}
 
@@ -146,6 +156,36 @@ def parse_query_args(args: list[str]) -> QueryArgs | None:
     if len(positional) != 1:
         return None
     return QueryArgs(positional[0], **opts)
+
+
+def answer(args: "QueryArgs", in_process: "InProcess", via_daemon: "ViaDaemon | None") -> "NoReturn":
+    """Answer one ``query`` and exit: its files resolved and its text read once each, then
+    ``via_daemon`` asked (:func:`memory_router.client.thin.route_via_daemon`; ``None``: the
+    console script handed click arguments its own parser declined, having decided for
+    in-process), else ``in_process`` called with the same values. Text that is not UTF-8 is
+    reported in-process, after the scope and the time window (the order of the checks there).
+    The two routes are the caller's: this module imports neither."""
+    from memory_router.config.paths import resolve
+
+    files = resolve(args)
+    text: str | InvalidQuery
+    try:
+        text = read_query(args.query)
+    except Exception as exc:  # InvalidQuery, imported only then: a warm query never loads core.errors
+        from memory_router.core import errors
+
+        if not isinstance(exc, errors.InvalidQuery):
+            raise
+        text = exc
+    # MEMORY_ROUTER_DAEMON=off (or --daemon off): not even the thin client is imported.
+    mode = args.mode or os.environ.get("MEMORY_ROUTER_DAEMON")
+    if via_daemon is not None and isinstance(text, str) and mode != "off":
+        code = via_daemon(args, files, text)
+        if code is not None:
+            from memory_router.output.outwrite import leave
+
+            leave(code)  # the daemon's envelope is out: no teardown (outwrite.leave says why)
+    in_process(args, files, text)
 
 
 def read_query(query: str) -> str:

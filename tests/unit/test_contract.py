@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_router import contract
-from memory_router.cli import entry, interrupt, oneshot
+from memory_router.cli import entry, oneshot
 from memory_router.cli import main as cli
 from memory_router.client import thin as client
 from memory_router.client.invocation import QueryArgs, parse_query_args
@@ -226,7 +226,7 @@ def test_click_the_one_shot_path_and_the_thin_client_give_each_option_the_same_m
         rec = Recorder()
         mp.setattr(client, "route_via_daemon", rec.route_via_daemon)
         mp.setattr(oneshot, "run_query", rec.run_query)
-        mp.setattr(interrupt, "install", lambda: None)  # keep pytest's own Ctrl-C handling
+        mp.setattr(entry, "cancel_on_signals", lambda: None)  # keep pytest's own Ctrl-C handling
         mp.delenv("MEMORY_ROUTER_DAEMON", raising=False)
         mp.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
         with pytest.raises(SystemExit):
