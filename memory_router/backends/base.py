@@ -61,6 +61,10 @@ QUERY_TIMEOUT = contract.QUERY_TIMEOUT
 
 _STATUSES = frozenset({"success", "empty", "error"})
 
+# The most an in-process search answered at once (BlockingAdapter.search_now) may hold the daemon's
+# event loop, as a rule match may (memory_router.routing.router.ON_LOOP_MATCH_S).
+ON_LOOP_S = 0.005
+
 
 class InvalidResult(ValueError):
     """A :class:`Result` or :class:`BackendResponse` built with a value the contract forbids."""
@@ -399,9 +403,25 @@ class BlockingAdapter:
         """:meth:`BlockingBackend.search_blocking`: what a subclass implements."""
         raise NotImplementedError(f"{type(self).__name__} must implement search_blocking")
 
+    def search_now(self, request: BackendRequest) -> BackendResponse | None:
+        """The answer at once, in the caller's thread (the daemon's event loop), where it needs no
+        wait: nothing to read but what the instance holds or SQLite's pages, no lock to wait for,
+        and at most :data:`ON_LOOP_S` of work (by the instance's last searches, or stopped there);
+        else ``None`` (the default), and :meth:`search` runs :meth:`search_blocking` on the worker
+        threads. The answer must be the one :meth:`search_blocking` gives in the same state.
+
+        Why: a warm search of a small memory takes less time than handing it to an idle worker
+        thread and its answer back to the event loop, two threads woken (docs/benchmarks.md, *the
+        warm half, fifth round*); a search that may take longer, or wait, keeps its thread."""
+        return None
+
     async def search(self, request: BackendRequest) -> BackendResponse:
-        """:meth:`Backend.search`: :meth:`search_blocking` in a worker thread; cancelling the call
-        sets its ``stop``, and the thread ends at the adapter's next check."""
+        """:meth:`Backend.search`: :meth:`search_now` where it answers, else :meth:`search_blocking`
+        in a worker thread; cancelling that call sets its ``stop``, and the thread ends at the
+        adapter's next check."""
+        answered = self.search_now(request)
+        if answered is not None:
+            return answered
         import asyncio  # here, not at the top: the one-shot CLI's blocking path never awaits
 
         if self._pool is None:
@@ -566,3 +586,7 @@ class Stopwatch:
     @property
     def ms(self) -> int:
         return int((time.perf_counter() - self._start) * 1000)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self._start

@@ -34,9 +34,11 @@ def _backend(kind: str, tmp_path: Path) -> Backend:
 
 
 @pytest.mark.parametrize("kind", ["totalrecall", "lossless"])
-def test_aclose_lets_the_worker_threads_exit(kind: str, tmp_path: Path) -> None:
+def test_aclose_lets_the_worker_threads_exit(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     backend = _backend(kind, tmp_path)
     assert isinstance(backend, ClosableBackend)  # so the daemon's reload closes a replaced one
+    # A search that cannot be answered on the event loop (a lock, a big memory) runs on the threads.
+    monkeypatch.setattr(backend, "search_now", lambda request: None)
 
     async def run() -> None:
         response = await backend.search(BackendRequest("schema decision"))

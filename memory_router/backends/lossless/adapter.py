@@ -74,6 +74,7 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import (
     BACKEND_ERROR,
     BACKEND_UNAVAILABLE,
+    ON_LOOP_S,
     QUERY_TIMEOUT,
     BackendRequest,
     BackendResponse,
@@ -105,6 +106,7 @@ if TYPE_CHECKING:
 ENV_VARS: frozenset[str] = LOSSLESS  # the environment variables it reads: memory_router.config.envvars
 
 MAX_POOL = 200
+THREADS_AFTER_SLOW_S = 60.0  # after a search longer than ON_LOOP_S, search_now declines this long
 IDLE_CONNECTIONS = 4  # as many as the instance's worker threads (threads.DEFAULT_WORKERS)
 FIX_HINT = (
     "install and run the lossless-claw OpenClaw plugin (it creates lcm.db on start), or point "
@@ -132,6 +134,13 @@ class Settings(AdapterSettings):
     agent. Default: none; such a conversation is visible to unscoped queries only."""
 
 
+class _NotNow(Exception):
+    """:meth:`LosslessBackend.search_now`'s search met a lock or ran out of its time."""
+
+
+_NEVER = threading.Event()  # the stop of a search on the event loop: nothing sets it (its budget stops it)
+
+
 def create(name: str, settings: Settings, context: BackendContext) -> LosslessBackend:
     return LosslessBackend(name, settings, context)
 
@@ -146,6 +155,7 @@ class LosslessBackend(BlockingAdapter):
         # The daemon keeps one idle connection per worker thread for the next search; a one-shot
         # router none (its one search closes what it opened).
         self._connections = Connections(IDLE_CONNECTIONS if context.long_lived else 0)
+        self._threads_until = 0.0  # search_now declines until then (monotonic): a search took long
 
     # -- plumbing
 
@@ -216,6 +226,29 @@ class LosslessBackend(BlockingAdapter):
         """:class:`~.base.BlockingBackend` (the async ``search`` is :class:`~.base.BlockingAdapter`'s):
         the search in the caller's thread; ``stop`` aborts the SQLite statement at its next
         progress check (every 2000 VM steps)."""
+        # A lock wait is not interruptible (the progress handler does not run while SQLite
+        # sleeps on a busy lock), so it must not be allowed to outlive the router's timeout.
+        busy_ms = min(self.settings.busy_timeout_ms, max(1, int(request.timeout_s * 1000)))
+        return self._search(request, stop, max(0.0, request.timeout_s), busy_ms)
+
+    def search_now(self, request: BackendRequest) -> BackendResponse | None:
+        """:meth:`~.base.BlockingAdapter.search_now`: the same search on the caller's thread,
+        never waiting on a lock (a busy timeout of 0) and stopped at :data:`~.base.ON_LOOP_S`;
+        ``None`` when it met a lock or ran out of that time, and for a minute after a search of
+        this instance took longer than that (a big database: its searches keep their threads)."""
+        if time.monotonic() < self._threads_until:
+            return None
+        try:
+            return self._search(request, _NEVER, ON_LOOP_S, 0, on_loop=True)
+        except _NotNow:
+            return None
+
+    def _search(
+        self, request: BackendRequest, stop: threading.Event, budget_s: float, busy_ms: int, *, on_loop: bool = False
+    ) -> BackendResponse:
+        """The search within ``budget_s`` (its SQLite work stopped there), waiting at most
+        ``busy_ms`` on a lock. ``on_loop`` (:meth:`search_now`): a lock or the budget's end raises
+        :class:`_NotNow` instead of answering."""
         watch = Stopwatch()
         loc = self.location()
         if loc.path is None:
@@ -223,9 +256,6 @@ class LosslessBackend(BlockingAdapter):
                 self.name, request.query, BACKEND_UNAVAILABLE, self._unavailable_message(loc), duration_ms=watch.ms
             )
         try:
-            # A lock wait is not interruptible (the progress handler does not run while SQLite
-            # sleeps on a busy lock), so it must not be allowed to outlive the router's timeout.
-            busy_ms = min(self.settings.busy_timeout_ms, max(1, int(request.timeout_s * 1000)))
             conn = self._connections.take(loc.path, busy_ms)
         except sqlite3.Error as exc:
             return BackendResponse.failure(
@@ -236,7 +266,7 @@ class LosslessBackend(BlockingAdapter):
                 "(a WAL database opened read-only needs its -wal/-shm files or a writable directory)",
                 duration_ms=watch.ms,
             )
-        deadline = time.monotonic() + max(0.0, request.timeout_s)
+        deadline = time.monotonic() + budget_s
         # Checked every 2000 VM steps: a cancelled call or a passed deadline aborts the statement
         # ("interrupted"), so no SQLite work outlives the router's timeout.
         conn.set_progress_handler(lambda: 1 if stop.is_set() or time.monotonic() > deadline else 0, 2000)
@@ -282,6 +312,8 @@ class LosslessBackend(BlockingAdapter):
             )
         except sqlite3.Error as exc:  # OperationalError (interrupted, locked...), DatabaseError (not a database...)
             operational = isinstance(exc, sqlite3.OperationalError)
+            if on_loop and operational and any(w in str(exc).lower() for w in ("interrupt", "locked", "busy")):
+                raise _NotNow from exc  # a lock, or more work than the event loop may do: the threads
             if operational and "interrupt" in str(exc).lower():
                 return BackendResponse.failure(
                     self.name,
@@ -311,6 +343,8 @@ class LosslessBackend(BlockingAdapter):
             )
         finally:
             self._connections.give_back(conn, reusable=reusable)
+            if watch.seconds > ON_LOOP_S:  # too big to answer on the event loop: the threads, for a while
+                self._threads_until = time.monotonic() + THREADS_AFTER_SLOW_S
 
     def close_blocking(self) -> None:
         """:meth:`~.base.BlockingAdapter.close_blocking`: the idle connections close now, the ones

@@ -58,6 +58,7 @@ from memory_router.backends import BackendContext
 from memory_router.backends.base import (
     BACKEND_ERROR,
     BACKEND_UNAVAILABLE,
+    ON_LOOP_S,
     QUERY_TIMEOUT,
     BackendRequest,
     BackendResponse,
@@ -80,6 +81,9 @@ from memory_router.core.timefmt import iso_z
 TYPE_CHECKING = False  # not typing's: a cold query builds these settings without importing typing
 if TYPE_CHECKING:
     from typing import Annotated
+
+    # A ranking: its hits, why the root holds no memory (None: it does), the note on what it left out.
+    _Found = tuple[list[tuple[float, Entry, Definition | None]], str | None, str | None]
 
 ENV_VARS: frozenset[str] = TOTALRECALL  # the environment variables it reads: memory_router.config.envvars
 
@@ -160,7 +164,7 @@ def _iso(ts: datetime | None) -> str | None:
 class _RootState:
     """One memory root's index and what is known about its freshness (a plain class: state)."""
 
-    __slots__ = ("index", "lock", "stale", "walked_at", "watched")
+    __slots__ = ("index", "lock", "rank_s", "stale", "walked_at", "watched")
 
     def __init__(self) -> None:
         self.index = MemoryIndex()
@@ -168,6 +172,12 @@ class _RootState:
         self.stale = True
         self.walked_at = 0.0
         self.watched = False  # a watcher reports the changes under this root
+        self.rank_s = float("inf")  # how long the last ranking of this index took (none yet: unknown)
+
+    def current(self, now: float) -> bool:
+        """Whether the index needs no walk before a query: a watcher reports every change under the
+        root, none came since the last walk, and that walk is under :data:`WATCHED_RESCAN_S` old."""
+        return self.watched and not self.stale and now - self.walked_at <= WATCHED_RESCAN_S
 
 
 MAX_ROOTS = 64  # roots (agents' workspaces) whose index one instance keeps; the oldest is dropped
@@ -357,17 +367,14 @@ class TotalRecallBackend(BlockingAdapter):
         index = state.index
         try:
             now = time.monotonic()
-            if not state.watched or state.stale or now - state.walked_at > WATCHED_RESCAN_S:
+            if not state.current(now):
                 state.stale = False  # before the walk: a change during it marks it stale again
                 state.walked_at = now
                 # Big files are parsed in the background; wait for them at most half the budget.
                 index.refresh(root, self.max_file_bytes, stop, wait_until=now + request.timeout_s / 2)
                 if index.pending():
                     state.stale = True  # the next query merges what the background parse finished
-            hits = rank(index, request.query, request.limit, datetime.now(timezone.utc), _in_window(request))
-            skipped = {rel: why for rel, (_, why) in index.skipped.items()}
-            nothing = None if index.files or index.indexing else no_memory_files(root, skipped, self.name)
-            note = index.indexing_note(self.long_lived)
+            found = self._ranked(state, root, request)
         except Cancelled:
             state.stale = True  # the walk did not finish
             return BackendResponse.failure(
@@ -384,6 +391,42 @@ class TotalRecallBackend(BlockingAdapter):
             )
         finally:
             state.lock.release()
+        return self._answer(request, found, scoped, watch)
+
+    def search_now(self, request: BackendRequest) -> BackendResponse | None:
+        """:meth:`~.base.BlockingAdapter.search_now`: an unscoped query ranked at once against the
+        daemon's watched index of its root, when that index needs no walk (:meth:`_RootState.current`),
+        no other search holds it and its last ranking took under half of :data:`~.base.ON_LOOP_S`;
+        else ``None``. The ranking, the note and the answer are :meth:`search_blocking`'s."""
+        if request.scope is not None:
+            return None  # an agent's root: its workspace is looked up in openclaw.json, its tree walked
+        watch = Stopwatch()
+        root = self.root  # OpenClaw's workspace: a stat of openclaw.json (its parse is cached by it)
+        with self._states_lock:
+            state = self._states.get(root)
+        if root is None or state is None or not state.current(time.monotonic()) or state.rank_s > ON_LOOP_S / 2:
+            return None
+        if not state.lock.acquire(blocking=False):
+            return None
+        try:
+            found = self._ranked(state, root, request)
+        finally:
+            state.lock.release()
+        return self._answer(request, found, False, watch)
+
+    def _ranked(self, state: _RootState, root: Path, request: BackendRequest) -> _Found:
+        """The query ranked against ``state``'s index as it stands (its lock held), the time it
+        took kept for :meth:`search_now`."""
+        index = state.index
+        started = time.perf_counter()
+        hits = rank(index, request.query, request.limit, datetime.now(timezone.utc), _in_window(request))
+        state.rank_s = time.perf_counter() - started
+        skipped = {rel: why for rel, (_, why) in index.skipped.items()}
+        nothing = None if index.files or index.indexing else no_memory_files(root, skipped, self.name)
+        return hits, nothing, index.indexing_note(self.long_lived)
+
+    def _answer(self, request: BackendRequest, found: _Found, scoped: bool, watch: Stopwatch) -> BackendResponse:
+        hits, nothing, note = found
         if nothing is not None:
             # Not "empty": that would tell the agent "nothing remembered" about a root that holds
             # no memory at all (a wrong root, or none written yet).
