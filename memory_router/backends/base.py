@@ -28,7 +28,8 @@ Rules every adapter follows:
   Blocking work (SQLite, file scans) runs on the instance's own threads
   (``common.threads.WorkerPool``), never the shared default executor, and stops early once its
   call is cancelled: what :class:`BlockingAdapter` does for an adapter that implements
-  ``search_blocking``.
+  ``search_blocking``. Only a search that needs no wait and little time may answer at once on
+  the event loop (:meth:`BlockingAdapter.search_now`).
 * Relevance is 0..1 and means the same everywhere: >= 0.4 is a usable match, below is weak.
   Each adapter documents how it maps its native score onto that scale.
 """
