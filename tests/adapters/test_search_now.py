@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_router.backends import BackendContext
-from memory_router.backends.base import BackendRequest, BackendResponse, BlockingAdapter
+from memory_router.backends.base import ON_LOOP_S, BackendRequest, BackendResponse, BlockingAdapter
 from memory_router.backends.lossless import adapter as lossless
 from memory_router.backends.totalrecall import adapter as totalrecall
 from memory_router.core.scope import parse_scope
@@ -64,7 +64,9 @@ def _watched_total_recall(root: Path) -> totalrecall.TotalRecallBackend:
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=queries, limit=st.integers(1, 10))
-def test_total_recall_answers_now_what_its_threads_answer(tmp_path_factory: pytest.TempPathFactory, query, limit):
+def test_total_recall_answers_now_what_its_threads_answer(
+    tmp_path_factory: pytest.TempPathFactory, query: str, limit: int
+) -> None:
     backend = _watched_total_recall(tmp_path_factory.mktemp("tr"))
     request = BackendRequest(query, limit=limit)
     assert _answer(backend.search_now(request)) == _answer(backend.search_blocking(request, threading.Event()))
@@ -90,7 +92,7 @@ def test_total_recall_searches_on_its_threads_whenever_it_would_walk_or_wait(tmp
     state = backend._state(backend.root)
     with state.lock:  # another search is reading the tree
         assert backend.search_now(request) is None
-    state.rank_s = totalrecall.ON_LOOP_S  # the last ranking took half the event loop's allowance
+    state.rank_s = ON_LOOP_S  # the last ranking took half the event loop's allowance
     assert backend.search_now(request) is None
 
 
@@ -111,7 +113,9 @@ def _lossless(db: Path) -> lossless.LosslessBackend:
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=queries, limit=st.integers(1, 10))
-def test_lossless_answers_now_what_its_threads_answer(tmp_path_factory: pytest.TempPathFactory, query, limit):
+def test_lossless_answers_now_what_its_threads_answer(
+    tmp_path_factory: pytest.TempPathFactory, query: str, limit: int
+) -> None:
     backend = _lossless(build_small_db(tmp_path_factory.mktemp("lcm") / "lcm.db"))
     request = BackendRequest(query, limit=limit)
     assert _answer(backend.search_now(request)) == _answer(backend.search_blocking(request, threading.Event()))
