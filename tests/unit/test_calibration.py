@@ -268,7 +268,14 @@ def test_qmd_names_its_embedding_model_and_reranker_in_its_calibration_key(tmp_p
 
     qmd_module = adapter_module("qmd")
     cache = tmp_path / "cache"
-    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(cache), "QMD_EMBED_MODEL": f"/models/{MINILM}.gguf"}
+    # The key is read from the models' names and files; no qmd here, so no node is started to find one.
+    no_qmd = str(tmp_path / "no-qmd.js")
+    env = {
+        "HOME": str(tmp_path),
+        "XDG_CACHE_HOME": str(cache),
+        "QMD_EMBED_MODEL": f"/models/{MINILM}.gguf",
+        "MEMORY_ROUTER_QMD": no_qmd,
+    }
     backend = qmd_module.create("qmd", qmd_module.Settings(), BackendContext(tmp_path / "state", env, tmp_path))
     assert isinstance(backend, CalibratedBackend)
     assert backend.calibration_key("search") == "qmd:search"
@@ -279,7 +286,9 @@ def test_qmd_names_its_embedding_model_and_reranker_in_its_calibration_key(tmp_p
     assert backend.calibration_key("query") == f"qmd:query:{MINILM}:rerank"  # reranked scores: another map
     # qmd's own default embedding model was not measured: its relevance stays qmd's own.
     default = qmd_module.create(
-        "qmd", qmd_module.Settings(), BackendContext(tmp_path / "s", {"HOME": str(tmp_path)}, tmp_path)
+        "qmd",
+        qmd_module.Settings(),
+        BackendContext(tmp_path / "s", {"HOME": str(tmp_path), "MEMORY_ROUTER_QMD": no_qmd}, tmp_path),
     )
     assert isinstance(default, CalibratedBackend)
     assert default.calibration_key("vsearch") == "qmd:vsearch:embeddinggemma-300M-Q8_0"
