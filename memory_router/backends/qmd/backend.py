@@ -20,6 +20,7 @@ from memory_router.backends.base import (
     Probe,
     Stopwatch,
 )
+from memory_router.backends.qmd.document_lines import document_best_lines
 from memory_router.backends.qmd.indexing import refresher_for
 from memory_router.backends.qmd.keywords import SemanticPlan, keyword_forms, semantic_plan
 from memory_router.backends.qmd.layout import DEFAULT_MODE, MODES, QmdLayout
@@ -345,12 +346,15 @@ class QmdBackend(QmdLayout):
             missing += "not search them: run `qmd embed`"
             note = f"{note}; {missing}" if note else missing
         reranked = mode == "query" and really_reranked(answer.hits, answer.stderr)
-        results = to_results(
-            answer.hits, mode, self.name, coverage=coverage, reranked=reranked, rank_only=answer.rank_only
-        )
-        # "find the function X": hits defining X first (files read from the collections' folders).
         files = CollectionFiles(self.config_file(self.env()) if self.index_name() else None)
-        results = definitions_first(request.query, answer.hits, results, files)
+        hits = answer.hits
+        if mode == "query" and not reranked and not answer.rank_only:
+            # No reranker read the chunk qmd's row is confined to: show the document's best lines,
+            # as a search row does (.document_lines); qmd's scores are kept.
+            hits = document_best_lines(hits, sent, files)
+        results = to_results(hits, mode, self.name, coverage=coverage, reranked=reranked, rank_only=answer.rank_only)
+        # "find the function X": hits defining X first (files read from the collections' folders).
+        results = definitions_first(request.query, hits, results, files)
         if request.window is not None:
             # qmd knows no dates: a hit is dated by the note date in its file name (memory/YYYY-MM-DD.md).
             from memory_router.core.window import in_window

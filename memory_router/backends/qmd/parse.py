@@ -244,15 +244,35 @@ def collection_roots(config_file: Path) -> dict[str, Path]:
 
 
 class CollectionFiles:
-    """Reads a hit's file from its collection's folder (qmd's index.yml is read on first use)."""
+    """Reads a hit's file from its collection's folder (qmd's index.yml is read on first use).
+    One instance serves one answer: each file is read once (definition-first and a ``query``
+    hit's best lines both read it)."""
 
     def __init__(self, config_file: Path | None) -> None:
         self.config_file = config_file
         self._roots: dict[str, Path] | None = None
+        self._read: dict[tuple[str | None, str], tuple[str, bool] | None] = {}
 
     def read(self, collection: str | None, path: str) -> str | None:
         """The file's text (its first ``MAX_DEFINITION_READ`` bytes), or None when the collection
         is unknown, the path leaves the collection's folder, or it is not a readable regular file."""
+        found = self._cached(collection, path)
+        return found[0] if found is not None else None
+
+    def read_whole(self, collection: str | None, path: str) -> str | None:
+        """As :meth:`read`, but None for a file longer than ``MAX_DEFINITION_READ`` bytes (its
+        lines past the cut are unknown)."""
+        found = self._cached(collection, path)
+        return found[0] if found is not None and found[1] else None
+
+    def _cached(self, collection: str | None, path: str) -> tuple[str, bool] | None:
+        key = (collection, path)
+        if key not in self._read:
+            self._read[key] = self._load(collection, path)
+        return self._read[key]
+
+    def _load(self, collection: str | None, path: str) -> tuple[str, bool] | None:
+        """(text, whether that is the whole file), or None."""
         if self._roots is None:
             self._roots = collection_roots(self.config_file) if self.config_file else {}
         root = self._roots.get(collection or "")
@@ -267,12 +287,13 @@ class CollectionFiles:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             with os.fdopen(fd, "rb", closefd=False) as handle:
-                data = handle.read(MAX_DEFINITION_READ)
+                data = handle.read(MAX_DEFINITION_READ + 1)
         except OSError:
             return None
         finally:
             os.close(fd)
-        return data.decode("utf-8", "replace")
+        whole = len(data) <= MAX_DEFINITION_READ
+        return data[:MAX_DEFINITION_READ].decode("utf-8", "replace"), whole
 
 
 def definitions_first(
@@ -306,7 +327,7 @@ def _definition_update(
     snippet = snippet if isinstance(snippet, str) else ""
     start, count = _snippet_span(snippet)
     text = files.read(extra.get("collection"), path) if files is not None else None
-    if text is not None and not _same_document(_snippet_body(snippet), text):
+    if text is not None and not same_document(snippet_body(snippet), text):
         text = None  # not the document qmd indexed (another index's folder, or rewritten since)
     update: dict[str, Any] = {}
     if text is not None:
@@ -317,14 +338,14 @@ def _definition_update(
             update["content"] = clean_snippet("\n".join(window))
         line = found.line if found is not None else 0
     else:
-        found = find_definition(_snippet_body(snippet), symbol, markdown=markdown) if start else None
+        found = find_definition(snippet_body(snippet), symbol, markdown=markdown) if start else None
         line = start + found.line - 1 if found is not None else 0
     if found is None:
         return 0, {}
     return (1 if markdown else 2), update | {"line": line, "definition_line": line, "definition_kind": found.kind}
 
 
-def _same_document(snippet_body: str, text: str) -> bool:
+def same_document(snippet_body: str, text: str) -> bool:
     """Whether ``text`` holds the snippet's longest complete line (qmd cuts a long snippet with
     "..."): the file read from disk is the document qmd matched, moved lines allowed."""
     lines = snippet_body.split("\n")
@@ -334,7 +355,7 @@ def _same_document(snippet_body: str, text: str) -> bool:
     return not longest or longest in text
 
 
-def _snippet_body(snippet: str) -> str:
+def snippet_body(snippet: str) -> str:
     """The snippet's lines after the header, none dropped (line k is the header's first line + k - 1)."""
     if _NUMBERED_HEADER.match(snippet):
         snippet = _LINE_NUMBER_PREFIX.sub("", snippet)
