@@ -74,6 +74,8 @@ NOT_SCRIPTS |= {"status_truth.py"}
 NOT_SCRIPTS |= {"abstention.py"}
 # Reads the alone records of real bench runs: tests/unit/test_bench_rule7_replay.py runs it on a tiny set.
 NOT_SCRIPTS |= {"rule7_replay.py"}
+# Reads the alone records of the chat benches: tests/unit/test_bench_fill_replay.py runs it on a tiny set.
+NOT_SCRIPTS |= {"fill_replay.py"}
 # Three minutes of the real OpenClaw even when tiny: test_locomo_openclaw_quick_run_... runs it once.
 NOT_SCRIPTS |= {"locomo_openclaw.py"}
 # The LoCoMo files in the shared folder beside the checkout, or beside one of its ancestors (a worktree).
