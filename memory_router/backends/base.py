@@ -514,7 +514,7 @@ class BackendContext(Frozen):
     ``environ`` and ``cwd`` are passed in (not read from ``os``) so tests and the daemon control
     them; adapters resolve their paths from settings first, then these, then defaults. Left out,
     ``environ`` is a copy of ``os.environ`` and ``cwd`` is ``Path.cwd()``, both taken when the
-    context is built. Immutable (change one with :meth:`replace`); equal by its four fields, and
+    context is built. Immutable (change one with :meth:`replace`); equal by its fields, and
     hashable only if ``environ`` is (a ``dict`` is not), as the frozen dataclass it replaces.
     """
 
@@ -523,6 +523,9 @@ class BackendContext(Frozen):
     cwd: Path
     long_lived: bool
     """True in ``serve``/``mcp``: adapters may keep warm helper processes (qmd's engine)."""
+    report: Callable[[str, str], None] | None
+    """Where an adapter reports what happens outside any query (``kind``, ``message``: a failed
+    index refresh): the daemon's writes it to stderr and router.log; ``None``: stderr only."""
 
     def __init__(
         self,
@@ -530,10 +533,11 @@ class BackendContext(Frozen):
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         long_lived: bool = False,
+        report: Callable[[str, str], None] | None = None,
     ) -> None:
         environ = dict(os.environ) if environ is None else environ
         cwd = Path.cwd() if cwd is None else cwd
-        self._init(state_dir, environ, cwd, long_lived)
+        self._init(state_dir, environ, cwd, long_lived, report)
 
 
 class DemoUnavailable(Exception):

@@ -100,7 +100,8 @@ class Service:
         self.config_path = config_path or paths.packaged_config()
         self.concurrency = concurrency
         self.max_line_bytes = max_line_bytes
-        self.context = context or BackendContext(state_dir=state_dir, long_lived=True)
+        # Adapters report what happens outside a query (qmd's index refresh) as the daemon does.
+        self.context = context or BackendContext(state_dir=state_dir, long_lived=True, report=self._report)
         self.log = RouterLog(paths.router_log(state_dir))
         self.stats = Stats()
         self.say = diagnostics or _stderr

@@ -320,3 +320,20 @@ def test_the_purity_check_sees_imports_in_functions_and_lets_types_be(tmp_path):
     assert impure_imports([("m", module)]) == ["m:7 imports asyncio", "m:8 imports os"]
     graph = {"p.a": {"p.b", "q.x"}, "p.b": set(), "q.x": {"p.a"}}
     assert arrows_out_of(graph, "p") == {"p.a": {"q.x"}}
+
+
+# ---------------------------------------------------------------------------------- the seam
+
+BACKENDS = "memory_router.backends"
+# What sits above the seam: an adapter knows none of it (the router's wiring, the daemon, the
+# command line, the thin client). What an adapter reports outside a query reaches router.log
+# through BackendContext.report, which the daemon gives it.
+ABOVE_THE_SEAM = ("memory_router.routing", "memory_router.daemon", "memory_router.cli", "memory_router.client")
+
+
+def test_the_adapters_import_nothing_above_the_seam():
+    out = arrows_out_of(project_graph(), BACKENDS)
+    assert out, "the adapters read the contract, the config and the core's values"
+    wrong = {name: sorted(t for t in targets if t.startswith(ABOVE_THE_SEAM)) for name, targets in out.items()}
+    wrong = {name: targets for name, targets in wrong.items() if targets}
+    assert not wrong, f"adapters importing what sits above the seam (pass it in through BackendContext): {wrong}"

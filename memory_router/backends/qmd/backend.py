@@ -122,7 +122,7 @@ class QmdBackend(QmdLayout):
             index_file,
             self.config_file(cli.env),
             self.watched_collections(),
-            self.context.state_dir,
+            self.context.report,
         )
 
     def watched_collections(self) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ import fcntl
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,9 +18,7 @@ from memory_router.backends.qmd.locate import TOOLS, missing_models
 from memory_router.backends.qmd.refresh import Command, Refresher
 from memory_router.backends.qmd.settings import RefreshSettings
 from memory_router.backends.qmd.transports import CliTransport, stderr_tail
-from memory_router.config import paths
 from memory_router.contract import say
-from memory_router.routing.routerlog import RouterLog
 
 # The small embedding model .ci/setup.d/30-qmd-models.sh builds into a checkout's .tools/models/.
 LOCAL_MINILM = "all-MiniLM-L6-v2-f16.gguf"
@@ -128,11 +126,12 @@ def refresher_for(
     index_file: Path,
     config: Path,
     collections: tuple[str, ...],
-    state_dir: Path,
+    report: Callable[[str, str], None] | None,
 ) -> Refresher:
     """The daemon's refresh of one backend's index (:mod:`.refresh`): ``qmd update``, then ``qmd
     embed`` while the embedding model is on disk, run with the CLI transport's qmd and
-    environment; what it reports goes to stderr and router.log."""
+    environment; what it reports goes to ``report`` (the daemon's: stderr and router.log; the
+    backend context's :attr:`~memory_router.backends.base.BackendContext.report`), else stderr."""
 
     def embed() -> Command | None:
         if missing_models("embed", config, cli.env):
@@ -141,11 +140,8 @@ def refresher_for(
         env.pop("CI", None)  # qmd refuses model work under CI; the model is a local file
         return Command(tuple(cli.argv("embed", [])), env, cli.cwd)
 
-    log = RouterLog(paths.router_log(state_dir))
-
-    def report(kind: str, message: str) -> None:
+    def on_stderr(kind: str, message: str) -> None:
         say(message, who="memory-router serve")
-        log.event(kind, message)
 
     return Refresher(
         name,
@@ -155,5 +151,5 @@ def refresher_for(
         collections=collections,
         update=Command(tuple(cli.argv("update", [])), dict(cli.env), cli.cwd),
         embed=embed,
-        report=report,
+        report=report or on_stderr,
     )
