@@ -5,6 +5,7 @@ threads (``BlockingAdapter.search_now``: Total Recall's watched index, Lossless'
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -94,6 +95,20 @@ def test_total_recall_searches_on_its_threads_whenever_it_would_walk_or_wait(tmp
         assert backend.search_now(request) is None
     state.rank_s = ON_LOOP_S  # the last ranking took half the event loop's allowance
     assert backend.search_now(request) is None
+    state.rank_s = 0.0
+    assert backend.search_now(request) is not None
+
+
+def test_a_root_removed_before_its_watcher_reports_it_is_searched_on_the_threads(tmp_path: Path) -> None:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    backend = _watched_total_recall(root)
+    request = BackendRequest("schema")
+    assert backend.search_now(request) is not None
+    shutil.rmtree(root)  # no invalidate(): the watcher's event has not come yet
+    assert backend.search_now(request) is None
+    answered = backend.search_blocking(request, threading.Event())
+    assert answered.status == "error" and "does not exist" in (answered.error_message or "")
 
 
 def test_a_daemon_search_of_a_current_index_starts_no_worker_thread(tmp_path: Path) -> None:

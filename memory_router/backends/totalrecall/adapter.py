@@ -404,7 +404,9 @@ class TotalRecallBackend(BlockingAdapter):
         root = self.root  # OpenClaw's workspace: a stat of openclaw.json (its parse is cached by it)
         with self._states_lock:
             state = self._states.get(root)
-        if root is None or state is None or not state.current(time.monotonic()) or state.rank_s > ON_LOOP_S / 2:
+        if state is None or not state.current(time.monotonic()) or state.rank_s > ON_LOOP_S / 2:
+            return None
+        if root is None or not root.is_dir():  # gone before its watcher said so: the threads say what is wrong
             return None
         if not state.lock.acquire(blocking=False):
             return None
