@@ -61,22 +61,16 @@ class Labels(NamedTuple):
     hit: bool
 
 
-class Replay:
+class Replay(fc.Recorded):
     """Every store's recorded answers, calibrated with one calibration (None: their native
     relevance), each result labelled by its tag."""
 
     def __init__(self, records: dict[str, list[dict[str, Any]]], calibration: Calibration | None) -> None:
-        self.per_key = {key: fc.answers(records[v]) for v, key in fc.ALONE_KEYS.items() if v in records}
+        super().__init__(records)
         self.rows: dict[tuple[str, fc.QKey], list[dict[str, Any]]] = {}
         for variant, key in fc.ALONE_KEYS.items():
             for row in records.get(variant, []):
                 self.rows[(key, (fc.bench_of(row), str(row["conv"]), str(row["qid"])))] = row.get("results") or []
-        self.evidence = {q: a.evidence for v in self.per_key.values() for q, a in v.items()}
-        self.rule = {q: a.rule for v in self.per_key.values() for q, a in v.items()}
-        self.questions: dict[str, list[fc.QKey]] = {}
-        for bench in sorted({q[0] for q in self.evidence}):
-            measured = [{q for q in v if q[0] == bench} for v in self.per_key.values()]
-            self.questions[bench] = sorted(set.intersection(*[m for m in measured if m]))
         self.calibration = calibration
         self.labels: dict[str, Labels] = {}
 
@@ -389,9 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
     folders = args.records or [BENCH_DATA / b / "records" for b in BENCHES]
-    records = fc.read_records([f for f in folders if f.is_dir()])
-    if not any(v in records for v in fc.ALONE_KEYS):
-        print(f"no alone:* records under {', '.join(map(str, folders))}", file=sys.stderr)
+    records = fc.read_alone_records(folders)
+    if records is None:
         return 2
     r = Replay(records, packaged_calibration())
     lines = table(r)

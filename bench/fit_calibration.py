@@ -139,6 +139,31 @@ def read_records(directories: Sequence[Path]) -> dict[str, list[dict[str, Any]]]
     return dict(out)
 
 
+def read_alone_records(directories: Sequence[Path]) -> dict[str, list[dict[str, Any]]] | None:
+    """:func:`read_records` of the folders that exist, or ``None`` (said on stderr) when none of
+    them holds an ``alone:*`` variant, the recorded answers a replay needs."""
+    records = read_records([d for d in directories if d.is_dir()])
+    if not any(v in records for v in ALONE_KEYS):
+        print(f"no alone:* records under {', '.join(map(str, directories))}", file=sys.stderr)
+        return None
+    return records
+
+
+class Recorded:
+    """The ``alone:*`` variants' answers by calibration key, each question's evidence and rule,
+    and per bench the questions every store measured there was asked: what the offline replays
+    (``bench/rule7_replay.py``, ``bench/fill_replay.py``) start from."""
+
+    def __init__(self, records: dict[str, list[dict[str, Any]]]) -> None:
+        self.per_key = {key: answers(records[v]) for v, key in ALONE_KEYS.items() if v in records}
+        self.evidence = {q: a.evidence for v in self.per_key.values() for q, a in v.items()}
+        self.rule = {q: a.rule for v in self.per_key.values() for q, a in v.items()}
+        self.questions: dict[str, list[QKey]] = {}
+        for bench in sorted({q[0] for q in self.evidence}):
+            measured = [{q for q in v if q[0] == bench} for v in self.per_key.values()]
+            self.questions[bench] = sorted(set.intersection(*[m for m in measured if m]))
+
+
 def bench_of(row: dict[str, Any]) -> str:
     return str(row.get("bench") or "locomo")
 

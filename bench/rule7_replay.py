@@ -72,23 +72,17 @@ class Step(NamedTuple):
         return self.items[0].relevance if self.items else 0.0
 
 
-class Replay:
+class Replay(fc.Recorded):
     """The recorded answers of every backend and mode, calibrated with one calibration."""
 
     def __init__(self, records: dict[str, list[dict[str, Any]]], calibration: Calibration) -> None:
-        self.per_key = {key: fc.answers(records[v]) for v, key in fc.ALONE_KEYS.items() if v in records}
+        super().__init__(records)
         self.paths: dict[tuple[str, fc.QKey], tuple[str, ...]] = {}
         for variant, key in fc.ALONE_KEYS.items():
             for row in records.get(variant, []):
                 q = (fc.bench_of(row), str(row["conv"]), str(row["qid"]))
                 self.paths[(key, q)] = tuple(str(r.get("path") or "") for r in row.get("results") or [])
-        self.evidence = {q: a.evidence for v in self.per_key.values() for q, a in v.items()}
-        self.rule = {q: a.rule for v in self.per_key.values() for q, a in v.items()}
         self.text = {q: a.text for v in self.per_key.values() for q, a in v.items()}
-        self.questions: dict[str, list[fc.QKey]] = {}
-        for bench in sorted({q[0] for q in self.evidence}):
-            measured = [{q for q in v if q[0] == bench} for v in self.per_key.values()]
-            self.questions[bench] = sorted(set.intersection(*[m for m in measured if m]))
         self.calibration = calibration
         self._steps: dict[tuple[str, fc.QKey], Step | None] = {}
 
@@ -357,9 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     args = parser.parse_args(argv)
     folders = args.records or [BENCH_DATA / f / "records" for f in FOLDERS]
-    records = fc.read_records([f for f in folders if f.is_dir()])
-    if not any(v in records for v in fc.ALONE_KEYS):
-        print(f"no alone:* records under {', '.join(map(str, folders))}", file=sys.stderr)
+    records = fc.read_alone_records(folders)
+    if records is None:
         return 2
     r = Replay(records, packaged_calibration())
     lines = ["## Rule 7 replayed with the packaged maps (in-sample)", "", *table(r)]
