@@ -46,6 +46,9 @@ from memory_router.core.calibration import Calibration  # noqa: E402
 BENCHES = ("locomo", "longmemeval")
 LIMIT = 10
 TAG = "replay_tag"  # the extra key that leads a merged result back to its recorded labels
+# The extra key holding the sessions a result's labels name ("s7" of "s7:t2", "D1" of "D1:3"): what
+# a note's "Session ID" line and lossless-claw's conversation row could tell the router at best.
+SESSIONS = "replay_sessions"
 LOSSLESS = "lossless"
 
 
@@ -85,6 +88,7 @@ class Replay(fc.Recorded):
             tag = f"{key}|{'|'.join(q)}|{n}"
             self.labels[tag] = Labels(frozenset(row.get("dia_ids") or ()), bool(row["hit"]))
             extra = {k: row[k] for k in ("path", "line", "start_line") if row.get(k) is not None}
+            extra[SESSIONS] = frozenset(str(i).split(":")[0] for i in row.get("dia_ids") or ())
             results.append(Result(hit.content, hit.relevance, hit.source, None, **extra, **{TAG: tag}))
         return Answer(key, response.replace(results=results))
 
@@ -250,6 +254,26 @@ def adds_evidence(head: Result, answers: Sequence[Answer], win: Answer) -> list[
     return _cut(head, kept[1:])
 
 
+def session_listed(only_notes: bool) -> Policy:
+    """A weak result (a weak note, ``only_notes``) whose sessions another store's result above it
+    already lists gives its slot up (moves after the rest): a session's note repeats its last turns.
+    The sessions come from the bench's labels, so this is the most the router could get from
+    pairing a note's "Session ID" line with lossless-claw's conversations, not a shipped signal."""
+
+    def policy(head: Result, answers: Sequence[Answer], win: Answer) -> list[Result]:
+        kept, later = [head], []
+        for _, hit in _rest(head, answers):
+            mine = hit.extra[SESSIONS]
+            weak = hit.relevance < fc.THRESHOLD and (not only_notes or hit.source == "totalrecall")
+            if weak and mine and any(mine <= k.extra[SESSIONS] for k in kept if k.source != hit.source):
+                later.append(hit)
+            else:
+                kept.append(hit)
+        return _cut(head, [*kept[1:], *later])
+
+    return policy
+
+
 POLICIES: dict[str, Policy] = {
     "packaged `fill` (weighted RRF, K = 60)": packaged,
     "results reaching 0.4 first, then the rest (fused order in each)": strong_first,
@@ -266,6 +290,8 @@ POLICIES: dict[str, Policy] = {
     "each store's results under 0.4: at most 3 before the others' rest": weak_cap(3),
     "each store's results under 0.4: at most 5 before the others' rest": weak_cap(5),
     "a note whose every line the results above show gives its slot up": adds_evidence,
+    "a weak note from a session another store's result above lists gives its slot up": session_listed(True),
+    "any weak result from a session another store's result above lists gives its slot up": session_listed(False),
 }
 
 

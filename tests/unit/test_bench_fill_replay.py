@@ -86,3 +86,15 @@ def test_the_script_writes_a_row_per_policy(tmp_path: Path) -> None:
 def test_the_script_says_when_there_are_no_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fr.main(["--records", str(tmp_path)]) == 2
     assert "no alone:* records" in capsys.readouterr().err
+
+
+def test_a_weak_note_from_a_session_the_turns_above_list_gives_its_slot_up() -> None:
+    r = fr.Replay(_records(), None)
+    [(packaged, _)] = fr.replay(r, "longmemeval", fr.packaged)
+    [(by_session, _)] = fr.replay(r, "longmemeval", fr.session_listed(only_notes=True))
+    # The note quoting turn 8 is from session s9, which Lossless's turns above already list: it
+    # gives its place (sixth, turn 8 folded into it) up and comes after the rest, below the note of
+    # session s5, which no other store's result lists.
+    assert packaged.dia_ids.index(frozenset({"s9:t8"})) == 5
+    assert by_session.dia_ids.index(frozenset({"s5:t0"})) == 8
+    assert by_session.dia_ids[9] == frozenset({"s9:t8"})
