@@ -139,7 +139,9 @@ INSERT INTO lcm_migration_state (step_name, algorithm_version) VALUES
   ('backfillToolCallColumns', 1), ('repairOpenClawMetadataIdentityState', 2);
 """
 
-# The initial scaffold's layout (lossless-claw 3be0da92, before v0.1.2).
+# The initial scaffold's layout (lossless-claw 3be0da92, before v0.1.2). Its tables repeat most of
+# _CURRENT_TABLES on purpose: each is a verbatim copy of one upstream layout, to be diffed against its
+# source; this one is frozen history, that one follows lossless-claw's migrations.
 _LEGACY_TABLES = """
 CREATE TABLE conversations (
   conversation_id INTEGER PRIMARY KEY AUTOINCREMENT,
