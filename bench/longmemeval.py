@@ -290,7 +290,8 @@ def report(summaries: dict[str, dict[str, Any]]) -> None:
         "The first result against the gold (questions)",
         ["first result", *summaries],
         [[k, *[s["top1"].get(k, 0) for s in summaries.values()]] for k in kinds],
-        note="a memory note's content is what Total Recall returns of it (an entry's first 2000 characters).",
+        note="a memory note's content is what Total Recall returns of it: an entry's first 2000 characters, or its"
+        " first lines and the later part holding most of the query (memory_router/backends/totalrecall/shown.py).",
     )
     router_report(
         summaries, unit="questions", sections=(("routed_to", "answered by"), ("outcome", "why it answered so"))

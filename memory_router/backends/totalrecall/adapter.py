@@ -73,6 +73,7 @@ from memory_router.backends.totalrecall.index import DEFAULT_MAX_FILE_BYTES, Mem
 from memory_router.backends.totalrecall.parse import Cancelled, Entry, query_terms
 from memory_router.backends.totalrecall.scan import LAYOUT_OF_TIER, no_memory_files, scan_tree, too_big, unreadable
 from memory_router.backends.totalrecall.score import rank
+from memory_router.backends.totalrecall.shown import shown_part
 from memory_router.config.envvars import TOTALRECALL
 from memory_router.config.openclaw import OpenClawConfigInvalid, agent_workspace
 from memory_router.config.paths import openclaw_workspace
@@ -82,8 +83,9 @@ TYPE_CHECKING = False  # not typing's: a cold query builds these settings withou
 if TYPE_CHECKING:
     from typing import Annotated
 
-    # A ranking: its hits, why the root holds no memory (None: it does), the note on what it left out.
-    _Found = tuple[list[tuple[float, Entry, Definition | None]], str | None, str | None]
+    # A ranking: its hits, why the root holds no memory (None: it does), the note on what it left
+    # out, and the weight (idf) of each of the query's terms where a hit is longer than it shows.
+    _Found = tuple[list[tuple[float, Entry, Definition | None]], str | None, str | None, dict[str, float]]
 
 ENV_VARS: frozenset[str] = TOTALRECALL  # the environment variables it reads: memory_router.config.envvars
 
@@ -425,17 +427,19 @@ class TotalRecallBackend(BlockingAdapter):
         state.rank_s = time.perf_counter() - started
         skipped = {rel: why for rel, (_, why) in index.skipped.items()}
         nothing = None if index.files or index.indexing else no_memory_files(root, skipped, self.name)
-        return hits, nothing, index.indexing_note(self.long_lived)
+        long = any(entry.body is not None for _, entry, _ in hits)
+        weights = {t: index.idf_of(t) for t in query_terms(request.query)} if long else {}
+        return hits, nothing, index.indexing_note(self.long_lived), weights
 
     def _answer(self, request: BackendRequest, found: _Found, scoped: bool, watch: Stopwatch) -> BackendResponse:
-        hits, nothing, note = found
+        hits, nothing, note, weights = found
         if nothing is not None:
             # Not "empty": that would tell the agent "nothing remembered" about a root that holds
             # no memory at all (a wrong root, or none written yet).
             if scoped:
                 return BackendResponse.from_results(self.name, request.query, [], duration_ms=watch.ms, note=nothing)
             return BackendResponse.failure(self.name, request.query, BACKEND_UNAVAILABLE, nothing, duration_ms=watch.ms)
-        results = [_result(self.name, rel, entry, where) for rel, entry, where in hits]
+        results = [_result(self.name, rel, entry, where, weights) for rel, entry, where in hits]
         return BackendResponse.from_results(
             self.name,
             request.query,
@@ -464,12 +468,18 @@ def _workspace_missing(request: BackendRequest, environ: Mapping[str, str]) -> s
     return f"agent {request.scope.agent}'s workspace {workspace} ({where}) does not exist"
 
 
-def _result(source: str, relevance: float, entry: Entry, definition: Definition | None = None) -> Result:
+def _result(
+    source: str,
+    relevance: float,
+    entry: Entry,
+    definition: Definition | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> Result:
     extra = {}
     if definition is not None:
         extra = {"definition_line": entry.file_line(definition.line), "definition_kind": definition.kind}
     return Result(
-        content=entry.text,
+        content=shown_part(entry, weights) if weights else entry.text,
         relevance=relevance,
         source=source,
         timestamp=_iso(entry.timestamp),

@@ -83,6 +83,7 @@ class Entry(Frozen):
     terms: tuple[str, ...]
     dated: bool = True  # False: the timestamp is only the file's mtime (a checkout resets it)
     line_map: tuple[int, ...] | None = None  # file line of each text line; None: consecutive from `line`
+    body: str | None = None  # the whole text where ``text`` is cut (longer than MAX_CONTENT_CHARS)
 
     def file_line(self, text_line: int) -> int:
         """The file's line number of the entry text's 1-based line ``text_line``."""
@@ -171,6 +172,7 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: thread
                     terms=tuple(index_terms(f"{heading} {file_label} {body}")),
                     dated=dated,
                     line_map=None if block_lines[-1] - block_line + 1 == len(block_lines) else tuple(block_lines),
+                    body=body if len(body) > MAX_CONTENT_CHARS else None,
                 )
             )
         block, block_lines, block_kind, block_time = [], [], "", None
