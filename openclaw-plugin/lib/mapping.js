@@ -26,6 +26,7 @@ const CACHE_LIMIT = 512; // hits remembered for readFile (least recently returne
  * @property {string | null} [timestamp]
  * @property {string} [path]
  * @property {number} [line]
+ * @property {number} [end_line] the file line the content ends on, where it leaves lines out
  * @property {string} [collection]
  * @property {string | number | null} [message_id]
  * @property {string | number} [summary_id]
@@ -233,7 +234,9 @@ export function toSearchResults(envelope, { maxResults, cache }) {
     seen.add(path);
     const hasFile = place.kind !== "synthetic";
     const startLine = isInteger(hit.line, 1) ? hit.line : 1;
-    const endLine = startLine + lineCount(text) - 1;
+    // A Total Recall hit that leaves lines of a long entry out says where its text ends; any
+    // other hit's lines are consecutive from its start.
+    const endLine = isInteger(hit.end_line, startLine) ? hit.end_line : startLine + lineCount(text) - 1;
     cache?.put(path, { text, synthetic: !hasFile, startLine, kind: place.kind, backend: hit.source, collection: place.collection, relPath: place.relPath });
     out.push({
       path,

@@ -29,6 +29,24 @@ describe("hits", () => {
     assert.equal(hit.citation, "memory/x.md#L7");
   });
 
+  test("a hit that leaves lines out ends on the line it names; one naming a line before its start is not believed", () => {
+    const content = 'user: "a"\n[… lines 8-19 left out …]\nuser: "b"';
+    const results = toSearchResults(
+      withHits([
+        { path: "memory/x.md", line: 7, content, end_line: 20 },
+        { path: "memory/y.md", line: 7, content, end_line: 3 },
+      ]),
+      { maxResults: 10 },
+    );
+    assert.deepEqual(
+      results.map((r) => [r.startLine, r.endLine]),
+      [
+        [7, 20],
+        [7, 9],
+      ],
+    );
+  });
+
   test("a hit without a line starts at line 1", () => {
     const results = toSearchResults(withHits([{ path: "MEMORY.md" }, { path: "USER.md", line: 0 }, { path: "dreams.md", line: 2.5 }]), { maxResults: 10 });
     assert.deepEqual(

@@ -56,6 +56,8 @@ def test_a_note_matching_its_twelfth_message_shows_its_opening_and_that_message(
     # Between them, where the messages left out are in the file (the header is 8 lines).
     assert elision and later.startswith(lines[11]) and len(hit.content) <= MAX_CONTENT_CHARS
     assert hit.extra["line"] == 9  # the entry's first line: the note's header is 8 lines
+    # Where the text ends in the file: its last line (line 9 + 11 + the part's own lines).
+    assert hit.extra["end_line"] == 9 + 11 + later.count("\n")
     # Before: the note's first 2000 characters, which end long before the twelfth message.
     (entry,) = [e for e in parse_file("daily", "memory/2023-05-26-2100.md", session_note(messages), 0.0) if e.body]
     assert "Rachel" not in entry.text
@@ -69,7 +71,7 @@ def test_a_note_whose_beginning_holds_the_match_reads_as_before(tmp_path: Path) 
     (tmp_path / "memory" / "2023-05-26-2100.md").write_text(session_note(messages))
     (hit,) = search(tmp_path, "Rachel TechCorp conference").results
     (entry,) = [e for e in parse_file("daily", "memory/2023-05-26-2100.md", session_note(messages), 0.0) if e.body]
-    assert hit.content == entry.text and hit.extra["line"] == 9
+    assert hit.content == entry.text and hit.extra["line"] == 9 and "end_line" not in hit.extra
 
 
 def test_a_short_entry_is_shown_whole(tmp_path: Path) -> None:
@@ -99,9 +101,11 @@ def test_what_is_shown_is_the_plain_cut_or_the_beginning_and_a_later_part_holdin
         return sum(weights[t] for t in set(index_terms(s)) if t in weights)
 
     for entry in entries:
-        content = shown_part(entry, weights)
+        shown = shown_part(entry, weights)
+        content = shown.text
         assert content and len(content) <= MAX_CONTENT_CHARS
         if content == entry.text:
+            assert shown.last_line is None
             continue
         body = entry.body
         assert body is not None  # an entry shown whole is never changed
@@ -117,6 +121,7 @@ def test_what_is_shown_is_the_plain_cut_or_the_beginning_and_a_later_part_holdin
         first, last = int(match["first"]), int(match["last"] or match["first"])
         shown_lines = opening.count("\n") + 1
         assert first == shown_lines + 1 and last == body[:at].count("\n")
+        assert shown.last_line == last + 1 + later.count("\n")  # the file line the text ends on
         assert weight(content) > weight(entry.text)  # it shows more of the query than the plain cut
 
 
@@ -132,4 +137,4 @@ def test_without_query_terms_the_beginning_is_shown() -> None:
         terms=(),
         body="a" * MAX_CONTENT_CHARS + "\nbbb",
     )
-    assert shown_part(entry, {}) == entry.text
+    assert shown_part(entry, {}).text == entry.text

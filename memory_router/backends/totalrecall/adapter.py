@@ -73,7 +73,7 @@ from memory_router.backends.totalrecall.index import DEFAULT_MAX_FILE_BYTES, Mem
 from memory_router.backends.totalrecall.parse import Cancelled, Entry, query_terms
 from memory_router.backends.totalrecall.scan import LAYOUT_OF_TIER, no_memory_files, scan_tree, too_big, unreadable
 from memory_router.backends.totalrecall.score import rank
-from memory_router.backends.totalrecall.shown import shown_part
+from memory_router.backends.totalrecall.shown import Shown, shown_part
 from memory_router.config.envvars import TOTALRECALL
 from memory_router.config.openclaw import OpenClawConfigInvalid, agent_workspace
 from memory_router.config.paths import openclaw_workspace
@@ -478,8 +478,11 @@ def _result(
     extra = {}
     if definition is not None:
         extra = {"definition_line": entry.file_line(definition.line), "definition_kind": definition.kind}
+    shown = shown_part(entry, weights) if weights else Shown(entry.text)
+    if shown.last_line is not None:  # lines left out: the content's line count no longer says where it ends
+        extra["end_line"] = shown.last_line
     return Result(
-        content=shown_part(entry, weights) if weights else entry.text,
+        content=shown.text,
         relevance=relevance,
         source=source,
         timestamp=_iso(entry.timestamp),

@@ -18,7 +18,7 @@ long note shows*). Showing the best part alone (no beginning) lowered the router
 from 66.0 to 60.0: it cut away the opening message, which often held the evidence. LoCoMo, the
 code set and CoSQA hold no entry this long: their answers are unchanged.
 
-Pure: an entry and the query's term weights in, the text out.
+Pure: an entry and the query's term weights in, the text and where it ends out.
 """
 
 from __future__ import annotations
@@ -26,23 +26,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from memory_router.backends.totalrecall.parse import MAX_CONTENT_CHARS, Entry, index_terms
+from memory_router.core.frozen import Frozen
 
 # A paragraph of more lines than this is rare (a session note has fifteen): its later lines are
 # not tried, so one huge entry costs a bounded number of term look-ups.
 MAX_STARTS = 400
 
 
-def shown_part(entry: Entry, weights: Mapping[str, float]) -> str:
-    """The text a result for ``entry`` shows, for a query whose content terms weigh ``weights``
-    (stemmed term -> idf). It starts where the entry starts (the result's ``line``)."""
+class Shown(Frozen):
+    """What a result shows of an entry: its text, and where the text ends when it leaves lines
+    out (``last_line``: the file line of its last line; None: the text is a plain cut, its lines
+    consecutive from the entry's ``line``)."""
+
+    text: str
+    last_line: int | None = None
+
+
+def shown_part(entry: Entry, weights: Mapping[str, float]) -> Shown:
+    """What a result for ``entry`` shows, for a query whose content terms weigh ``weights``
+    (stemmed term -> idf). Its text starts where the entry starts (the result's ``line``)."""
     body = entry.body
+    plain = Shown(entry.text)
     if body is None or not weights:
-        return entry.text
+        return plain
     lines = body.split("\n")
     head = _whole_lines(lines, MAX_CONTENT_CHARS // 2)
     kept = head.count("\n") + 1  # the lines the beginning shows (the last one maybe cut)
     head_terms = _terms(head, weights)
-    best, best_weight = entry.text, _weight(_terms(entry.text, weights), weights)
+    best, best_weight = plain, _weight(_terms(entry.text, weights), weights)
     start = len("\n".join(lines[:kept])) + 1  # where line `kept` starts in body
     for i in range(kept, min(len(lines), MAX_STARTS)):
         if i > kept and _terms(lines[i], weights) - head_terms:  # a later line adding a term
@@ -50,14 +61,14 @@ def shown_part(entry: Entry, weights: Mapping[str, float]) -> str:
             part = body[start : start + MAX_CONTENT_CHARS - len(head) - len(elision)]
             weight = _weight(head_terms | _terms(part, weights), weights)
             if weight > best_weight:  # strictly: a tie keeps the plain cut, then the earlier line
-                best, best_weight = head + elision + part, weight
+                best, best_weight = Shown(head + elision + part, entry.file_line(i + 1 + part.count("\n"))), weight
         start += len(lines[i]) + 1
     return best
 
 
 def elision_line(first: int, last: int) -> str:
     """The line that stands for the file lines ``first``..``last`` left out (1-based, inclusive):
-    where they are, for an agent that wants to read them (OpenClaw's ``memory_get``)."""
+    where they are, for an agent that wants to read them from the file."""
     where = f"line {first}" if first == last else f"lines {first}-{last}"
     return f"\n[… {where} left out …]\n"
 
