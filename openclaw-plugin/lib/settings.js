@@ -46,15 +46,15 @@ import path from "node:path";
  * @typedef {{agent: string, session_key?: string}} Scope
  */
 
-// minRelevance 0.14, memory-router's floor on the answer (one whose best hit is under it abstains):
+// minRelevance 0.18, memory-router's floor on the answer (one whose best hit is under it abstains):
 // the highest that keeps the answerable questions' evidence recall@10 within a point of no floor's
-// on both development benches (bench/abstention.py; docs/abstention.md). maxChars null: no budget
-// unless asked.
+// on both development benches (bench/abstention.py; docs/abstention.md: 0.14 until Total Recall's
+// note excerpts raised the notes' relevance). maxChars null: no budget unless asked.
 export const DEFAULTS = Object.freeze({
   command: "memory-router",
   timeoutMs: 5000,
   maxResults: 10,
-  minRelevance: 0.14,
+  minRelevance: 0.18,
   maxChars: null,
 });
 
