@@ -299,13 +299,17 @@ POLICIES: dict[str, Policy] = {
 
 
 def replay(
-    r: Replay, bench: str, policy: Policy, fill_lossless: bool = False
+    r: Replay, bench: str, policy: Policy, fill_lossless: bool = False, lossless_last: frozenset[str] = frozenset()
 ) -> list[tuple[fc.Replayed, frozenset[str]]]:
     """Every question of ``bench`` through its rule's packaged chain; ``fill_lossless``: Lossless's
-    answer merged into the rest where the chain does not ask it (never the walk's winner)."""
+    answer merged into the rest where the chain does not ask it (never the walk's winner);
+    ``lossless_last``: the rules (ids) whose chain gets Lossless as an ordinary last step."""
     out = []
     for q in r.questions.get(bench, []):
-        chain = fc.chain_for(r.rule.get(q, "default"), True)
+        rule = r.rule.get(q, "default")
+        chain = fc.chain_for(rule, True)
+        if rule in lossless_last and LOSSLESS not in chain:
+            chain = [*chain, LOSSLESS]
         answers = r.answers(q, chain)
         win = walk(answers)
         if win is None:
@@ -388,6 +392,11 @@ def table(r: Replay) -> list[str]:
     for label in ("packaged `fill` (weighted RRF, K = 60)", "weighted RRF, K = 20"):
         row = " | ".join(cells(replay(r, b, POLICIES[label], fill_lossless=True)) for b in BENCHES)
         lines.append(f"| chain change: Lossless fills every rule that does not ask it; {label} | {row} |")
+    # One rule at a time: Lossless as the last step of a packaged chain that does not ask it.
+    for rule in fc.RULES.rules:
+        if LOSSLESS not in fc.chain_for(rule.id, True):
+            row = " | ".join(cells(replay(r, b, packaged, lossless_last=frozenset({rule.id}))) for b in BENCHES)
+            lines.append(f"| chain change: Lossless last in rule {rule.number} ({rule.id}) | {row} |")
     return lines
 
 

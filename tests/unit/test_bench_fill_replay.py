@@ -81,6 +81,9 @@ def test_the_script_writes_a_row_per_policy(tmp_path: Path) -> None:
     text = out.read_text()
     for label in fr.POLICIES:
         assert f"| {label} |" in text, label
+    # A row per rule whose packaged chain does not ask Lossless (rule 2's asks Cognee, qmd, Total Recall).
+    assert "| chain change: Lossless last in rule 2 (relationship) |" in text
+    assert "rule 7 (default)" not in text  # its chain asks Lossless already
 
 
 def test_the_script_says_when_there_are_no_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,6 +56,27 @@ def test_the_default_rule_asks_lossless_before_total_recall_on_pro_and_never_on_
     assert starter.fallback_chain == ["qmd", "totalrecall"]
 
 
+@pytest.mark.parametrize(
+    ("query", "rule", "spec_chain"),
+    [
+        # A weak rule-1 signal (an identifier-shaped name) in a chat question: LongMemEval's kind.
+        ("How many days before I bought the iPhone 13 Pro did I attend the Holiday Market?", 1, ["qmd", "totalrecall"]),
+        ("find the function parseAuthToken", 1, ["qmd", "totalrecall"]),
+        ("What is the total cost of the food bowl I got for Max?", 4, ["qmd", "qmd", "totalrecall"]),
+    ],
+)
+def test_rules_1_and_4_ask_lossless_last_on_pro_and_not_with_the_spec_table(
+    query: str, rule: int, spec_chain: list[str]
+) -> None:
+    match = CONFIG.rules.match(query)
+    assert match.rule.number == rule
+    pro = make_plan(match, installed(*ALL_BACKENDS).unusable_reason)
+    assert pro.fallback_chain == [*spec_chain, "lossless"] and pro.steps[-1].extension
+    spec = make_plan(SPEC_TABLE.rules.match(query), installed(*ALL_BACKENDS).unusable_reason)
+    assert spec.fallback_chain == spec_chain
+    assert make_plan(match, installed(*STARTER).unusable_reason).fallback_chain == spec_chain
+
+
 @pytest.mark.parametrize("example", SPEC_EXAMPLES, ids=lambda e: f"ex{e.number}")
 def test_spec_example_starter_tier_drops_cognee_and_lossless(example):
     plan = make_plan(CONFIG.rules.match(example.query), installed(*STARTER).unusable_reason)
