@@ -24,6 +24,9 @@ from memory_router.backends.totalrecall.scan import DAILY_NAME
 from memory_router.core.frozen import Frozen
 
 MAX_CONTENT_CHARS = 2000
+# A long entry keeps its lines' terms for choosing what a result shows (.shown); lines past this
+# many are never shown from (a session note has fifteen), so one huge paragraph costs bounded memory.
+MAX_SHOWN_LINES = 400
 CANCEL_CHECK_LINES = 1024  # parse_file looks at its cancellation flag this often
 
 
@@ -84,6 +87,7 @@ class Entry(Frozen):
     dated: bool = True  # False: the timestamp is only the file's mtime (a checkout resets it)
     line_map: tuple[int, ...] | None = None  # file line of each text line; None: consecutive from `line`
     body: str | None = None  # the whole text where ``text`` is cut (longer than MAX_CONTENT_CHARS)
+    line_terms: tuple[frozenset[str], ...] = ()  # with ``body``: each of its first lines' terms
 
     def file_line(self, text_line: int) -> int:
         """The file's line number of the entry text's 1-based line ``text_line``."""
@@ -124,6 +128,10 @@ def _split_frontmatter(lines: list[str]) -> tuple[dict[str, str], int]:
         if sep:
             meta[key.strip().lower()] = value.strip().strip("\"'")
     return {}, 0  # an unterminated block is content, not frontmatter
+
+
+def _line_terms(body: str) -> tuple[frozenset[str], ...]:
+    return tuple(frozenset(index_terms(line)) for line in body.split("\n")[:MAX_SHOWN_LINES])
 
 
 def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: threading.Event | None = None) -> list[Entry]:  # noqa: C901 - one pass of a line-oriented markdown state machine; splitting it scatters the state
@@ -173,6 +181,7 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: thread
                     dated=dated,
                     line_map=None if block_lines[-1] - block_line + 1 == len(block_lines) else tuple(block_lines),
                     body=body if len(body) > MAX_CONTENT_CHARS else None,
+                    line_terms=_line_terms(body) if len(body) > MAX_CONTENT_CHARS else (),
                 )
             )
         block, block_lines, block_kind, block_time = [], [], "", None

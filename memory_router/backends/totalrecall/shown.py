@@ -25,12 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memory_router.backends.totalrecall.parse import MAX_CONTENT_CHARS, Entry, index_terms
+from memory_router.backends.totalrecall.parse import MAX_CONTENT_CHARS, MAX_SHOWN_LINES, Entry, index_terms
 from memory_router.core.frozen import Frozen
-
-# A paragraph of more lines than this is rare (a session note has fifteen): its later lines are
-# not tried, so one huge entry costs a bounded number of term look-ups.
-MAX_STARTS = 400
 
 
 class Shown(Frozen):
@@ -49,21 +45,51 @@ def shown_part(entry: Entry, weights: Mapping[str, float]) -> Shown:
     plain = Shown(entry.text)
     if body is None or not weights:
         return plain
-    lines = body.split("\n")
+    lines = body.split("\n")[:MAX_SHOWN_LINES]
+    starts = [0]  # where each line starts in body
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    # Each line's query terms: from the terms parse_file keeps for a long entry's lines (an entry
+    # built by hand without them is tokenised here).
+    line_terms = entry.line_terms or tuple(frozenset(index_terms(line)) for line in lines)
+    held = [terms.intersection(weights) for terms in line_terms]
     head = _whole_lines(lines, MAX_CONTENT_CHARS // 2)
     kept = head.count("\n") + 1  # the lines the beginning shows (the last one maybe cut)
-    head_terms = _terms(head, weights)
-    best, best_weight = plain, _weight(_terms(entry.text, weights), weights)
-    start = len("\n".join(lines[:kept])) + 1  # where line `kept` starts in body
-    for i in range(kept, min(len(lines), MAX_STARTS)):
-        if i > kept and _terms(lines[i], weights) - head_terms:  # a later line adding a term
-            elision = elision_line(entry.file_line(kept + 1), entry.file_line(i))
-            part = body[start : start + MAX_CONTENT_CHARS - len(head) - len(elision)]
-            weight = _weight(head_terms | _terms(part, weights), weights)
-            if weight > best_weight:  # strictly: a tie keeps the plain cut, then the earlier line
-                best, best_weight = Shown(head + elision + part, entry.file_line(i + 1 + part.count("\n"))), weight
-        start += len(lines[i]) + 1
+    head_terms = _held_in(body, lines, starts, held, 0, len(head), weights)
+    best, best_weight = plain, _weight(_held_in(body, lines, starts, held, 0, len(entry.text), weights), weights)
+    for i in range(kept + 1, len(lines)):  # a start leaving at least one line out
+        if not held[i] - head_terms:
+            continue  # adds none of the query's terms to the beginning's
+        elision = elision_line(entry.file_line(kept + 1), entry.file_line(i))
+        room = MAX_CONTENT_CHARS - len(head) - len(elision)
+        weight = _weight(head_terms | _held_in(body, lines, starts, held, i, room, weights), weights)
+        if weight > best_weight:  # strictly: a tie keeps the plain cut, then the earlier line
+            part = body[starts[i] : starts[i] + room]
+            best, best_weight = Shown(head + elision + part, entry.file_line(i + 1 + part.count("\n"))), weight
     return best
+
+
+def _held_in(
+    body: str,
+    lines: list[str],
+    starts: list[int],
+    held: list[frozenset[str]],
+    first: int,
+    size: int,
+    weights: Mapping[str, float],
+) -> frozenset[str]:
+    """The query terms of ``body[starts[first] : starts[first] + size]``: its whole lines' (from
+    ``held``) and those of the one line the cut falls inside, up to the cut."""
+    end = starts[first] + size
+    out: set[str] = set()
+    for j in range(first, len(lines)):
+        if starts[j] + len(lines[j]) <= end:
+            out |= held[j]
+            continue
+        if starts[j] < end:
+            out |= _terms(body[starts[j] : end], weights)
+        break
+    return frozenset(out)
 
 
 def elision_line(first: int, last: int) -> str:
