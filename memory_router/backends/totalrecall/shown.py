@@ -23,6 +23,7 @@ Pure: an entry and the query's term weights in, the text and where it ends out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from memory_router.backends.totalrecall.parse import MAX_CONTENT_CHARS, MAX_SHOWN_LINES, Entry, index_terms
@@ -104,7 +105,9 @@ def _terms(text: str, weights: Mapping[str, float]) -> frozenset[str]:
 
 
 def _weight(terms: frozenset[str], weights: Mapping[str, float]) -> float:
-    return sum(weights[t] for t in terms)
+    # fsum: the exact sum, whatever order a set yields its terms in, so two parts holding the same
+    # terms tie exactly and the tie keeps the earlier one (a plain sum may differ in its last bit).
+    return math.fsum(weights[t] for t in terms)
 
 
 def _whole_lines(lines: list[str], budget: int) -> str:
