@@ -24,10 +24,10 @@ from typing import Any
 from _common import environment_line, fmt, median, parser, repeats, scratch_dir, table
 
 from memory_router.backends.base import BackendRequest
-from memory_router.backends.totalrecall import adapter
+from memory_router.backends.totalrecall import shown
 from memory_router.backends.totalrecall.adapter import TotalRecallBackend
 from memory_router.backends.totalrecall.parse import Entry
-from memory_router.backends.totalrecall.shown import Shown, shown_part
+from memory_router.backends.totalrecall.shown import Shown
 
 TOPICS = "trip budget recipe garden guitar marathon laptop vet painting wedding".split()
 FILLER = (
@@ -60,9 +60,13 @@ def build(root: Path, notes: int) -> None:
         (root / "memory" / f"2023-05-{1 + n % 28:02d}-{1000 + n}.md").write_text(session_note(rng, n))
 
 
+SHIPPED = shown.shown_part
+
+
 def show_with(choose: Callable[[Entry, Any], Shown]) -> None:
-    """Makes the adapter's results show what ``choose`` picks (its module-level name, replaced)."""
-    vars(adapter)["shown_part"] = choose
+    """Makes the adapter's results show what ``choose`` picks (the adapter looks ``shown_part`` up
+    in its module at each long entry)."""
+    vars(shown)["shown_part"] = choose
 
 
 def timed(backend: TotalRecallBackend, query: str) -> float:
@@ -90,11 +94,11 @@ def main() -> None:
         timed(backend, query)  # builds the index once
         excerpt_ms, plain_ms = [], []
         for _ in range(n):
-            show_with(shown_part)
+            show_with(SHIPPED)
             excerpt_ms.append(timed(backend, query))
             show_with(plain)
             plain_ms.append(timed(backend, query))
-        show_with(shown_part)
+        show_with(SHIPPED)
         moved = sum(
             1
             for r in asyncio.run(backend.search(BackendRequest(query=query, limit=10))).results

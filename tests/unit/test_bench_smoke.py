@@ -23,6 +23,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "overhead.py": (["--quick"], ["Router overhead per query"]),
     "cold_start.py": (["--quick"], ["CLI cold start", "Inside one `query` process", "python -X importtime"]),
     "totalrecall_scale.py": (["--quick"], ["Total Recall search", "Warm search split"]),
+    "totalrecall_excerpt.py": (["--quick"], ["Total Recall warm search over"]),
     "fallback.py": (["--quick"], ["Fallback cost", "Cooldown on"]),
     "serve_throughput.py": (["--quick"], ["`memory-router serve` over stdin/stdout"]),
     "lossless_scale.py": (["--quick"], ["Lossless search (ms per query, open to close)", "Database build (s)"]),

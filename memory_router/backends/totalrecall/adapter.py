@@ -73,7 +73,6 @@ from memory_router.backends.totalrecall.index import DEFAULT_MAX_FILE_BYTES, Mem
 from memory_router.backends.totalrecall.parse import Cancelled, Entry, query_terms
 from memory_router.backends.totalrecall.scan import LAYOUT_OF_TIER, no_memory_files, scan_tree, too_big, unreadable
 from memory_router.backends.totalrecall.score import rank
-from memory_router.backends.totalrecall.shown import Shown, shown_part
 from memory_router.config.envvars import TOTALRECALL
 from memory_router.config.openclaw import OpenClawConfigInvalid, agent_workspace
 from memory_router.config.paths import openclaw_workspace
@@ -478,11 +477,18 @@ def _result(
     extra = {}
     if definition is not None:
         extra = {"definition_line": entry.file_line(definition.line), "definition_kind": definition.kind}
-    shown = shown_part(entry, weights) if weights else Shown(entry.text)
-    if shown.last_line is not None:  # lines left out: the content's line count no longer says where it ends
-        extra["end_line"] = shown.last_line
+    content = entry.text
+    if weights and entry.body is not None:
+        # Only an entry longer than a result shows loads .shown: a cold query's module count is
+        # budgeted (tests/unit/test_cold_start.py), and most memories hold no such entry.
+        from memory_router.backends.totalrecall.shown import shown_part
+
+        shown = shown_part(entry, weights)
+        content = shown.text
+        if shown.last_line is not None:  # lines left out: the content's line count no longer says where it ends
+            extra["end_line"] = shown.last_line
     return Result(
-        content=shown.text,
+        content=content,
         relevance=relevance,
         source=source,
         timestamp=_iso(entry.timestamp),
