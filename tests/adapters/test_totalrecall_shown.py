@@ -129,6 +129,18 @@ def test_what_is_shown_is_the_plain_cut_or_the_beginning_and_a_later_part_holdin
         assert weight(content) > weight(entry.text)  # it shows more of the query than the plain cut
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(lines=st.lists(LINE, min_size=1, max_size=14), heading=st.sampled_from(["", "# Notes", "## Trip planning"]))
+def test_an_entrys_terms_are_its_whole_texts_whether_or_not_its_lines_are_kept(lines: list[str], heading: str) -> None:
+    # parse_file works a long entry's terms out line by line (once, for both uses); they must be
+    # the terms of its heading, file label and whole text, in order, as for any other entry.
+    for entry in parse_file("notes", "memory/trip-plan.md", f"{heading}\n\n" + "\n".join(lines), 0.0):
+        body = entry.body if entry.body is not None else entry.text
+        assert entry.terms == tuple(index_terms(f"{entry.heading} trip plan {body}"))
+        if entry.body is not None:
+            assert entry.line_terms == tuple(frozenset(index_terms(line)) for line in body.split("\n"))
+
+
 def test_without_query_terms_the_beginning_is_shown() -> None:
     entry = Entry(
         tier="notes",

@@ -130,8 +130,17 @@ def _split_frontmatter(lines: list[str]) -> tuple[dict[str, str], int]:
     return {}, 0  # an unterminated block is content, not frontmatter
 
 
-def _line_terms(body: str) -> tuple[frozenset[str], ...]:
-    return tuple(frozenset(index_terms(line)) for line in body.split("\n")[:MAX_SHOWN_LINES])
+def _entry_terms(prefix: str, body: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
+    """An entry's terms (``prefix`` then ``body``, in order) and, for a body longer than a result
+    shows, each of its first lines' terms too, from one pass over it: no word spans a line break,
+    so the body's terms are its lines' terms one after the other."""
+    if len(body) <= MAX_CONTENT_CHARS:
+        return tuple(index_terms(f"{prefix} {body}")), ()
+    per_line = [index_terms(line) for line in body.split("\n")]
+    terms = index_terms(prefix)
+    for line_terms in per_line:
+        terms.extend(line_terms)
+    return tuple(terms), tuple(frozenset(t) for t in per_line[:MAX_SHOWN_LINES])
 
 
 def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: threading.Event | None = None) -> list[Entry]:  # noqa: C901 - one pass of a line-oriented markdown state machine; splitting it scatters the state
@@ -162,6 +171,7 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: thread
         body = "\n".join(s.strip() for s in block).strip()
         if body:
             heading = " > ".join(h for _, h in headings)
+            terms, line_terms = _entry_terms(f"{heading} {file_label}", body)
             when = block_time or file_time
             dated = block_time is not None or file_dated
             if block_kind == "claim":
@@ -177,11 +187,11 @@ def parse_file(tier: str, rel_path: str, text: str, mtime: float, cancel: thread
                     text=body[:MAX_CONTENT_CHARS],
                     timestamp=when,
                     superseded=superseded_level is not None,
-                    terms=tuple(index_terms(f"{heading} {file_label} {body}")),
+                    terms=terms,
                     dated=dated,
                     line_map=None if block_lines[-1] - block_line + 1 == len(block_lines) else tuple(block_lines),
                     body=body if len(body) > MAX_CONTENT_CHARS else None,
-                    line_terms=_line_terms(body) if len(body) > MAX_CONTENT_CHARS else (),
+                    line_terms=line_terms,
                 )
             )
         block, block_lines, block_kind, block_time = [], [], "", None
